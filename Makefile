@@ -1,0 +1,43 @@
+# Payment Request Service. `make dev` runs everything locally; `make test` runs every test.
+SHELL := /bin/bash
+
+# Lambda functions: directory under functions/ and template logical id.
+FUNCTIONS := merchantapi
+
+GO_LAMBDA_BUILD := GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
+# SAM passes ARTIFACTS_DIR to build-<LogicalId>; `make build` uses bin/<function>/.
+ARTIFACTS_DIR ?= bin/manual
+
+EMULATORS := infra/local/node_modules/.package-lock.json
+
+.PHONY: dev test bench lint build clean
+
+dev: $(EMULATORS)
+	@mkdir -p .paydev/bin
+	go build -o .paydev/bin/paydev ./cmd/paydev
+	exec .paydev/bin/paydev
+
+test: $(EMULATORS)
+	go test -count=1 -timeout 40m ./...
+
+bench: $(EMULATORS)
+	go test -run '^$$' -bench . -benchmem ./...
+
+lint:
+	go vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Every function, linux/arm64, stripped: bin/<function>/bootstrap.
+build:
+	@for f in $(FUNCTIONS); do echo "build $$f"; $(GO_LAMBDA_BUILD) -o bin/$$f/bootstrap ./functions/$$f || exit 1; done
+	@ls -l bin/*/bootstrap
+
+clean:
+	rm -rf bin .aws-sam .paydev/bin
+
+$(EMULATORS): infra/local/package-lock.json
+	cd infra/local && npm ci --no-audit --no-fund --loglevel=error
+
+# sam build (BuildMethod: makefile) calls one target per function.
+build-MerchantApiFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/merchantapi

@@ -1,0 +1,156 @@
+// Package apikey authenticates merchant-server calls by X-API-Key. Keys are
+// looked up by hash and the result cached briefly in-process, so a warm Lambda
+// makes no database call for authentication.
+package apikey
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/problem"
+)
+
+// Header carries the key.
+const Header = "X-API-Key"
+
+// Lookup finds a merchant by key hash; it returns an error wrapping
+// ErrUnknown (or any error for which IsNotFound is true) for unknown keys.
+type Lookup interface {
+	MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchant.Merchant, error)
+}
+
+// ErrInvalidKey is returned for a missing, malformed or unknown key.
+var ErrInvalidKey = errors.New("invalid API key")
+
+type entry struct {
+	m       *merchant.Merchant // nil: known to be invalid
+	expires time.Time
+}
+
+// Authenticator resolves keys to merchants with a small TTL cache.
+type Authenticator struct {
+	lookup     Lookup
+	isNotFound func(error) bool
+	TTL        time.Duration // positive answers (key rotation takes effect within it)
+	NegTTL     time.Duration // unknown keys
+	Now        func() time.Time
+	maxEntries int
+
+	mu    sync.Mutex
+	cache map[string]entry
+}
+
+// New returns an Authenticator; isNotFound tells a missing key from a failure.
+func New(l Lookup, isNotFound func(error) bool) *Authenticator {
+	return &Authenticator{lookup: l, isNotFound: isNotFound, TTL: 30 * time.Second, NegTTL: 5 * time.Second,
+		Now: time.Now, maxEntries: 10000, cache: map[string]entry{}}
+}
+
+// wellFormed rejects obvious garbage before any lookup.
+func wellFormed(key string) bool {
+	return len(key) == 49 && (strings.HasPrefix(key, "prk_test_") || strings.HasPrefix(key, "prk_live_"))
+}
+
+// Authenticate returns the merchant owning key, or ErrInvalidKey.
+func (a *Authenticator) Authenticate(ctx context.Context, key string) (*merchant.Merchant, error) {
+	if !wellFormed(key) {
+		return nil, ErrInvalidKey
+	}
+	hash := merchant.HashAPIKey(key)
+	now := a.Now()
+	a.mu.Lock()
+	e, ok := a.cache[hash]
+	a.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		if e.m == nil {
+			return nil, ErrInvalidKey
+		}
+		return e.m, nil
+	}
+	m, err := a.lookup.MerchantByAPIKeyHash(ctx, hash)
+	switch {
+	case err != nil && a.isNotFound(err):
+		a.store(hash, entry{expires: now.Add(a.NegTTL)})
+		return nil, ErrInvalidKey
+	case err != nil:
+		return nil, err
+	}
+	// The index matched on the hash; compare again in constant time so the
+	// decision never depends on a non-constant-time path.
+	if !merchant.KeyMatches(key, m.APIKeyHash) {
+		return nil, ErrInvalidKey
+	}
+	a.store(hash, entry{m: m, expires: now.Add(a.TTL)})
+	return m, nil
+}
+
+func (a *Authenticator) store(hash string, e entry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.cache) >= a.maxEntries {
+		for k := range a.cache { // evict an arbitrary entry: bounded memory beats perfect LRU here
+			delete(a.cache, k)
+			break
+		}
+	}
+	a.cache[hash] = e
+}
+
+type ctxKey struct{}
+
+// MerchantFrom returns the authenticated merchant of the request.
+func MerchantFrom(ctx context.Context) *merchant.Merchant {
+	m, _ := ctx.Value(ctxKey{}).(*merchant.Merchant)
+	return m
+}
+
+// WithMerchant returns ctx carrying m (used by tests and by other auth paths).
+func WithMerchant(ctx context.Context, m *merchant.Merchant) context.Context {
+	return context.WithValue(ctx, ctxKey{}, m)
+}
+
+// Require is middleware: 401 problem without a valid key.
+func (a *Authenticator) Require(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(Header)
+		if key == "" {
+			problem.Write(w, r, withChallenge(problem.Unauthorized("The X-API-Key header is missing.")))
+			return
+		}
+		m, err := a.Authenticate(r.Context(), key)
+		if errors.Is(err, ErrInvalidKey) {
+			httpapi.Logger(r.Context()).Warn("invalid API key", "key_kind", keyKind(key))
+			problem.Write(w, r, withChallenge(problem.Unauthorized("The API key is invalid.")))
+			return
+		}
+		if err != nil {
+			httpapi.Error(w, r, err)
+			return
+		}
+		r = httpapi.AddLogAttrs(r, slog.String("merchant_id", m.ID))
+		next.ServeHTTP(w, r.WithContext(WithMerchant(r.Context(), m)))
+	})
+}
+
+func withChallenge(p *problem.Problem) *problem.Problem {
+	p.Headers = http.Header{"Www-Authenticate": {`APIKey header="X-API-Key"`}}
+	return p
+}
+
+// keyKind describes a presented key for logs without revealing any of it.
+func keyKind(key string) string {
+	switch {
+	case !wellFormed(key):
+		return "malformed"
+	case strings.HasPrefix(key, "prk_live_"):
+		return "live"
+	}
+	return "test"
+}

@@ -1,0 +1,46 @@
+// Package awsconfig loads the AWS SDK configuration the same way for Lambda,
+// the local stack, payctl and tests. Endpoints come from the SDK's own
+// variables (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB, ...), so pointing
+// everything at LocalStack or the local emulators is one variable.
+package awsconfig
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// CallTimeout bounds every single AWS HTTP call (retries get their own).
+const CallTimeout = 5 * time.Second
+
+// Load builds the SDK configuration. It makes no network call: credentials
+// are resolved lazily on the first request, which keeps Lambda start-up fast.
+func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error) {
+	httpClient := awshttp.NewBuildableClient().WithTimeout(CallTimeout)
+	opts := append([]func(*config.LoadOptions) error{
+		config.WithHTTPClient(httpClient),
+		config.WithRetryMaxAttempts(3),
+	}, optFns...)
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	return cfg, nil
+}
+
+// S3Options selects path-style addressing when an endpoint is overridden:
+// emulators serve buckets on paths, not on virtual host names.
+func S3Options(o *s3.Options) {
+	if os.Getenv("AWS_ENDPOINT_URL") != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || o.BaseEndpoint != nil {
+		o.UsePathStyle = true
+	}
+}

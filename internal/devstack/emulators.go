@@ -1,0 +1,205 @@
+// Package devstack runs the service on one machine with no AWS account and
+// no Docker: pinned emulators (dynalite for DynamoDB, fauxqs for SQS and S3),
+// the template's resources created in them, and the functions' handlers
+// behind a local HTTP API. cmd/paydev and the integration tests use it.
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Emulators are the running emulator processes.
+type Emulators struct {
+	DynamoDB string // endpoint URL
+	SQS      string // endpoint URL (fauxqs serves SQS and S3 on one port)
+	S3       string
+	procs    []*exec.Cmd
+	stopOnce sync.Once
+}
+
+// InfraDir locates infra/local: $PAYREQ_INFRA_DIR, else the first parent of
+// the working directory that contains infra/local/package.json.
+func InfraDir() (string, error) {
+	if d := os.Getenv("PAYREQ_INFRA_DIR"); d != "" {
+		return d, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		cand := filepath.Join(dir, "infra", "local")
+		if _, err := os.Stat(filepath.Join(cand, "package.json")); err == nil {
+			return cand, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("infra/local/package.json not found above the working directory; run from the repository")
+		}
+		dir = parent
+	}
+}
+
+var npmMu sync.Mutex
+
+// EnsureNodeModules runs `npm ci` once when the pinned packages are missing
+// or older than the lockfile.
+func EnsureNodeModules(infra string, log io.Writer) error {
+	npmMu.Lock()
+	defer npmMu.Unlock()
+	lock, err := os.Stat(filepath.Join(infra, "package-lock.json"))
+	if err != nil {
+		return fmt.Errorf("infra lockfile: %w", err)
+	}
+	marker, err := os.Stat(filepath.Join(infra, "node_modules", ".package-lock.json"))
+	if err == nil && !marker.ModTime().Before(lock.ModTime()) {
+		return nil
+	}
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = infra, log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("npm ci in %s (Node 20 and npm are required): %w", infra, err)
+	}
+	return nil
+}
+
+// FreePort asks the kernel for an unused loopback port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartEmulators starts dynalite and fauxqs on loopback ports (0 = any free
+// port) and waits until both answer. Output goes to logDir.
+func StartEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxqsPort int) (*Emulators, error) {
+	var err error
+	if dynamoPort == 0 {
+		if dynamoPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	if fauxqsPort == 0 {
+		if fauxqsPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	e := &Emulators{
+		DynamoDB: fmt.Sprintf("http://127.0.0.1:%d", dynamoPort),
+		SQS:      fmt.Sprintf("http://127.0.0.1:%d", fauxqsPort),
+		S3:       fmt.Sprintf("http://127.0.0.1:%d", fauxqsPort),
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	start := func(name string, env []string, args ...string) error {
+		logFile, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command("node", args...)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = infra, logFile, logFile
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = processGroup()
+		if err := cmd.Start(); err != nil {
+			logFile.Close()
+			return fmt.Errorf("start %s (is Node 20 installed?): %w", name, err)
+		}
+		go func() { _ = cmd.Wait(); logFile.Close() }()
+		e.procs = append(e.procs, cmd)
+		return nil
+	}
+	if err := start("dynalite", nil, "node_modules/dynalite/cli.js", "--host", "127.0.0.1",
+		"--port", strconv.Itoa(dynamoPort), "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"); err != nil {
+		return nil, err
+	}
+	if err := start("fauxqs", []string{"FAUXQS_PORT=" + strconv.Itoa(fauxqsPort), "FAUXQS_LOGGER=false",
+		"FAUXQS_DEFAULT_REGION=" + Region}, "fauxqs-loopback.mjs"); err != nil {
+		e.Stop()
+		return nil, err
+	}
+	if err := e.wait(ctx); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("emulators did not become ready (logs in %s): %w", logDir, err)
+	}
+	return e, nil
+}
+
+func (e *Emulators) wait(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	ready := func(url string) bool {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	}
+	for {
+		if ready(e.DynamoDB) && ready(e.SQS+"/health") {
+			return nil
+		}
+		for _, p := range e.procs {
+			if p.ProcessState != nil {
+				return fmt.Errorf("%s exited: %s", filepath.Base(p.Args[1]), p.ProcessState)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// PIDs returns the emulator process ids (for leak checks).
+func (e *Emulators) PIDs() []int {
+	var out []int
+	for _, p := range e.procs {
+		out = append(out, p.Process.Pid)
+	}
+	return out
+}
+
+// Stop terminates the emulators and everything they started.
+func (e *Emulators) Stop() {
+	e.stopOnce.Do(func() {
+		for _, p := range e.procs {
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for _, p := range e.procs {
+			for p.ProcessState == nil && processAlive(p.Process.Pid) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+		}
+	})
+}
+
+func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

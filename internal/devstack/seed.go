@@ -1,0 +1,52 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/seal"
+)
+
+// SeedMerchant is the sandbox merchant every local stack starts with.
+type SeedMerchant struct {
+	ID           string `json:"id"`
+	APIKey       string `json:"apiKey"`
+	SFTPUser     string `json:"sftpUser"`
+	SFTPPassword string `json:"sftpPassword"`
+}
+
+// seedMerchant recreates the merchant saved in path (the emulators keep no
+// state across restarts, but a developer's key should not change every run),
+// or creates and saves a new one.
+func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer, path string) (SeedMerchant, error) {
+	var seed SeedMerchant
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &seed); err != nil {
+			return seed, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	if seed.ID == "" || seed.APIKey == "" {
+		seed = SeedMerchant{ID: merchant.NewID(), APIKey: merchant.NewAPIKey(true)}
+	}
+	secret := merchant.NewWebhookSecret()
+	now := time.Now().UTC()
+	m := &merchant.Merchant{
+		ID: seed.ID, Name: "Sandbox Shop", Sandbox: true,
+		AllowedOrigins: []string{"http://127.0.0.1:3000", "http://localhost:3000"},
+		Methods:        merchant.AllSelectors(),
+		APIKeyHash:     merchant.HashAPIKey(seed.APIKey), APIKeyPrefix: merchant.KeyPrefix(seed.APIKey),
+		SealedAPIKey: sealer.Seal(seed.APIKey, seed.ID), SealedSecret: sealer.Seal(secret, seed.ID),
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := store.CreateMerchant(ctx, m); err != nil && !errors.Is(err, dynamo.ErrExists) {
+		return seed, fmt.Errorf("seed merchant: %w", err)
+	}
+	b, _ := json.MarshalIndent(seed, "", "  ")
+	return seed, os.WriteFile(path, b, 0o600)
+}

@@ -1,0 +1,244 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	payreq "github.com/payreq/payreq"
+	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/wire"
+)
+
+// Options configure a local stack.
+type Options struct {
+	StateDir string // .paydev: stack.json, seal key, seeded merchant, logs
+	Host     string // 127.0.0.1
+	APIPort  int    // 3000; 0 = any free port
+	Log      io.Writer
+}
+
+// Info is .paydev/stack.json: everything a tool or a person needs to talk to
+// the running stack.
+type Info struct {
+	APIBase   string            `json:"apiBase"`
+	SFTPAddr  string            `json:"sftpAddr"`
+	Region    string            `json:"region"`
+	Endpoints Endpoints         `json:"endpoints"`
+	Merchant  SeedMerchant      `json:"merchant"`
+	Tables    map[string]string `json:"tables"`
+	Queues    map[string]string `json:"queues"`
+	Buckets   map[string]string `json:"buckets"`
+	PIDs      []int             `json:"pids,omitempty"`
+	External  bool              `json:"external"`
+}
+
+// Endpoints are the AWS API endpoints in use.
+type Endpoints struct {
+	DynamoDB string `json:"dynamodb"`
+	SQS      string `json:"sqs"`
+	S3       string `json:"s3"`
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	Info      Info
+	Resources *Resources
+	Store     *dynamo.Store
+	emu       *Emulators
+	server    *http.Server
+	gateway   *Gateway
+	stateDir  string
+}
+
+// Start brings the whole service up. When AWS_ENDPOINT_URL is already set
+// (LocalStack), no emulator is started and that endpoint is used as is.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &Stack{stateDir: opts.StateDir}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	external := os.Getenv("AWS_ENDPOINT_URL")
+	if external == "" {
+		infra, err := InfraDir()
+		if err != nil {
+			return nil, err
+		}
+		if err := EnsureNodeModules(infra, opts.Log); err != nil {
+			return nil, err
+		}
+		if s.emu, err = StartEmulators(ctx, infra, filepath.Join(opts.StateDir, "logs"), 0, 0); err != nil {
+			return nil, err
+		}
+		s.Info.Endpoints = Endpoints{DynamoDB: s.emu.DynamoDB, SQS: s.emu.SQS, S3: s.emu.S3}
+		s.Info.PIDs = s.emu.PIDs()
+		UseEndpoints(s.Info.Endpoints)
+	} else {
+		s.Info.External = true
+		s.Info.Endpoints = Endpoints{DynamoDB: external, SQS: external, S3: external}
+		setDefault("AWS_REGION", Region)
+		setDefault("AWS_ACCESS_KEY_ID", "test")
+		setDefault("AWS_SECRET_ACCESS_KEY", "test")
+	}
+	s.Info.Region = Region
+
+	listener, err := net.Listen("tcp", net.JoinHostPort(opts.Host, fmt.Sprint(opts.APIPort)))
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s:%d (is another stack running?): %w", opts.Host, opts.APIPort, err)
+	}
+	s.Info.APIBase = "http://" + listener.Addr().String()
+
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	sealKey, err := loadOrCreate(filepath.Join(opts.StateDir, "seal.key"), seal.NewKey)
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	params := map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LogLevel": "INFO"}
+	if s.Resources, err = Provision(ctx, cfg, payreq.Template, params, sealKey); err != nil {
+		listener.Close()
+		return nil, err
+	}
+	s.Info.Tables, s.Info.Queues, s.Info.Buckets = s.Resources.Tables, map[string]string{}, s.Resources.Buckets
+	for id, q := range s.Resources.Queues {
+		s.Info.Queues[id] = q.URL
+	}
+	tables := dynamo.Tables{Merchants: s.Resources.Tables["MerchantsTable"],
+		PaymentRequests: s.Resources.Tables["PaymentRequestsTable"], Operations: s.Resources.Tables["OperationsTable"]}
+	s.Store = dynamo.New(dynamodb.NewFromConfig(cfg), tables)
+	sealer, err := seal.New(sealKey)
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	if s.Info.Merchant, err = seedMerchant(ctx, s.Store, sealer, filepath.Join(opts.StateDir, "merchant.json")); err != nil {
+		listener.Close()
+		return nil, err
+	}
+
+	handlers := map[string]http.Handler{}
+	for id, fn := range wire.HTTP {
+		env, err := s.Resources.Env(id)
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		env["PAYREQ_LOCAL"] = "1"
+		h, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		handlers[id] = h
+	}
+	s.gateway = NewGateway(s.Resources.Functions, handlers)
+	s.gateway.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	}))
+	s.server = &http.Server{Handler: s.gateway, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.server.Serve(listener) }()
+
+	b, _ := json.MarshalIndent(s.Info, "", "  ")
+	if err := os.WriteFile(filepath.Join(opts.StateDir, "stack.json"), b, 0o600); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Gateway returns the local HTTP API (to mount extra local-only routes).
+func (s *Stack) Gateway() *Gateway { return s.gateway }
+
+// Close stops the server and the emulators and removes stack.json.
+func (s *Stack) Close() {
+	if s.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.server.Shutdown(ctx)
+		cancel()
+	}
+	if s.emu != nil {
+		s.emu.Stop()
+	}
+	if s.stateDir != "" {
+		_ = os.Remove(filepath.Join(s.stateDir, "stack.json"))
+	}
+}
+
+// UseEndpoints points this process's AWS SDK at the given endpoints through
+// the SDK's own environment variables, with dummy credentials.
+func UseEndpoints(e Endpoints) {
+	os.Setenv("AWS_ENDPOINT_URL_DYNAMODB", e.DynamoDB)
+	os.Setenv("AWS_ENDPOINT_URL_SQS", e.SQS)
+	os.Setenv("AWS_ENDPOINT_URL_S3", e.S3)
+	os.Setenv("AWS_REGION", Region)
+	setDefault("AWS_ACCESS_KEY_ID", "local")
+	setDefault("AWS_SECRET_ACCESS_KEY", "local")
+	// Never let a developer's real profile leak into local runs.
+	os.Unsetenv("AWS_PROFILE")
+	os.Unsetenv("AWS_SESSION_TOKEN")
+}
+
+func setDefault(k, v string) {
+	if os.Getenv(k) == "" {
+		os.Setenv(k, v)
+	}
+}
+
+func mapEnv(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+func loadOrCreate(path string, gen func() string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	v := gen()
+	return v, os.WriteFile(path, []byte(v+"\n"), 0o600)
+}
+
+// ReadInfo loads a running stack's stack.json.
+func ReadInfo(stateDir string) (Info, error) {
+	var info Info
+	b, err := os.ReadFile(filepath.Join(stateDir, "stack.json"))
+	if err != nil {
+		return info, fmt.Errorf("no running local stack (%w); start one with `make dev`", err)
+	}
+	return info, json.Unmarshal(b, &info)
+}
+
+// SealKey returns the local stack's seal key.
+func SealKey(stateDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, "seal.key"))
+	return strings.TrimSpace(string(b)), err
+}

@@ -1,0 +1,166 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/payreq/payreq/internal/merchant"
+)
+
+// APIKeyIndex is the GSI of the merchants table keyed by apiKeyHash.
+const APIKeyIndex = "byApiKeyHash"
+
+type merchantRecord struct {
+	MerchantID         string    `dynamodbav:"merchantId"`
+	Name               string    `dynamodbav:"name"`
+	Sandbox            bool      `dynamodbav:"sandbox"`
+	NotifyURL          string    `dynamodbav:"notifyUrl,omitempty"`
+	SuccessURL         string    `dynamodbav:"successUrl,omitempty"`
+	FailureURL         string    `dynamodbav:"failureUrl,omitempty"`
+	AllowedOrigins     []string  `dynamodbav:"allowedOrigins,omitempty"`
+	Methods            []int     `dynamodbav:"methods,omitempty"`
+	Limits             string    `dynamodbav:"limits,omitempty"` // JSON: decimals stay exact
+	RateLimitPerMinute int       `dynamodbav:"rateLimitPerMinute,omitempty"`
+	NotificationFormat string    `dynamodbav:"notificationFormat,omitempty"`
+	APIKeyHash         string    `dynamodbav:"apiKeyHash"`
+	APIKeyPrefix       string    `dynamodbav:"apiKeyPrefix"`
+	SealedAPIKey       string    `dynamodbav:"sealedApiKey"`
+	SealedSecret       string    `dynamodbav:"sealedSecret,omitempty"`
+	CreatedAt          time.Time `dynamodbav:"createdAt"`
+	UpdatedAt          time.Time `dynamodbav:"updatedAt"`
+	Version            int64     `dynamodbav:"version"`
+}
+
+func toMerchantRecord(m *merchant.Merchant) (merchantRecord, error) {
+	limits, err := json.Marshal(m.Limits)
+	if err != nil {
+		return merchantRecord{}, err
+	}
+	return merchantRecord{
+		MerchantID: m.ID, Name: m.Name, Sandbox: m.Sandbox, NotifyURL: m.NotifyURL, SuccessURL: m.SuccessURL,
+		FailureURL: m.FailureURL, AllowedOrigins: m.AllowedOrigins, Methods: m.Methods, Limits: string(limits),
+		RateLimitPerMinute: m.RateLimitPerMinute, NotificationFormat: m.NotificationFormat,
+		APIKeyHash: m.APIKeyHash, APIKeyPrefix: m.APIKeyPrefix, SealedAPIKey: m.SealedAPIKey, SealedSecret: m.SealedSecret,
+		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), Version: m.Version,
+	}, nil
+}
+
+func (r merchantRecord) merchant() (*merchant.Merchant, error) {
+	m := &merchant.Merchant{
+		ID: r.MerchantID, Name: r.Name, Sandbox: r.Sandbox, NotifyURL: r.NotifyURL, SuccessURL: r.SuccessURL,
+		FailureURL: r.FailureURL, AllowedOrigins: r.AllowedOrigins, Methods: r.Methods,
+		RateLimitPerMinute: r.RateLimitPerMinute, NotificationFormat: r.NotificationFormat,
+		APIKeyHash: r.APIKeyHash, APIKeyPrefix: r.APIKeyPrefix, SealedAPIKey: r.SealedAPIKey, SealedSecret: r.SealedSecret,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version,
+	}
+	if r.Limits != "" {
+		if err := json.Unmarshal([]byte(r.Limits), &m.Limits); err != nil {
+			return nil, fmt.Errorf("decode limits of merchant %s: %w", r.MerchantID, err)
+		}
+	}
+	return m, nil
+}
+
+// CreateMerchant stores a new merchant; ErrExists if the id is taken.
+func (s *Store) CreateMerchant(ctx context.Context, m *merchant.Merchant) error {
+	m.Version = 1
+	rec, err := toMerchantRecord(m)
+	if err != nil {
+		return fmt.Errorf("encode merchant %s: %w", m.ID, err)
+	}
+	item, err := attributevalue.MarshalMap(rec)
+	if err != nil {
+		return fmt.Errorf("marshal merchant %s: %w", m.ID, err)
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.t.Merchants,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(merchantId)"),
+	})
+	if isConditionFailed(err) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("put merchant %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// UpdateMerchant replaces a merchant if nobody changed it since it was read
+// (optimistic locking on version); ErrConflict otherwise.
+func (s *Store) UpdateMerchant(ctx context.Context, m *merchant.Merchant) error {
+	prev := m.Version
+	m.Version = prev + 1
+	rec, err := toMerchantRecord(m)
+	if err != nil {
+		return fmt.Errorf("encode merchant %s: %w", m.ID, err)
+	}
+	item, err := attributevalue.MarshalMap(rec)
+	if err != nil {
+		return fmt.Errorf("marshal merchant %s: %w", m.ID, err)
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &s.t.Merchants,
+		Item:                      item,
+		ConditionExpression:       aws.String("attribute_exists(merchantId) AND version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(prev)},
+	})
+	if isConditionFailed(err) {
+		m.Version = prev
+		return ErrConflict
+	}
+	if err != nil {
+		m.Version = prev
+		return fmt.Errorf("update merchant %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// Merchant loads a merchant by id.
+func (s *Store) Merchant(ctx context.Context, id string) (*merchant.Merchant, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.t.Merchants,
+		Key:            map[string]types.AttributeValue{"merchantId": &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get merchant %s: %w", id, err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	var rec merchantRecord
+	if err := attributevalue.UnmarshalMap(out.Item, &rec); err != nil {
+		return nil, fmt.Errorf("unmarshal merchant %s: %w", id, err)
+	}
+	return rec.merchant()
+}
+
+// MerchantByAPIKeyHash finds the merchant owning a key hash (one Query on the GSI).
+func (s *Store) MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchant.Merchant, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.t.Merchants,
+		IndexName:                 aws.String(APIKeyIndex),
+		KeyConditionExpression:    aws.String("apiKeyHash = :h"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": &types.AttributeValueMemberS{Value: hash}},
+		Limit:                     aws.Int32(2),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query merchant by key hash: %w", err)
+	}
+	if len(out.Items) != 1 {
+		return nil, ErrNotFound // two merchants can never share a 256-bit key; treat it as unknown
+	}
+	var rec merchantRecord
+	if err := attributevalue.UnmarshalMap(out.Items[0], &rec); err != nil {
+		return nil, fmt.Errorf("unmarshal merchant: %w", err)
+	}
+	return rec.merchant()
+}

@@ -1,0 +1,151 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/payment"
+)
+
+// number is a decimal stored as a DynamoDB number: exact up to 38 digits.
+type number decimal.Decimal
+
+func (n number) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
+	return &types.AttributeValueMemberN{Value: decimal.Decimal(n).String()}, nil
+}
+
+func (n *number) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	v, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		return fmt.Errorf("amount is %T, want a number", av)
+	}
+	d, err := decimal.NewFromString(v.Value)
+	if err != nil {
+		return err
+	}
+	*n = number(d)
+	return nil
+}
+
+func numberAV(i int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)}
+}
+
+type lastLogRecord struct {
+	TransactionStatus int    `dynamodbav:"transactionStatusId"`
+	Message           string `dynamodbav:"message"`
+	Code              string `dynamodbav:"code"`
+}
+
+type requestRecord struct {
+	ID                int64           `dynamodbav:"id"`
+	MerchantID        string          `dynamodbav:"merchantId"`
+	RecipientName     string          `dynamodbav:"recipientName,omitempty"`
+	Status            int             `dynamodbav:"status"`
+	Amount            number          `dynamodbav:"amount"`
+	Unit              string          `dynamodbav:"unit"`
+	ReferenceID       string          `dynamodbav:"referenceId,omitempty"`
+	Notes             string          `dynamodbav:"notes,omitempty"`
+	Client            *payment.Client `dynamodbav:"client,omitempty"`
+	NotifyURL         string          `dynamodbav:"notifyUrl,omitempty"`
+	SuccessURL        string          `dynamodbav:"successUrl,omitempty"`
+	FailureURL        string          `dynamodbav:"failureUrl,omitempty"`
+	TransactionID     int64           `dynamodbav:"transactionId,omitempty"`
+	TransactionNumber string          `dynamodbav:"transactionNumber,omitempty"`
+	TransactionStatus *int            `dynamodbav:"transactionStatusId,omitempty"`
+	LastLog           *lastLogRecord  `dynamodbav:"lastLog,omitempty"`
+	CreatedAt         time.Time       `dynamodbav:"createdAt"`
+	UpdatedAt         time.Time       `dynamodbav:"updatedAt"`
+	Version           int64           `dynamodbav:"version"`
+}
+
+func toRequestRecord(r *payment.Request) requestRecord {
+	rec := requestRecord{
+		ID: r.ID, MerchantID: r.MerchantID, RecipientName: r.RecipientName, Status: int(r.Status),
+		Amount: number(r.Amount), Unit: r.Unit, ReferenceID: r.ReferenceID, Notes: r.Notes, Client: r.Client,
+		NotifyURL: r.NotifyURL, SuccessURL: r.SuccessURL, FailureURL: r.FailureURL,
+		TransactionID: r.TransactionID, TransactionNumber: r.TransactionNumber,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Version: r.Version,
+	}
+	if r.TransactionStatus != nil {
+		s := int(*r.TransactionStatus)
+		rec.TransactionStatus = &s
+	}
+	if r.LastLog != nil {
+		rec.LastLog = &lastLogRecord{int(r.LastLog.TransactionStatusID), r.LastLog.Message, string(r.LastLog.Code)}
+	}
+	return rec
+}
+
+func (rec requestRecord) request() *payment.Request {
+	r := &payment.Request{
+		ID: rec.ID, MerchantID: rec.MerchantID, RecipientName: rec.RecipientName, Status: payment.RequestStatus(rec.Status),
+		Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit, ReferenceID: rec.ReferenceID, Notes: rec.Notes, Client: rec.Client,
+		NotifyURL: rec.NotifyURL, SuccessURL: rec.SuccessURL, FailureURL: rec.FailureURL,
+		TransactionID: rec.TransactionID, TransactionNumber: rec.TransactionNumber,
+		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, Version: rec.Version,
+	}
+	if rec.TransactionStatus != nil {
+		s := payment.TransactionStatus(*rec.TransactionStatus)
+		r.TransactionStatus = &s
+	}
+	if rec.LastLog != nil {
+		r.LastLog = &payment.LastLog{
+			TransactionStatusID: payment.TransactionStatus(rec.LastLog.TransactionStatus),
+			Message:             rec.LastLog.Message, Code: codes.Code(rec.LastLog.Code),
+		}
+	}
+	return r
+}
+
+// CreatePaymentRequest stores a new request; ErrExists when the id is taken
+// (an id collision: the caller draws a new id).
+func (s *Store) CreatePaymentRequest(ctx context.Context, r *payment.Request) error {
+	r.Version = 1
+	item, err := attributevalue.MarshalMap(toRequestRecord(r))
+	if err != nil {
+		return fmt.Errorf("marshal payment request %d: %w", r.ID, err)
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.t.PaymentRequests,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(id)"),
+	})
+	if isConditionFailed(err) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("put payment request %d: %w", r.ID, err)
+	}
+	return nil
+}
+
+// PaymentRequest loads a request by id (strongly consistent: a client that
+// just created it must see it).
+func (s *Store) PaymentRequest(ctx context.Context, id int64) (*payment.Request, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.t.PaymentRequests,
+		Key:            map[string]types.AttributeValue{"id": numberAV(id)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get payment request %d: %w", id, err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	var rec requestRecord
+	if err := attributevalue.UnmarshalMap(out.Item, &rec); err != nil {
+		return nil, fmt.Errorf("unmarshal payment request %d: %w", id, err)
+	}
+	return rec.request(), nil
+}

@@ -1,0 +1,49 @@
+// Package dynamo stores merchants, payment requests and operational records in
+// DynamoDB. Every write that can race is conditional.
+package dynamo
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Tables names the physical tables.
+type Tables struct {
+	Merchants       string
+	PaymentRequests string
+	Operations      string
+}
+
+// API is the subset of the DynamoDB client the store uses.
+type API interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Store is the DynamoDB persistence of the service.
+type Store struct {
+	db API
+	t  Tables
+}
+
+// New returns a store over db.
+func New(db API, t Tables) *Store { return &Store{db: db, t: t} }
+
+// Errors callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+	// ErrConflict: a conditional write lost a race or found another state.
+	ErrConflict = errors.New("conditional write failed")
+)
+
+func isConditionFailed(err error) bool {
+	var cf *types.ConditionalCheckFailedException
+	return errors.As(err, &cf)
+}

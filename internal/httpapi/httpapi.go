@@ -1,0 +1,154 @@
+// Package httpapi is the HTTP plumbing shared by every function: request ids,
+// structured access logs, panic recovery, JSON bodies and problem responses.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+
+	"github.com/payreq/payreq/internal/problem"
+)
+
+type ctxKey int
+
+const (
+	keyRequestID ctxKey = iota
+	keyLogger
+	keyLogAttrs
+)
+
+// RequestID returns the request id (API Gateway's, or generated).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(keyRequestID).(string)
+	return id
+}
+
+// Logger returns the request-scoped logger (carries request_id).
+func Logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(keyLogger).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// logAttrs lets inner handlers add fields (merchant_id) to the access log line.
+type logAttrs struct{ attrs []slog.Attr }
+
+// AddLogAttrs adds attributes to the request's access log line and logger.
+func AddLogAttrs(r *http.Request, attrs ...slog.Attr) *http.Request {
+	if la, ok := r.Context().Value(keyLogAttrs).(*logAttrs); ok {
+		la.attrs = append(la.attrs, attrs...)
+	}
+	args := make([]any, len(attrs))
+	for i, a := range attrs {
+		args[i] = a
+	}
+	return r.WithContext(context.WithValue(r.Context(), keyLogger, Logger(r.Context()).With(args...)))
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Wrap adds request id, access logging and panic recovery around h.
+func Wrap(h http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := ""
+		if gw, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok {
+			id = gw.RequestID
+		}
+		if id == "" {
+			id = newRequestID()
+		}
+		// The adapter copies the whole gateway context into a header; handlers
+		// have it in the context already, so drop the copy.
+		r.Header.Del(core.APIGwContextHeader)
+		r.Header.Del(core.APIGwStageVarsHeader)
+		la := &logAttrs{}
+		reqLog := log.With("request_id", id)
+		ctx := context.WithValue(r.Context(), keyRequestID, id)
+		ctx = context.WithValue(ctx, keyLogger, reqLog)
+		ctx = context.WithValue(ctx, keyLogAttrs, la)
+		r = r.WithContext(ctx)
+		w.Header().Set("X-Request-Id", id)
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				reqLog.Error("panic", "panic", v)
+				if sw.status == 0 {
+					problem.Write(sw, r, problem.Internal())
+				}
+			}
+			attrs := []any{"method", r.Method, "route", r.Pattern, "status", sw.status,
+				"duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+			for _, a := range la.attrs {
+				attrs = append(attrs, a)
+			}
+			reqLog.Info("request", attrs...)
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// HandlerFunc is a handler that may fail; the error becomes a problem response.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (f HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := f(w, r); err != nil {
+		Error(w, r, err)
+	}
+}
+
+// Error writes err: a *problem.Problem as is, anything else as a logged 500.
+func Error(w http.ResponseWriter, r *http.Request, err error) {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		problem.Write(w, r, p)
+		return
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		Logger(r.Context()).Error("timeout", "error", err.Error())
+		problem.Write(w, r, problem.Unavailable("A dependency did not answer in time. Retry with the same Idempotency-Key."))
+		return
+	}
+	Logger(r.Context()).Error("internal error", "error", err.Error())
+	problem.Write(w, r, problem.Internal())
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

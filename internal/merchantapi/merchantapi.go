@@ -1,0 +1,129 @@
+// Package merchantapi is the merchant-server API: payment requests and their
+// status. It is a plain http.Handler; functions/merchantapi wraps it for
+// Lambda and the local stack mounts the very same handler.
+package merchantapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/problem"
+)
+
+// Store is the persistence the API needs.
+type Store interface {
+	CreatePaymentRequest(ctx context.Context, r *payment.Request) error
+	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Store         Store
+	Auth          *apikey.Authenticator
+	Log           *slog.Logger
+	PublicBaseURL string // empty: https://<request host>
+	AllowHTTPURLs bool   // sandbox and local stack accept http:// merchant URLs
+	Now           func() time.Time
+}
+
+// Routes are the method patterns this handler serves; template.yaml must
+// declare exactly these for MerchantApiFunction (a test checks both ways).
+func Routes() []string {
+	return []string{
+		"POST /payment-requests",
+		"GET /payment-requests/status/{id}",
+	}
+}
+
+type api struct{ Deps }
+
+// New returns the merchant API handler.
+func New(d Deps) http.Handler {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	a := &api{d}
+	handlers := map[string]httpapi.HandlerFunc{
+		"POST /payment-requests":            a.create,
+		"GET /payment-requests/status/{id}": a.status,
+	}
+	mux := http.NewServeMux()
+	for _, route := range Routes() {
+		mux.Handle(route, d.Auth.Require(handlers[route]))
+	}
+	return httpapi.Wrap(mux, d.Log)
+}
+
+func (a *api) create(w http.ResponseWriter, r *http.Request) error {
+	m := apikey.MerchantFrom(r.Context())
+	var in payment.CreateInput
+	if err := httpapi.DecodeJSON(w, r, &in); err != nil {
+		return err
+	}
+	req, errs := in.Validate(payment.CreateRules{AllowHTTP: a.AllowHTTPURLs || m.Sandbox, DefaultRecipient: m.Name})
+	if len(errs) > 0 {
+		return problem.Validation(errs)
+	}
+	now := a.Now().UTC()
+	req.MerchantID, req.CreatedAt, req.UpdatedAt = m.ID, now, now
+	// Ids are random in their low bits; a collision is astronomically rare and
+	// the conditional put turns it into a retry, never an overwrite.
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		req.ID = ids.New(now)
+		if err = a.Store.CreatePaymentRequest(r.Context(), &req); !errors.Is(err, dynamo.ErrExists) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
+	}
+	httpapi.AddLogAttrs(r, slog.Int64("payment_request_id", req.ID))
+	w.Header().Set("Location", "/payment-requests/status/"+strconv.FormatInt(req.ID, 10))
+	httpapi.WriteJSON(w, http.StatusCreated, payment.ViewOf(&req, a.baseURL(r)))
+	return nil
+}
+
+func (a *api) status(w http.ResponseWriter, r *http.Request) error {
+	m := apikey.MerchantFrom(r.Context())
+	id, err := ParseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	req, err := a.Store.PaymentRequest(r.Context(), id)
+	// Another merchant's request is indistinguishable from a missing one.
+	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
+		return problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
+	}
+	if err != nil {
+		return fmt.Errorf("load payment request %d: %w", id, err)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, payment.ViewOf(req, a.baseURL(r)))
+	return nil
+}
+
+// ParseID reads a positive int64 path id or returns a 400 problem.
+func ParseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
+		return 0, problem.BadRequest("The id must be a positive 64-bit integer, got "+strconv.Quote(s)+".", "")
+	}
+	return id, nil
+}
+
+func (a *api) baseURL(r *http.Request) string {
+	if a.PublicBaseURL != "" {
+		return a.PublicBaseURL
+	}
+	return "https://" + r.Host
+}

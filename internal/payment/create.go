@@ -1,0 +1,227 @@
+package payment
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/mail"
+	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/problem"
+)
+
+// Field limits for POST /payment-requests.
+const (
+	MaxNameLen      = 100
+	MaxReferenceLen = 100
+	MaxNotesLen     = 1000
+	MaxURLLen       = 2048
+	MaxClientIDLen  = 100
+	MaxEmailLen     = 100
+	// Amounts beyond 15 integer digits are refused: no real payment needs them
+	// and it keeps every amount exact in DynamoDB's 38-digit numbers.
+	maxIntegerDigits = 15
+)
+
+// CreateInput is the body of POST /payment-requests.
+type CreateInput struct {
+	Amount        json.RawMessage `json:"amount"`
+	Unit          string          `json:"unit"`
+	RecipientName string          `json:"recipientName"`
+	ReferenceID   string          `json:"referenceId"`
+	Notes         string          `json:"notes"`
+	Client        *Client         `json:"client"`
+	NotifyURL     string          `json:"notifyUrl"`
+	SuccessURL    string          `json:"successUrl"`
+	FailureURL    string          `json:"failureUrl"`
+}
+
+// CreateRules carries what validation needs from outside the body.
+type CreateRules struct {
+	// AllowHTTP permits http:// URLs (sandbox and local stack); production
+	// requires https.
+	AllowHTTP bool
+	// DefaultRecipient is used when recipientName is omitted (merchant name).
+	DefaultRecipient string
+}
+
+// Validate checks every field and returns the request to store (without id
+// and timestamps) or the complete list of field errors, in body order.
+func (in CreateInput) Validate(rules CreateRules) (Request, []problem.FieldError) {
+	var errs []problem.FieldError
+	add := func(field string, code codes.Code, detail string) {
+		errs = append(errs, problem.FieldError{Field: field, Code: code, Detail: detail})
+	}
+	r := Request{Status: RequestUnpaid}
+
+	unit := strings.TrimSpace(in.Unit)
+	cur, curOK := currency.Lookup(unit)
+	amount, amountErr := ParseAmount(in.Amount)
+	switch {
+	case amountErr != "":
+		add("amount", codes.InvalidAmount, amountErr)
+	case curOK && !cur.ValidAmount(amount):
+		add("amount", codes.InvalidAmount, "amount has more decimal places than "+unit+" allows")
+	}
+	switch {
+	case unit == "":
+		add("unit", codes.InvalidCurrency, "unit is required")
+	case !curOK:
+		add("unit", codes.InvalidCurrency, "unit must be an ISO 4217 currency code or a supported crypto code (BTC, ETH, USDT, USDC, LTC, ...), in upper case")
+	}
+	r.Amount, r.Unit = amount, unit
+
+	r.RecipientName = strings.TrimSpace(in.RecipientName)
+	if r.RecipientName == "" {
+		r.RecipientName = rules.DefaultRecipient
+	}
+	if !validText(r.RecipientName, MaxNameLen) {
+		add("recipientName", codes.InvalidName, "recipientName must be printable text of at most 100 characters")
+	}
+	r.ReferenceID = strings.TrimSpace(in.ReferenceID)
+	if !validText(r.ReferenceID, MaxReferenceLen) {
+		add("referenceId", codes.InvalidReference, "referenceId must be printable text of at most 100 characters")
+	}
+	r.Notes = in.Notes
+	if utf8.RuneCountInString(r.Notes) > MaxNotesLen || !utf8.ValidString(r.Notes) {
+		add("notes", "", "notes must be at most 1000 characters")
+	}
+	if in.Client != nil {
+		c := *in.Client
+		if !validText(c.ID, MaxClientIDLen) || !validText(c.MemberID, MaxClientIDLen) {
+			add("client.id", codes.InvalidCustomer, "client.id and client.memberId must be printable text of at most 100 characters")
+		}
+		if !validText(c.Name, MaxNameLen) {
+			add("client.name", codes.InvalidName, "client.name must be printable text of at most 100 characters")
+		}
+		if c.Email != "" && !ValidEmail(c.Email) {
+			add("client.email", codes.InvalidEmail, "client.email must be a valid e-mail address of at most 100 characters")
+		}
+		if c.Phone != "" && !ValidPhone(c.Phone) {
+			add("client.phone", codes.InvalidPhone, "client.phone must be 10 to 14 digits")
+		}
+		if c != (Client{}) {
+			r.Client = &c
+		}
+	}
+	for _, u := range []struct {
+		field string
+		val   string
+		code  codes.Code
+		dst   *string
+	}{
+		{"notifyUrl", in.NotifyURL, codes.InvalidNotifyURL, &r.NotifyURL},
+		{"successUrl", in.SuccessURL, codes.InvalidSuccessURL, &r.SuccessURL},
+		{"failureUrl", in.FailureURL, codes.InvalidFailureURL, &r.FailureURL},
+	} {
+		*u.dst = strings.TrimSpace(u.val)
+		if *u.dst != "" && !ValidURL(*u.dst, rules.AllowHTTP) {
+			scheme := "https"
+			if rules.AllowHTTP {
+				scheme = "http or https"
+			}
+			add(u.field, u.code, u.field+" must be an absolute "+scheme+" URL without credentials, at most 2048 characters")
+		}
+	}
+	return r, errs
+}
+
+// ParseAmount reads a JSON number (or a numeric JSON string) as an exact
+// decimal. It returns a non-empty reason when the value is not a positive
+// plain decimal.
+func ParseAmount(raw json.RawMessage) (decimal.Decimal, string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return decimal.Decimal{}, "amount is required"
+	}
+	s := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return decimal.Decimal{}, "amount must be a number"
+		}
+	}
+	if !plainDecimal(s) {
+		return decimal.Decimal{}, "amount must be a plain decimal number such as 10.50"
+	}
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return decimal.Decimal{}, "amount must be a number"
+	}
+	if !d.IsPositive() {
+		return decimal.Decimal{}, "amount must be greater than zero"
+	}
+	return d, ""
+}
+
+// plainDecimal accepts -?digits(.digits)? with at most 15 integer digits:
+// no exponent, no leading plus, no hex.
+func plainDecimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	intPart, frac, hasDot := strings.Cut(s, ".")
+	if intPart == "" || len(intPart) > maxIntegerDigits || (hasDot && frac == "") || len(frac) > 18 {
+		return false
+	}
+	for _, c := range intPart + frac {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidURL accepts absolute http(s) URLs with a host and no user info.
+func ValidURL(raw string, allowHTTP bool) bool {
+	if len(raw) > MaxURLLen {
+		return false
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
+		return false
+	}
+	return u.Scheme == "https" || (allowHTTP && u.Scheme == "http")
+}
+
+// ValidEmail accepts a bare address (no display name) of at most 100 characters.
+func ValidEmail(s string) bool {
+	if len(s) > MaxEmailLen || strings.ContainsAny(s, " <>") {
+		return false
+	}
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Address != s {
+		return false
+	}
+	_, domain, _ := strings.Cut(s, "@")
+	return strings.Contains(domain, ".") && !strings.HasSuffix(domain, ".")
+}
+
+// ValidPhone is the spec's payer phone rule: digits only, 10 to 14 of them.
+func ValidPhone(s string) bool {
+	if len(s) < 10 || len(s) > 14 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// validText: valid UTF-8, at most max characters, no control characters.
+func validText(s string, max int) bool {
+	if !utf8.ValidString(s) || utf8.RuneCountInString(s) > max {
+		return false
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return false
+		}
+	}
+	return true
+}

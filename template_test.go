@@ -1,0 +1,125 @@
+package payreq_test
+
+import (
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	payreq "github.com/payreq/payreq"
+	"github.com/payreq/payreq/internal/cfn"
+	"github.com/payreq/payreq/internal/wire"
+)
+
+func functions(t *testing.T) []cfn.FunctionSpec {
+	t.Helper()
+	tmpl, err := cfn.Parse(payreq.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns, err := tmpl.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fns
+}
+
+// Every HTTP route in template.yaml is served by its function's handler, and
+// every route a handler serves is declared in the template.
+func TestTemplateRoutesMatchHandlers(t *testing.T) {
+	declared := map[string]bool{}
+	for _, f := range functions(t) {
+		if len(f.Routes) == 0 {
+			continue
+		}
+		declared[f.LogicalID] = true
+		fn, ok := wire.HTTP[f.LogicalID]
+		if !ok {
+			t.Errorf("%s has HTTP routes in the template but no handler in wire.HTTP", f.LogicalID)
+			continue
+		}
+		var inTemplate []string
+		for _, r := range f.Routes {
+			inTemplate = append(inTemplate, r.Pattern())
+		}
+		served := fn.Routes()
+		slices.Sort(inTemplate)
+		slices.Sort(served)
+		for _, r := range inTemplate {
+			if !slices.Contains(served, r) {
+				t.Errorf("%s: template route %q has no handler", f.LogicalID, r)
+			}
+		}
+		for _, r := range served {
+			if !slices.Contains(inTemplate, r) {
+				t.Errorf("%s: handler route %q is not declared in template.yaml", f.LogicalID, r)
+			}
+		}
+	}
+	for id := range wire.HTTP {
+		if !declared[id] {
+			t.Errorf("wire.HTTP has %s, which the template does not declare with routes", id)
+		}
+	}
+}
+
+// Every function builds with the exact command sam build runs (the Makefile's
+// build-<LogicalId> target) into a static linux/arm64 bootstrap of at most 15 MB.
+func TestEveryFunctionBuildsForLambdaArm64(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every function; skipped with -short")
+	}
+	for _, f := range functions(t) {
+		t.Run(f.LogicalID, func(t *testing.T) {
+			if f.BuildMethod != "makefile" {
+				t.Fatalf("BuildMethod = %q, want makefile", f.BuildMethod)
+			}
+			dir := t.TempDir()
+			cmd := exec.Command("make", "--no-print-directory", "build-"+f.LogicalID, "ARTIFACTS_DIR="+dir)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("make build-%s: %v\n%s", f.LogicalID, err, out)
+			}
+			path := filepath.Join(dir, "bootstrap")
+			info, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bin, err := elf.Open(path)
+			if err != nil {
+				t.Fatalf("bootstrap is not an ELF binary: %v", err)
+			}
+			defer bin.Close()
+			if bin.Machine != elf.EM_AARCH64 {
+				t.Errorf("machine = %v, want EM_AARCH64", bin.Machine)
+			}
+			for _, p := range bin.Progs {
+				if p.Type == elf.PT_INTERP {
+					t.Error("bootstrap is dynamically linked; want CGO_ENABLED=0")
+				}
+			}
+			if bin.Section(".symtab") != nil {
+				t.Error("bootstrap is not stripped")
+			}
+			const limit = 15 << 20
+			t.Logf("%s bootstrap: %.1f MB", f.LogicalID, float64(info.Size())/(1<<20))
+			if info.Size() > limit {
+				t.Errorf("bootstrap is %d bytes, limit %d", info.Size(), limit)
+			}
+		})
+	}
+}
+
+func TestMakefileListsEveryFunction(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range functions(t) {
+		if !strings.Contains(string(mk), "\nbuild-"+f.LogicalID+":") {
+			t.Errorf("Makefile has no build-%s target", f.LogicalID)
+		}
+	}
+}
