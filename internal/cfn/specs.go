@@ -151,7 +151,7 @@ func (t *Template) Queues(r *Resolver) ([]QueueSpec, error) {
 					continue
 				case "RedrivePolicy":
 					if target := Path(v, "deadLetterTargetArn"); target != nil {
-						if id, _, ok := getAttTarget(target); ok {
+						if id, _, ok := GetAttTarget(target); ok {
 							spec.DeadLetterQueueID = id
 						}
 					}
@@ -177,7 +177,8 @@ func (t *Template) Queues(r *Resolver) ([]QueueSpec, error) {
 	return out, nil
 }
 
-func getAttTarget(n *yaml.Node) (string, string, bool) {
+// GetAttTarget returns the resource and attribute of a !GetAtt node.
+func GetAttTarget(n *yaml.Node) (string, string, bool) {
 	fn, arg, ok := intrinsic(n)
 	if !ok || fn != "Fn::GetAtt" {
 		return "", "", false

@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/internal/awsconfig"
@@ -61,6 +64,9 @@ type Stack struct {
 	server    *http.Server
 	gateway   *Gateway
 	stateDir  string
+
+	stopPolling context.CancelFunc
+	pollers     sync.WaitGroup
 }
 
 // Start brings the whole service up. When AWS_ENDPOINT_URL is already set
@@ -158,6 +164,35 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 		handlers[id] = h
 	}
+	sources, err := s.Resources.SQSSources()
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	pollCtx, stopPolling := context.WithCancel(context.Background())
+	s.stopPolling = stopPolling
+	sqsClient := sqs.NewFromConfig(cfg)
+	log := slog.New(slog.NewJSONHandler(opts.Log, nil)).With("component", "paydev")
+	for _, src := range sources {
+		fn, ok := wire.SQS[src.FunctionID]
+		if !ok {
+			listener.Close()
+			return nil, fmt.Errorf("function %s has an SQS event but no entry in wire.SQS", src.FunctionID)
+		}
+		env, err := s.Resources.Env(src.FunctionID)
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		env["PAYREQ_LOCAL"] = "1"
+		h, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		s.pollers.Add(1)
+		go func() { defer s.pollers.Done(); PollSQS(pollCtx, sqsClient, src, h, log) }()
+	}
 	s.gateway = NewGateway(s.Resources.Functions, handlers)
 	s.gateway.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -182,6 +217,10 @@ func (s *Stack) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.server.Shutdown(ctx)
 		cancel()
+	}
+	if s.stopPolling != nil {
+		s.stopPolling()
+		s.pollers.Wait()
 	}
 	if s.emu != nil {
 		s.emu.Stop()

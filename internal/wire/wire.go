@@ -10,14 +10,13 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
-	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/seal"
 )
 
@@ -56,29 +55,26 @@ func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, er
 
 func isNotFound(err error) bool { return errors.Is(err, dynamo.ErrNotFound) }
 
-// MerchantAPI wires MerchantApiFunction.
-func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
-	b, err := newBase(ctx, getenv, opts)
-	if err != nil {
-		return nil, fmt.Errorf("wire merchant API: %w", err)
-	}
-	return merchantapi.New(merchantapi.Deps{
-		Store:         b.store,
-		Auth:          apikey.New(b.store, isNotFound),
-		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
-		PublicBaseURL: b.cfg.PublicBaseURL,
-		AllowHTTPURLs: b.cfg.Local,
-	}), nil
-}
-
 // HTTPFunction is an HTTP-triggered function: its routes and its wiring.
 type HTTPFunction struct {
 	Routes func() []string
 	Build  func(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error)
 }
 
+// SQSFunction is an SQS-triggered function.
+type SQSFunction struct {
+	Build func(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandler, error)
+}
+
+// SQSHandler is a Lambda SQS handler with partial batch responses
+// (FunctionResponseTypes: ReportBatchItemFailures).
+type SQSHandler = func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+
+// SQS maps template logical ids of SQS-triggered functions to their wiring;
+// the local stack polls each function's queue and invokes it.
+var SQS = map[string]SQSFunction{}
+
 // HTTP maps template logical ids to functions. The local stack mounts these
 // on the template's routes, and a test checks that both sides agree.
-var HTTP = map[string]HTTPFunction{
-	"MerchantApiFunction": {Routes: merchantapi.Routes, Build: MerchantAPI},
-}
+// Each function's file registers itself in init.
+var HTTP = map[string]HTTPFunction{}

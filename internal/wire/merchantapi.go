@@ -1,0 +1,30 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/merchantapi"
+)
+
+func init() {
+	HTTP["MerchantApiFunction"] = HTTPFunction{Routes: merchantapi.Routes, Build: MerchantAPI}
+}
+
+// MerchantAPI wires MerchantApiFunction.
+func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire merchant API: %w", err)
+	}
+	return merchantapi.New(merchantapi.Deps{
+		Store:         b.store,
+		Auth:          apikey.New(b.store, isNotFound),
+		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
+		PublicBaseURL: b.cfg.PublicBaseURL,
+		AllowHTTPURLs: b.cfg.Local,
+	}), nil
+}
