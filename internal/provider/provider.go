@@ -1,0 +1,191 @@
+// Package provider is the seam between the payment service and an acquirer:
+// the service builds a ChargeRequest, a Provider answers with an Outcome. The
+// sandbox (package provider/sandbox) implements it without any network; a
+// real acquirer adapter implements the same interface.
+//
+// Outcomes are expressed in the spec's terms (transaction status and the
+// three-digit codes), so adapters translate their acquirer's vocabulary and
+// the rest of the service never sees it.
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/card"
+	"github.com/payreq/payreq/internal/codes"
+)
+
+// Method is the family of a payment method; it decides which ChargeRequest
+// fields the provider reads.
+type Method string
+
+const (
+	MethodCard        Method = "card"        // Card and CVV
+	MethodWallet      Method = "wallet"      // WalletToken
+	MethodQR          Method = "qr"          // payer scans a QR code
+	MethodUPI         Method = "upi"         // UPIID receives a collect request
+	MethodAlternative Method = "alternative" // h2h selectors 27 and 43
+)
+
+// Status mirrors transactionStatusId.
+type Status int
+
+const (
+	Waiting  Status = 0
+	Approved Status = 1
+	Declined Status = 2
+	Pending  Status = 3
+)
+
+func (s Status) String() string {
+	switch s {
+	case Waiting:
+		return "waiting"
+	case Approved:
+		return "approved"
+	case Declined:
+		return "declined"
+	case Pending:
+		return "pending"
+	}
+	return "unknown"
+}
+
+// Final reports whether s ends a transaction (approved or declined).
+func (s Status) Final() bool { return s == Approved || s == Declined }
+
+// Provider charges, completes 3-D Secure challenges and refunds.
+// Implementations must be safe for concurrent use and must not keep state
+// between calls that the service has not persisted: each Lambda invocation
+// may run on a different instance, so anything needed later travels in
+// Outcome.ProviderRef.
+//
+// A returned error means the provider could not give an answer (network,
+// misuse); a decline is an Outcome, not an error.
+type Provider interface {
+	Charge(ctx context.Context, req ChargeRequest) (Outcome, error)
+	CompleteChallenge(ctx context.Context, res ChallengeResult) (Outcome, error)
+	Refund(ctx context.Context, req RefundRequest) (RefundOutcome, error)
+}
+
+// Errors a Provider returns for requests the service should never send.
+var (
+	ErrInvalidRequest   = errors.New("provider: invalid request")
+	ErrUnknownChallenge = errors.New("provider: no 3-D Secure challenge is pending for this transaction")
+)
+
+// ChargeRequest is one payment attempt. It carries card data, so it logs and
+// prints redacted (see String).
+type ChargeRequest struct {
+	TransactionID    int64
+	PaymentRequestID int64
+	Amount           decimal.Decimal
+	Unit             string
+	Method           Method
+	Selector         int // h2h method selector n, 0 for the walletA and QR operations
+
+	Card *card.Details // MethodCard
+	// CVV is passed for this call only: it must never be stored, queued or
+	// logged, and a provider must not keep it after Charge returns.
+	CVV         string
+	WalletToken string // MethodWallet
+	UPIID       string // MethodUPI
+
+	// CardholderPresent is false when nobody can answer a 3-D Secure
+	// challenge (batch files): an attempt that needs one is then declined
+	// with 004 instead of returning a redirect.
+	CardholderPresent bool
+	Email             string
+	ReturnURL         string // where the payer comes back after a redirect
+}
+
+// NextAction tells the payer what to do while the attempt is pending.
+type NextAction struct {
+	Type      string `json:"type"`
+	URL       string `json:"url,omitempty"`
+	QRPayload string `json:"qrPayload,omitempty"`
+	Reference string `json:"reference,omitempty"`
+}
+
+// NextAction types.
+const (
+	ActionThreeDSRedirect = "threeds_redirect" // open URL, the issuer's challenge page
+	ActionQR              = "qr"               // show QRPayload as a QR code
+	ActionUPICollect      = "upi_collect"      // approve Reference in the UPI app
+)
+
+// Outcome is the provider's answer to a charge or a challenge.
+type Outcome struct {
+	Status      Status
+	Code        codes.Code // spec code; "" when approved or pending
+	Message     string     // lastLog.message
+	ProviderRef string     // the provider's reference; persist it with the transaction
+	NextAction  *NextAction
+	// Async is set when the provider will report the final result later
+	// through a signed callback. It is nil when the outcome is final now, and
+	// when the result waits for the payer's 3-D Secure challenge instead.
+	Async *AsyncResult
+}
+
+// AsyncResult is the final result a pending outcome will turn into. The
+// sandbox uses it to schedule its own callback; a real provider leaves it nil
+// and calls back on its own.
+type AsyncResult struct {
+	After  time.Duration
+	Status Status
+	Code   codes.Code
+}
+
+// ChallengeResult is the payer's answer on the 3-D Secure challenge page
+// (the issuer's ACS, or the sandbox's approve/fail page), as reported to
+// POST /callbacks/3ds.
+type ChallengeResult struct {
+	TransactionID int64
+	ProviderRef   string // Outcome.ProviderRef of the pending charge
+	Approved      bool   // the payer authenticated successfully
+}
+
+// RefundRequest returns money of an approved transaction.
+type RefundRequest struct {
+	RefundID      string // the service's id for this refund; the idempotency key with the provider
+	TransactionID int64
+	ProviderRef   string // Outcome.ProviderRef of the approved charge
+	Amount        decimal.Decimal
+	Unit          string
+	Reason        string
+}
+
+// RefundOutcome is the provider's answer to a refund.
+type RefundOutcome struct {
+	Status      Status // Approved, Declined or Pending
+	Code        codes.Code
+	Message     string
+	ProviderRef string
+}
+
+// Final builds an outcome that needs nothing more from the payer or the
+// provider, with the message the spec gives to code.
+func Final(s Status, c codes.Code, providerRef string) Outcome {
+	return Outcome{Status: s, Code: c, Message: Message(s, c), ProviderRef: providerRef}
+}
+
+// Message is lastLog.message for a status and code: the spec's text for the
+// code when there is one, else a word for the status.
+func Message(s Status, c codes.Code) string {
+	if m := c.Message(); m != "" {
+		return m
+	}
+	switch s {
+	case Approved:
+		return "Approved"
+	case Declined:
+		return "Declined"
+	case Pending:
+		return "Pending"
+	}
+	return "Waiting"
+}
