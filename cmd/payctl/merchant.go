@@ -13,6 +13,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notify"
 )
 
 // merchantView is what payctl prints: settings, never a stored secret.
@@ -89,7 +90,10 @@ func merchantCmd(ctx context.Context, g globals, sub string, args []string, stde
 		if err := m.Validate(); err != nil {
 			return nil, err
 		}
-		key, secret := newSecrets(e, m)
+		key, secret, err := newSecrets(e, m)
+		if err != nil {
+			return nil, err
+		}
 		if err := e.store.CreateMerchant(ctx, m); err != nil {
 			return nil, err
 		}
@@ -125,11 +129,14 @@ func merchantCmd(ctx context.Context, g globals, sub string, args []string, stde
 	}
 }
 
-func newSecrets(e *env, m *merchant.Merchant) (key, secret string) {
-	key, secret = merchant.NewAPIKey(m.Sandbox), merchant.NewWebhookSecret()
+func newSecrets(e *env, m *merchant.Merchant) (key, secret string, err error) {
+	key = merchant.NewAPIKey(m.Sandbox)
+	if secret, err = notify.NewWebhookSecret(); err != nil {
+		return "", "", err
+	}
 	m.APIKeyHash, m.APIKeyPrefix = merchant.HashAPIKey(key), merchant.KeyPrefix(key)
 	m.SealedAPIKey, m.SealedSecret = e.sealer.Seal(key, m.ID), e.sealer.Seal(secret, m.ID)
-	return key, secret
+	return key, secret, nil
 }
 
 func load(ctx context.Context, e *env, id string) (*merchant.Merchant, error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
 )
 
@@ -34,7 +35,10 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 	if seed.ID == "" || seed.APIKey == "" {
 		seed = SeedMerchant{ID: merchant.NewID(), APIKey: merchant.NewAPIKey(true)}
 	}
-	secret := merchant.NewWebhookSecret()
+	secret, err := notify.NewWebhookSecret()
+	if err != nil {
+		return seed, err
+	}
 	now := time.Now().UTC()
 	m := &merchant.Merchant{
 		ID: seed.ID, Name: "Sandbox Shop", Sandbox: true,

@@ -149,3 +149,41 @@ func (s *Store) PaymentRequest(ctx context.Context, id int64) (*payment.Request,
 	}
 	return rec.request(), nil
 }
+
+// CancelPaymentRequest moves an unpaid request of merchantID to cancelled in
+// one conditional write. It returns ErrNotFound when the request does not
+// exist or belongs to another merchant, and ErrConflict (with the current
+// request) when it is no longer unpaid.
+func (s *Store) CancelPaymentRequest(ctx context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &s.t.PaymentRequests,
+		Key:                      map[string]types.AttributeValue{"id": numberAV(id)},
+		UpdateExpression:         aws.String("SET #status = :cancelled, updatedAt = :now, version = version + :one"),
+		ConditionExpression:      aws.String("merchantId = :m AND #status = :unpaid"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":cancelled": numberAV(int64(payment.RequestCancelled)), ":unpaid": numberAV(int64(payment.RequestUnpaid)),
+			":m": &types.AttributeValueMemberS{Value: merchantID}, ":one": numberAV(1),
+			":now": &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		cur, gerr := s.PaymentRequest(ctx, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if cur.MerchantID != merchantID {
+			return nil, ErrNotFound
+		}
+		return cur, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel payment request %d: %w", id, err)
+	}
+	var rec requestRecord
+	if err := attributevalue.UnmarshalMap(out.Attributes, &rec); err != nil {
+		return nil, fmt.Errorf("unmarshal payment request %d: %w", id, err)
+	}
+	return rec.request(), nil
+}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"math/big"
@@ -204,12 +203,4 @@ func KeyPrefix(key string) string {
 		return key[:13]
 	}
 	return key
-}
-
-// NewWebhookSecret returns a Standard Webhooks secret: "whsec_" + base64 of
-// 32 random bytes.
-func NewWebhookSecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }

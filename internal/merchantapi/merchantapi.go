@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/checkouttoken"
+	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/ids"
@@ -24,12 +27,17 @@ import (
 type Store interface {
 	CreatePaymentRequest(ctx context.Context, r *payment.Request) error
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
+	CancelPaymentRequest(ctx context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error)
 }
 
 // Deps are the handler's collaborators.
 type Deps struct {
-	Store         Store
-	Auth          *apikey.Authenticator
+	Store  Store
+	Auth   *apikey.Authenticator
+	Tokens *checkouttoken.Issuer
+	// Guard wraps every route: API-key authentication first, then rate
+	// limiting and idempotency. Defaults to Auth.Require alone.
+	Guard         func(http.Handler) http.Handler
 	Log           *slog.Logger
 	PublicBaseURL string // empty: https://<request host>
 	AllowHTTPURLs bool   // sandbox and local stack accept http:// merchant URLs
@@ -42,6 +50,8 @@ func Routes() []string {
 	return []string{
 		"POST /payment-requests",
 		"GET /payment-requests/status/{id}",
+		"POST /payment-requests/{id}/checkout-session",
+		"POST /payment-requests/{id}/cancel",
 	}
 }
 
@@ -53,13 +63,18 @@ func New(d Deps) http.Handler {
 		d.Now = time.Now
 	}
 	a := &api{d}
+	if d.Guard == nil {
+		d.Guard = d.Auth.Require
+	}
 	handlers := map[string]httpapi.HandlerFunc{
-		"POST /payment-requests":            a.create,
-		"GET /payment-requests/status/{id}": a.status,
+		"POST /payment-requests":                       a.create,
+		"GET /payment-requests/status/{id}":            a.status,
+		"POST /payment-requests/{id}/checkout-session": a.checkoutSession,
+		"POST /payment-requests/{id}/cancel":           a.cancel,
 	}
 	mux := http.NewServeMux()
 	for _, route := range Routes() {
-		mux.Handle(route, d.Auth.Require(handlers[route]))
+		mux.Handle(route, d.Guard(handlers[route]))
 	}
 	return httpapi.Wrap(mux, d.Log)
 }
@@ -94,22 +109,102 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// ownRequest loads the request named by the path for the calling merchant.
+// Another merchant's request is indistinguishable from a missing one.
+func (a *api) ownRequest(r *http.Request) (*payment.Request, error) {
+	m := apikey.MerchantFrom(r.Context())
+	id, err := ParseID(r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	req, err := a.Store.PaymentRequest(r.Context(), id)
+	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load payment request %d: %w", id, err)
+	}
+	return req, nil
+}
+
+func notFound(id int64) error {
+	return problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
+}
+
 func (a *api) status(w http.ResponseWriter, r *http.Request) error {
+	req, err := a.ownRequest(r)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, payment.ViewOf(req, a.baseURL(r)))
+	return nil
+}
+
+// CheckoutSession is the response of POST /payment-requests/{id}/checkout-session.
+type CheckoutSession struct {
+	Token      string    `json:"token"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	ExpiresIn  int       `json:"expiresIn"`
+	PaymentURL string    `json:"paymentUrl"`
+}
+
+func (a *api) checkoutSession(w http.ResponseWriter, r *http.Request) error {
+	if err := allowEmptyBody(w, r); err != nil {
+		return err
+	}
+	req, err := a.ownRequest(r)
+	if err != nil {
+		return err
+	}
+	if req.Status != payment.RequestUnpaid {
+		return notUnpaid(req)
+	}
+	token, exp := a.Tokens.Mint(req.ID, req.MerchantID)
+	q := url.Values{"requestId": {strconv.FormatInt(req.ID, 10)}, "token": {token}}
+	httpapi.WriteJSON(w, http.StatusCreated, CheckoutSession{
+		Token: token, ExpiresAt: exp.UTC(), ExpiresIn: int(checkouttoken.TTL.Seconds()),
+		PaymentURL: a.baseURL(r) + "/checkout?" + q.Encode(),
+	})
+	return nil
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
+	if err := allowEmptyBody(w, r); err != nil {
+		return err
+	}
 	m := apikey.MerchantFrom(r.Context())
 	id, err := ParseID(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	req, err := a.Store.PaymentRequest(r.Context(), id)
-	// Another merchant's request is indistinguishable from a missing one.
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
-		return problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
-	}
-	if err != nil {
-		return fmt.Errorf("load payment request %d: %w", id, err)
+	req, err := a.Store.CancelPaymentRequest(r.Context(), id, m.ID, a.Now())
+	switch {
+	case errors.Is(err, dynamo.ErrNotFound):
+		return notFound(id)
+	case errors.Is(err, dynamo.ErrConflict):
+		return notUnpaid(req)
+	case err != nil:
+		return fmt.Errorf("cancel payment request %d: %w", id, err)
 	}
 	httpapi.WriteJSON(w, http.StatusOK, payment.ViewOf(req, a.baseURL(r)))
 	return nil
+}
+
+func notUnpaid(req *payment.Request) error {
+	if req.Status == payment.RequestCancelled {
+		return problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", req.ID), codes.TransactionCancelled)
+	}
+	return problem.Conflict(fmt.Sprintf("Payment request %d is already %s.", req.ID, req.Status), "")
+}
+
+// allowEmptyBody accepts no body or a JSON object (these POSTs take no
+// parameters today; an empty object keeps clients future-proof).
+func allowEmptyBody(w http.ResponseWriter, r *http.Request) error {
+	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+		return nil
+	}
+	var empty struct{}
+	return httpapi.DecodeJSON(w, r, &empty)
 }
 
 // ParseID reads a positive int64 path id or returns a 400 problem.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
 )
 
@@ -84,7 +85,11 @@ func NewMerchant(tb testing.TB, mutate ...func(*merchant.Merchant)) Merchant {
 		APIKeyHash: merchant.HashAPIKey(apiKey), APIKeyPrefix: merchant.KeyPrefix(apiKey),
 		CreatedAt: now, UpdatedAt: now}
 	m.SealedAPIKey = sealer.Seal(apiKey, m.ID)
-	m.SealedSecret = sealer.Seal(merchant.NewWebhookSecret(), m.ID)
+	secret, err := notify.NewWebhookSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.SealedSecret = sealer.Seal(secret, m.ID)
 	for _, f := range mutate {
 		f(m)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/merchantapi"
 )
@@ -20,8 +21,13 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 	if err != nil {
 		return nil, fmt.Errorf("wire merchant API: %w", err)
 	}
+	tokens, err := checkouttoken.New(b.cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("wire merchant API: %w", err)
+	}
 	return merchantapi.New(merchantapi.Deps{
 		Store:         b.store,
+		Tokens:        tokens,
 		Auth:          apikey.New(b.store, isNotFound),
 		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
 		PublicBaseURL: b.cfg.PublicBaseURL,
