@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/payreq/payreq/internal/lambdahttp"
 	"github.com/payreq/payreq/internal/wire"
 )
 
@@ -18,5 +18,6 @@ func main() {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(httpadapter.NewV2(h).ProxyWithContext)
+	// lambdahttp is the api-proxy adapter with header values kept intact.
+	lambda.Start(lambdahttp.NewV2(h).ProxyWithContext)
 }

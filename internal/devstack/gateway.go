@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+	"github.com/payreq/payreq/internal/lambdahttp"
 
 	"github.com/payreq/payreq/internal/cfn"
 )
@@ -22,8 +22,7 @@ const maxPayload = 10 << 20
 // Gateway is a local stand-in for the HTTP API: it matches the template's
 // routes and invokes each function's handler through the same api-proxy
 // adapter Lambda uses, with an APIGatewayV2HTTPRequest built the way API
-// Gateway builds it. Local behaviour therefore includes the adapter's quirks
-// (header splitting, base64 bodies) instead of hiding them.
+// Gateway builds it, so local behaviour is Lambda's behaviour.
 type Gateway struct {
 	mux *http.ServeMux
 }
@@ -36,7 +35,7 @@ func NewGateway(functions []cfn.FunctionSpec, handlers map[string]http.Handler) 
 		if !ok {
 			continue
 		}
-		adapter := httpadapter.NewV2(h)
+		adapter := lambdahttp.NewV2(h)
 		for _, rt := range f.Routes {
 			routeKey := rt.Method + " " + rt.Path
 			g.mux.Handle(rt.Pattern(), invoke(adapter, routeKey))
@@ -58,7 +57,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mux.ServeHTTP(w, r)
 }
 
-func invoke(adapter *httpadapter.HandlerAdapterV2, routeKey string) http.Handler {
+func invoke(adapter *lambdahttp.Adapter, routeKey string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxPayload+1))
 		if err != nil || len(body) > maxPayload {
