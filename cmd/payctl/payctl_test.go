@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func payctl(t *testing.T, args ...string) (map[string]any, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	full := append([]string{"--local", "--state-dir", testenv.StateDir(t)}, args...)
+	code := run(context.Background(), full, &stdout, &stderr)
+	var out map[string]any
+	if code == 0 {
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatalf("payctl %v: stdout is not JSON: %v\n%s", args, err, stdout.String())
+		}
+	}
+	return out, stderr.String(), code
+}
+
+func TestMerchantLifecycle(t *testing.T) {
+	api := testenv.Stack(t).Info.APIBase
+	created, stderr, code := payctl(t, "merchant", "create", "--name", "Acme Books", "--notify-url", "https://acme.example/hooks",
+		"--allowed-origins", "https://acme.example,http://127.0.0.1:8080", "--methods", "1,30,44", "--max-amount", "500.00",
+		"--currencies", "EUR,USD", "--daily-count", "100", "--rate-limit", "50")
+	if code != 0 {
+		t.Fatalf("create: exit %d: %s", code, stderr)
+	}
+	id, key := created["id"].(string), created["apiKey"].(string)
+	if !strings.HasPrefix(id, "mer_") || !strings.HasPrefix(key, "prk_test_") || created["webhookSecret"] == nil {
+		t.Fatalf("create output %v", created)
+	}
+	if created["rateLimitPerMinute"] != 50.0 || created["limits"].(map[string]any)["maxAmount"] != "500" {
+		t.Fatalf("settings not applied: %v", created)
+	}
+	if r := testenv.Do(t, "POST", api+"/payment-requests", key, `{"amount":10,"unit":"EUR"}`); r.Status != 201 {
+		t.Fatalf("new merchant's key: %d %s", r.Status, r.Body)
+	}
+
+	shown, _, code := payctl(t, "merchant", "show", "--id", id)
+	if code != 0 || shown["apiKey"] != nil || shown["webhookSecret"] != nil || shown["apiKeyPrefix"] != key[:13] {
+		t.Fatalf("show must not reveal secrets: %v", shown)
+	}
+	raw, _ := json.Marshal(shown)
+	if strings.Contains(string(raw), key[13:]) {
+		t.Fatal("show output contains the key")
+	}
+
+	updated, _, code := payctl(t, "merchant", "update", "--id", id, "--notify-url", "https://acme.example/v2", "--methods", "1,31")
+	if code != 0 || updated["notifyUrl"] != "https://acme.example/v2" || len(updated["methods"].([]any)) != 2 || updated["name"] != "Acme Books" {
+		t.Fatalf("update: %v", updated)
+	}
+	if _, stderr, code := payctl(t, "merchant", "update", "--id", id, "--methods", "2"); code != 1 || !strings.Contains(stderr, "selector 2") {
+		t.Fatalf("invalid update: exit %d %s", code, stderr)
+	}
+	if again, _, _ := payctl(t, "merchant", "show", "--id", id); again["version"] != updated["version"] {
+		t.Fatalf("failed update changed the merchant: %v", again)
+	}
+	if _, _, code := payctl(t, "merchant", "show", "--id", "mer_nope"); code != 1 {
+		t.Fatalf("unknown merchant: exit %d", code)
+	}
+}
+
+func TestRotateKey(t *testing.T) {
+	api := testenv.Stack(t).Info.APIBase
+	created, _, _ := payctl(t, "merchant", "create", "--name", "Rotating")
+	id, old := created["id"].(string), created["apiKey"].(string)
+	rotated, stderr, code := payctl(t, "merchant", "rotate-key", "--id", id)
+	if code != 0 {
+		t.Fatalf("rotate: %d %s", code, stderr)
+	}
+	fresh := rotated["apiKey"].(string)
+	if fresh == old || rotated["webhookSecret"] != nil {
+		t.Fatalf("rotate output %v", rotated)
+	}
+	if r := testenv.Do(t, "POST", api+"/payment-requests", old, `{"amount":1,"unit":"EUR"}`); r.Status != 401 {
+		t.Fatalf("old key after rotation: %d", r.Status)
+	}
+	if r := testenv.Do(t, "POST", api+"/payment-requests", fresh, `{"amount":1,"unit":"EUR"}`); r.Status != 201 {
+		t.Fatalf("new key: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"merchant"}, {"merchant", "show"}, {"merchant", "explode", "--id", "x"}, {"nope", "x"}} {
+		if _, _, code := payctl(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
