@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	payreq "github.com/payreq/payreq"
+	"github.com/payreq/payreq/docs"
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/seal"
@@ -197,6 +198,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.gateway.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	}))
+	// Local only: the API description, for humans and code generators.
+	s.gateway.Handle("GET /openapi.yaml", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(docs.OpenAPI)
 	}))
 	s.server = &http.Server{Handler: s.gateway, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.server.Serve(listener) }()

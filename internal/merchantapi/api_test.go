@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/apispec"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchantapi"
@@ -19,7 +20,15 @@ import (
 	"github.com/payreq/payreq/internal/wire"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	spec, err := apispec.Load()
+	if err != nil {
+		panic(err)
+	}
+	// Every response these tests receive must match docs/openapi.yaml.
+	testenv.Check = spec.Check
+	testenv.Main(m)
+}
 
 func base(t *testing.T) string { return testenv.Stack(t).Info.APIBase }
 

@@ -99,6 +99,10 @@ func NewMerchant(tb testing.TB, mutate ...func(*merchant.Merchant)) Merchant {
 	return Merchant{Merchant: m, APIKey: apiKey}
 }
 
+// Check, when set (e.g. to apispec.Spec.Check in a TestMain), validates
+// every exchange made through Do; a mismatch fails the test.
+var Check func(req *http.Request, status int, header http.Header, body []byte) error
+
 // Response is a decoded HTTP response.
 type Response struct {
 	Status int
@@ -156,6 +160,11 @@ func Do(tb testing.TB, method, url, apiKey string, body any, headers ...string) 
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if Check != nil {
+		if err := Check(req, resp.StatusCode, resp.Header, b); err != nil {
+			tb.Errorf("API description drift: %v", err)
+		}
 	}
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
