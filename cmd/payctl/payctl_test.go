@@ -4,9 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -96,3 +105,53 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// webhooks listen receives a real signed notification and reports that both
+// signatures verify.
+func TestWebhooksListen(t *testing.T) {
+	port, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiKey := "prk_test_" + strings.Repeat("a", 40)
+	secret, _ := notify.NewWebhookSecret()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuf
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"webhooks", "listen", "--port", strconv.Itoa(port), "--api-key", apiKey, "--webhook-secret", secret}, &out, io.Discard)
+	}()
+	n := notify.Notification{ID: 7, TransactionID: 9, TransactionStatusID: 1, PaymentRequestStatusID: 1, MerchantID: "mer_x",
+		Unit: "EUR", GrossAmount: decimal.RequireFromString("10"), NetAmount: decimal.RequireFromString("10")}
+	req, err := notify.Build(n, notify.Options{URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/", APIKey: apiKey, WebhookSecret: secret, Decimals: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempt notify.Attempt
+	for i := 0; i < 50; i++ { // wait for the listener
+		attempt = notify.Sender{Client: &http.Client{Timeout: 2 * time.Second}}.Send(context.Background(), req)
+		if attempt.Delivered() {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 || !attempt.Delivered() {
+		t.Fatalf("exit %d, attempt %+v", code, attempt)
+	}
+	line := out.String()
+	if !strings.Contains(line, `"id":"7"`) && !strings.Contains(line, `"id":7`) {
+		t.Fatalf("notification not printed: %s", line)
+	}
+	if !strings.Contains(line, `"xSignature":{"valid":true}`) || !strings.Contains(line, `"standardWebhook":{"valid":true}`) {
+		t.Fatalf("signatures not reported as verified: %s", line)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -18,6 +18,7 @@ Usage:
   payctl [global flags] merchant show --id ID
   payctl [global flags] merchant update --id ID [settings]
   payctl [global flags] merchant rotate-key --id ID
+  payctl webhooks listen [--port 4000] [--api-key KEY] [--webhook-secret whsec_...]
 
 Global flags:
   --local              use the local stack of 'make dev' (reads .paydev/stack.json)
@@ -62,6 +63,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if rest[0] == "webhooks" && rest[1] == "listen" {
+		// Long-running: prints one JSON line per notification, no timeout.
+		if err := webhooksListen(ctx, rest[2:], stdout, stderr); err != nil {
+			return report(err, stderr)
+		}
+		return 0
+	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var out any
@@ -72,15 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		err = usageError(fmt.Sprintf("unknown command %q", rest[0]))
 	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintln(stderr, "payctl:", err)
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
 	if err != nil {
-		fmt.Fprintln(stderr, "payctl:", err)
-		return 1
+		return report(err, stderr)
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
@@ -89,6 +90,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// report prints err and returns the exit code: 2 for usage errors, else 1.
+func report(err error, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "payctl:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	return 1
 }
 
 type usageError string
