@@ -3,7 +3,6 @@ package payment
 import (
 	"bytes"
 	"encoding/json"
-	"net/mail"
 	"net/url"
 	"strings"
 	"unicode"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/problem"
 )
 
@@ -23,7 +23,6 @@ const (
 	MaxNotesLen     = 1000
 	MaxURLLen       = 2048
 	MaxClientIDLen  = 100
-	MaxEmailLen     = 100
 	// Amounts beyond 15 integer digits are refused: no real payment needs them
 	// and it keeps every amount exact in DynamoDB's 38-digit numbers.
 	maxIntegerDigits = 15
@@ -100,10 +99,10 @@ func (in CreateInput) Validate(rules CreateRules) (Request, []problem.FieldError
 		if !validText(c.Name, MaxNameLen) {
 			add("client.name", codes.InvalidName, "client.name must be printable text of at most 100 characters")
 		}
-		if c.Email != "" && !ValidEmail(c.Email) {
+		if c.Email != "" && !payer.ValidEmail(c.Email) {
 			add("client.email", codes.InvalidEmail, "client.email must be a valid e-mail address of at most 100 characters")
 		}
-		if c.Phone != "" && !ValidPhone(c.Phone) {
+		if c.Phone != "" && !payer.ValidPhone(c.Phone) {
 			add("client.phone", codes.InvalidPhone, "client.phone must be 10 to 14 digits")
 		}
 		if c != (Client{}) {
@@ -185,32 +184,6 @@ func ValidURL(raw string, allowHTTP bool) bool {
 		return false
 	}
 	return u.Scheme == "https" || (allowHTTP && u.Scheme == "http")
-}
-
-// ValidEmail accepts a bare address (no display name) of at most 100 characters.
-func ValidEmail(s string) bool {
-	if len(s) > MaxEmailLen || strings.ContainsAny(s, " <>") {
-		return false
-	}
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Address != s {
-		return false
-	}
-	_, domain, _ := strings.Cut(s, "@")
-	return strings.Contains(domain, ".") && !strings.HasSuffix(domain, ".")
-}
-
-// ValidPhone is the spec's payer phone rule: digits only, 10 to 14 of them.
-func ValidPhone(s string) bool {
-	if len(s) < 10 || len(s) > 14 {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // validText: valid UTF-8, at most max characters, no control characters.
