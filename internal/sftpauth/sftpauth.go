@@ -1,0 +1,200 @@
+// Package sftpauth is the custom identity provider of the merchants' SFTP
+// server: AWS Transfer Family invokes it (as a Lambda) for every login, and
+// the local SFTP server (package sftpd) calls the very same Authenticator, so
+// both environments accept exactly the same credentials and homes.
+package sftpauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+)
+
+// Event is the request Transfer Family sends to the identity provider.
+// Password is empty when the client authenticates with a public key.
+type Event struct {
+	Username string `json:"username"`
+	Password string `json:"password,omitempty"`
+	Protocol string `json:"protocol"`
+	ServerID string `json:"serverId"`
+	SourceIP string `json:"sourceIp"`
+}
+
+// String hides the password, so logging an Event never leaks it.
+func (e Event) String() string {
+	return fmt.Sprintf("sftpauth.Event{username=%q protocol=%s serverId=%s sourceIp=%s}",
+		e.Username, e.Protocol, e.ServerID, e.SourceIP)
+}
+
+// LogValue implements slog.LogValuer without the password.
+func (e Event) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("username", e.Username), slog.String("protocol", e.Protocol),
+		slog.String("serverId", e.ServerID), slog.String("sourceIp", e.SourceIP))
+}
+
+// Response is the identity provider's answer. The zero Response (encoded as
+// {}) denies the login; HomeDirectoryDetails is a JSON document in a string,
+// as Transfer Family requires.
+type Response struct {
+	Role                 string   `json:"Role,omitempty"`
+	Policy               string   `json:"Policy,omitempty"`
+	HomeDirectoryType    string   `json:"HomeDirectoryType,omitempty"`
+	HomeDirectoryDetails string   `json:"HomeDirectoryDetails,omitempty"`
+	PublicKeys           []string `json:"PublicKeys,omitempty"`
+}
+
+// Allowed reports whether the response lets the user in.
+func (r Response) Allowed() bool { return r.Role != "" }
+
+// Mappings decodes HomeDirectoryDetails.
+func (r Response) Mappings() ([]Mapping, error) {
+	var m []Mapping
+	if err := json.Unmarshal([]byte(r.HomeDirectoryDetails), &m); err != nil {
+		return nil, fmt.Errorf("sftpauth: home directory details: %w", err)
+	}
+	return m, nil
+}
+
+// Mapping is one logical directory: what the user sees (Entry) and where it
+// lives (Target, "/<bucket>/<key prefix>").
+type Mapping struct {
+	Entry  string `json:"Entry"`
+	Target string `json:"Target"`
+}
+
+// Logical directories of every merchant.
+const (
+	IncomingDir = "/incoming" // uploads: batch files to process
+	ResultsDir  = "/results"  // result files written back by the service
+)
+
+// HomeMappings is the logical home of a merchant: /incoming and /results,
+// each mapped onto the merchant's own prefix, so a merchant can neither see
+// nor reach another's files.
+func HomeMappings(bucket, merchantID string) []Mapping {
+	return []Mapping{
+		{Entry: IncomingDir, Target: "/" + bucket + "/incoming/" + merchantID},
+		{Entry: ResultsDir, Target: "/" + bucket + "/results/" + merchantID},
+	}
+}
+
+// User is a merchant's SFTP login. PasswordHash is empty for key-only users;
+// PublicKeys are in authorized_keys format ("ssh-ed25519 AAAA… comment").
+type User struct {
+	MerchantID   string
+	Username     string
+	PasswordHash string
+	PublicKeys   []string
+}
+
+// ErrNotFound is returned by a UserStore for an unknown username.
+var ErrNotFound = errors.New("sftpauth: user not found")
+
+// UserStore finds SFTP users by name.
+type UserStore interface {
+	SFTPUser(ctx context.Context, username string) (User, error)
+}
+
+// Transfer Family's own rule for user names; anything else is not looked up.
+var validUsername = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_@.-]{2,99}$`)
+
+// Merchant ids become key prefixes: no separators, no dot segments.
+var validMerchantID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Authenticator decides Transfer Family logins for merchants' SFTP users.
+type Authenticator struct {
+	Users   UserStore
+	Bucket  string // batch bucket holding incoming/ and results/
+	RoleARN string // role Transfer Family assumes to reach the bucket
+	Logger  *slog.Logger
+}
+
+// Authenticate answers one login. A password login succeeds when the password
+// matches; a key login (empty password) returns the user's public keys and
+// Transfer Family checks the key itself. A denied login is the zero Response
+// and a nil error; an error means the decision could not be made (store down,
+// misconfiguration) and also denies.
+func (a *Authenticator) Authenticate(ctx context.Context, ev Event) (Response, error) {
+	if a.Bucket == "" || a.RoleARN == "" {
+		return Response{}, errors.New("sftpauth: Bucket and RoleARN must be set")
+	}
+	keyLogin := ev.Password == ""
+	if ev.Protocol != "SFTP" {
+		// FTP would carry the password in clear text; only SFTP is offered.
+		a.fail(ctx, ev, "protocol not allowed")
+		return Response{}, nil
+	}
+
+	var user User
+	var err error
+	if validUsername.MatchString(ev.Username) {
+		user, err = a.Users.SFTPUser(ctx, ev.Username)
+	} else {
+		err = ErrNotFound
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if !keyLogin {
+			CheckPassword(dummyHash, ev.Password) // same cost as a real check
+		}
+		a.fail(ctx, ev, "unknown user")
+		return Response{}, nil
+	case err != nil:
+		return Response{}, fmt.Errorf("sftpauth: look up user: %w", err)
+	}
+	if !validMerchantID.MatchString(user.MerchantID) {
+		return Response{}, fmt.Errorf("sftpauth: user %q has an unusable merchant id", ev.Username)
+	}
+
+	resp := Response{Role: a.RoleARN, HomeDirectoryType: "LOGICAL"}
+	if keyLogin {
+		if len(user.PublicKeys) == 0 {
+			a.fail(ctx, ev, "no public key registered")
+			return Response{}, nil
+		}
+		resp.PublicKeys = user.PublicKeys
+	} else {
+		hash := user.PasswordHash
+		if hash == "" {
+			hash = dummyHash // key-only user: spend the same time, then deny
+		}
+		if !CheckPassword(hash, ev.Password) || user.PasswordHash == "" {
+			a.fail(ctx, ev, "wrong password")
+			return Response{}, nil
+		}
+	}
+	details, err := json.Marshal(HomeMappings(a.Bucket, user.MerchantID))
+	if err != nil {
+		return Response{}, err
+	}
+	resp.HomeDirectoryDetails = string(details)
+	msg := "sftp login accepted"
+	if keyLogin {
+		msg = "sftp public keys returned for verification"
+	}
+	a.logger().InfoContext(ctx, msg, "username", ev.Username, "merchantId", user.MerchantID, "sourceIp", ev.SourceIP)
+	return resp, nil
+}
+
+// fail logs a refused login for operators; the client only sees a denial.
+func (a *Authenticator) fail(ctx context.Context, ev Event, reason string) {
+	a.logger().WarnContext(ctx, "sftp login refused", "username", ev.Username, "sourceIp", ev.SourceIP,
+		"serverId", ev.ServerID, "method", method(ev.Password == ""), "reason", reason)
+}
+
+func (a *Authenticator) logger() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+func method(keyLogin bool) string {
+	if keyLogin {
+		return "publickey"
+	}
+	return "password"
+}
