@@ -15,6 +15,8 @@ type Tables struct {
 	Merchants       string
 	PaymentRequests string
 	Operations      string
+	// Transactions holds payment attempts (TransactionsTable).
+	Transactions string
 }
 
 // API is the subset of the DynamoDB client the store uses.

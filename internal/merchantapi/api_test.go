@@ -239,21 +239,34 @@ func TestAWSCallsPerRequest(t *testing.T) {
 	if first.Status != 201 {
 		t.Fatalf("create: %d %s", first.Status, first.Body)
 	}
-	if calls := counter.Calls(); len(calls) != 2 || calls[0] != "DynamoDB.Query" || calls[1] != "DynamoDB.PutItem" {
-		t.Fatalf("cold create calls = %v, want [Query PutItem]", calls)
+	want := func(what string, got []string, calls ...string) {
+		t.Helper()
+		if strings.Join(got, " ") != strings.Join(calls, " ") {
+			t.Fatalf("%s: AWS calls %v, want %v", what, got, calls)
+		}
 	}
+	// Rate limit (one conditional UpdateItem) + the work itself.
+	want("cold create", counter.Calls(), "DynamoDB.Query", "DynamoDB.UpdateItem", "DynamoDB.PutItem")
 	counter.Reset()
 	resp := testenv.Do(t, "POST", url+"/payment-requests", m.APIKey, `{"amount":10,"unit":"EUR"}`)
-	if calls := counter.Calls(); resp.Status != 201 || len(calls) != 1 || calls[0] != "DynamoDB.PutItem" {
-		t.Fatalf("warm create calls = %v (status %d), want [PutItem]", calls, resp.Status)
-	}
+	want("warm create", counter.Calls(), "DynamoDB.UpdateItem", "DynamoDB.PutItem")
 	id := strconv.FormatInt(int64(resp.JSON(t)["id"].(float64)), 10)
 	counter.Reset()
-	st := testenv.Do(t, "GET", url+"/payment-requests/status/"+id, m.APIKey, nil)
-	if calls := counter.Calls(); st.Status != 200 || len(calls) != 1 || calls[0] != "DynamoDB.GetItem" {
-		t.Fatalf("status calls = %v (status %d), want [GetItem]", calls, st.Status)
+	if st := testenv.Do(t, "GET", url+"/payment-requests/status/"+id, m.APIKey, nil); st.Status != 200 {
+		t.Fatalf("status: %d", st.Status)
 	}
-	t.Logf("AWS calls: create=1 (PutItem), status=1 (GetItem), +1 Query per API key per 30 s per instance")
+	want("status", counter.Calls(), "DynamoDB.UpdateItem", "DynamoDB.GetItem")
+	counter.Reset()
+	if cs := testenv.Do(t, "POST", url+"/payment-requests/"+id+"/checkout-session", m.APIKey, nil); cs.Status != 201 {
+		t.Fatalf("checkout-session: %d", cs.Status)
+	}
+	want("checkout-session", counter.Calls(), "DynamoDB.UpdateItem", "DynamoDB.GetItem")
+	counter.Reset()
+	if r := testenv.Do(t, "POST", url+"/payment-requests", m.APIKey, `{"amount":10,"unit":"EUR"}`, "Idempotency-Key", "k-1"); r.Status != 201 {
+		t.Fatalf("create with key: %d", r.Status)
+	}
+	want("create with Idempotency-Key", counter.Calls(), "DynamoDB.UpdateItem", "DynamoDB.PutItem", "DynamoDB.PutItem", "DynamoDB.UpdateItem")
+	t.Logf("AWS calls: create=2, status=2, checkout-session=2 (rate limit + 1); +2 with Idempotency-Key; +1 Query per API key per 30 s per instance")
 }
 
 // syncBuffer is a goroutine-safe log sink.

@@ -25,10 +25,12 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 	if err != nil {
 		return nil, fmt.Errorf("wire merchant API: %w", err)
 	}
+	auth := apikey.New(b.store, isNotFound)
 	return merchantapi.New(merchantapi.Deps{
 		Store:         b.store,
 		Tokens:        tokens,
-		Auth:          apikey.New(b.store, isNotFound),
+		Auth:          auth,
+		Guard:         b.merchantGuard(auth),
 		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
 		PublicBaseURL: b.cfg.PublicBaseURL,
 		AllowHTTPURLs: b.cfg.Local,

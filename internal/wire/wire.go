@@ -14,9 +14,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/idempotency"
+	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/internal/seal"
 )
 
@@ -54,6 +57,17 @@ func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, er
 }
 
 func isNotFound(err error) bool { return errors.Is(err, dynamo.ErrNotFound) }
+
+// merchantGuard is what every merchant-server route goes through: API-key
+// authentication, then the shared per-merchant rate limit, then
+// Idempotency-Key handling (POST only). Wrong keys never reach the counter.
+func (b *base) merchantGuard(auth *apikey.Authenticator) func(http.Handler) http.Handler {
+	limiter := ratelimit.New(b.store)
+	idem := idempotency.New(b.store)
+	return func(route http.Handler) http.Handler {
+		return auth.Require(limiter.Middleware(idem.Middleware(route)))
+	}
+}
 
 // HTTPFunction is an HTTP-triggered function: its routes and its wiring.
 type HTTPFunction struct {

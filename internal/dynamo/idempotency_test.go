@@ -1,0 +1,191 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/payreq/payreq/internal/dynamo"
+)
+
+var idemT0 = time.Date(2031, 7, 8, 9, 0, 0, 0, time.UTC)
+
+func newClaim(merchantID, key, token string, now time.Time) *dynamo.IdempotencyRecord {
+	return &dynamo.IdempotencyRecord{MerchantID: merchantID, Key: key, Token: token, Fingerprint: "fp-" + token,
+		LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour), CreatedAt: now}
+}
+
+func TestIdempotencyRecordLifecycle(t *testing.T) {
+	s, calls, _, _ := newStore(t)
+	ctx := context.Background()
+	mid := "mer_idem_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	const key = "order-1, retry \"a\""
+
+	calls.Reset()
+	first := newClaim(mid, key, "t1", idemT0)
+	if held, err := s.ClaimIdempotencyKey(ctx, first, idemT0); err != nil || held != nil {
+		t.Fatalf("claim: %v, %v", held, err)
+	}
+	if got := calls.Calls(); len(got) != 1 || got[0] != "DynamoDB.PutItem" {
+		t.Errorf("claim made %v, want one PutItem", got)
+	}
+	// Taken: in progress with a running lease.
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t2", idemT0), idemT0.Add(59*time.Second)); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("second claim: %v, want ErrConflict", err)
+	}
+	rec, err := s.IdempotencyRecord(ctx, mid, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != dynamo.IdempotencyInProgress || rec.Token != "t1" || rec.Fingerprint != "fp-t1" || rec.MerchantID != mid || rec.Key != key ||
+		!rec.LeaseUntil.Equal(idemT0.Add(time.Minute)) || !rec.ExpiresAt.Equal(idemT0.Add(24*time.Hour)) || !rec.CreatedAt.Equal(idemT0) {
+		t.Fatalf("in-progress record %+v", rec)
+	}
+	if rec.Expired(idemT0) || rec.LeaseExpired(idemT0) || !rec.LeaseExpired(idemT0.Add(time.Minute)) {
+		t.Error("Expired/LeaseExpired wrong")
+	}
+
+	// Only the claim's holder completes or releases it.
+	stranger := *first
+	stranger.Token, stranger.Status = "other", 201
+	if err := s.CompleteIdempotencyKey(ctx, &stranger, idemT0); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("complete with another token: %v", err)
+	}
+	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "other"); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("release with another token: %v", err)
+	}
+	first.Status, first.Body = 201, []byte(`{"id":1}`)
+	first.Headers = map[string]string{"Content-Type": "application/json", "Location": "/payment-requests/status/1"}
+	calls.Reset()
+	if err := s.CompleteIdempotencyKey(ctx, first, idemT0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Calls(); len(got) != 1 || got[0] != "DynamoDB.UpdateItem" {
+		t.Errorf("complete made %v, want one UpdateItem", got)
+	}
+	rec, err = s.IdempotencyRecord(ctx, mid, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != dynamo.IdempotencyCompleted || rec.Status != 201 || string(rec.Body) != `{"id":1}` ||
+		rec.Headers["Location"] != "/payment-requests/status/1" || rec.Headers["Content-Type"] != "application/json" ||
+		!rec.LeaseUntil.IsZero() || rec.LeaseExpired(idemT0.Add(time.Hour)) {
+		t.Fatalf("completed record %+v", rec)
+	}
+	// Completed: a lapsed lease does not free it, and it cannot be completed
+	// or released again.
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t3", idemT0), idemT0.Add(23*time.Hour)); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("claim of a completed key: %v", err)
+	}
+	if err := s.CompleteIdempotencyKey(ctx, first, idemT0); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("second completion: %v", err)
+	}
+	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "t1"); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("release of a completed key: %v", err)
+	}
+	// Expired (TTL not run): free to claim again.
+	later := idemT0.Add(24 * time.Hour)
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t4", later), later); err != nil {
+		t.Fatalf("claim of an expired key: %v", err)
+	}
+	rec, _ = s.IdempotencyRecord(ctx, mid, key)
+	if rec.Token != "t4" || rec.State != dynamo.IdempotencyInProgress || rec.Body != nil || rec.Status != 0 {
+		t.Fatalf("the new claim did not replace the old record: %+v", rec)
+	}
+	// Released: gone.
+	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "t4"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IdempotencyRecord(ctx, mid, key); !errors.Is(err, dynamo.ErrNotFound) {
+		t.Fatalf("after release: %v", err)
+	}
+	// Another merchant's identical key is another record.
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t5", later), later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid+"b", key, "t6", later), later); err != nil {
+		t.Fatalf("same key, other merchant: %v", err)
+	}
+}
+
+func TestIdempotencyLeaseTakeover(t *testing.T) {
+	s, _, _, _ := newStore(t)
+	ctx := context.Background()
+	mid := "mer_lease_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	dead := newClaim(mid, "k", "dead", idemT0)
+	if _, err := s.ClaimIdempotencyKey(ctx, dead, idemT0); err != nil {
+		t.Fatal(err)
+	}
+	at := idemT0.Add(time.Minute) // the lease ends
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), at); err != nil {
+		t.Fatalf("takeover after the lease: %v", err)
+	}
+	dead.Status = 200
+	if err := s.CompleteIdempotencyKey(ctx, dead, at); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("the dead holder completed over its successor: %v", err)
+	}
+	rec, _ := s.IdempotencyRecord(ctx, mid, "k")
+	if rec.Token != "alive" {
+		t.Fatalf("holder %q", rec.Token)
+	}
+}
+
+// Empty responses store no body and no headers attributes.
+func TestIdempotencyEmptyResponse(t *testing.T) {
+	s, _, _, _ := newStore(t)
+	ctx := context.Background()
+	mid := "mer_empty_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	c := newClaim(mid, "k", "t", idemT0)
+	if _, err := s.ClaimIdempotencyKey(ctx, c, idemT0); err != nil {
+		t.Fatal(err)
+	}
+	c.Status = 204
+	if err := s.CompleteIdempotencyKey(ctx, c, idemT0); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.IdempotencyRecord(ctx, mid, "k")
+	if err != nil || rec.Status != 204 || len(rec.Body) != 0 || len(rec.Headers) != 0 {
+		t.Fatalf("%+v %v", rec, err)
+	}
+}
+
+// awsLike behaves like DynamoDB on AWS, which returns the item that failed
+// the condition when asked (ReturnValuesOnConditionCheckFailure); dynalite
+// does not, so the test adds it.
+type awsLike struct{ dynamo.API }
+
+func (a awsLike) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := a.API.PutItem(ctx, in, opts...)
+	var cf *types.ConditionalCheckFailedException
+	if errors.As(err, &cf) && in.ReturnValuesOnConditionCheckFailure == types.ReturnValuesOnConditionCheckFailureAllOld {
+		got, gerr := a.API.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName,
+			Key: map[string]types.AttributeValue{"pk": in.Item["pk"], "sk": in.Item["sk"]}})
+		if gerr != nil {
+			return nil, gerr
+		}
+		cf.Item = got.Item
+	}
+	return out, err
+}
+
+func TestIdempotencyClaimReturnsHolderWhenDynamoDBSendsIt(t *testing.T) {
+	_, _, client, tables := newStore(t)
+	s := dynamo.New(awsLike{API: client}, tables)
+	ctx := context.Background()
+	mid := "mer_allold_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "t1", idemT0), idemT0); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "t2", idemT0), idemT0)
+	if !errors.Is(err, dynamo.ErrConflict) || held == nil {
+		t.Fatalf("held %v, err %v", held, err)
+	}
+	if held.Token != "t1" || held.Fingerprint != "fp-t1" || held.State != dynamo.IdempotencyInProgress || held.MerchantID != mid || held.Key != "k" {
+		t.Fatalf("held record %+v", held)
+	}
+}

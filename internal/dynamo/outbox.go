@@ -1,0 +1,194 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/payreq/payreq/internal/payment"
+)
+
+// The outbox lives on the payment request: notifyShard + notifyDueAt index it
+// in the sparse GSI byNotifyDue (only requests with a due notification appear
+// there), notifyEvent holds the event. Shards spread the index's partitions.
+const (
+	OutboxIndex  = "byNotifyDue"
+	OutboxShards = 8
+)
+
+// OutboxSet returns the SET clause and values that put ev in the outbox; the
+// write that settles a transaction appends them to its own update, so the
+// state change and the outbox entry are one conditional write.
+func OutboxSet(ev payment.NotifyEvent, now time.Time) (string, map[string]types.AttributeValue, error) {
+	av, err := attributevalue.Marshal(ev)
+	if err != nil {
+		return "", nil, fmt.Errorf("marshal notify event: %w", err)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(ev.EventID))
+	return "notifyShard = :obShard, notifyDueAt = :obDue, notifyEvent = :obEvent", map[string]types.AttributeValue{
+		":obShard": numberAV(int64(h.Sum32() % OutboxShards)),
+		":obDue":   &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
+		":obEvent": av,
+	}, nil
+}
+
+// PutOutbox stores ev in the outbox on its own (tests and repairs; the
+// normal path is OutboxSet inside the settling write).
+func (s *Store) PutOutbox(ctx context.Context, ev payment.NotifyEvent, now time.Time) error {
+	set, vals, err := OutboxSet(ev, now)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(ev.RequestID)},
+		UpdateExpression: aws.String("SET " + set), ConditionExpression: aws.String("attribute_exists(id)"),
+		ExpressionAttributeValues: vals,
+	})
+	if isConditionFailed(err) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("put outbox of request %d: %w", ev.RequestID, err)
+	}
+	return nil
+}
+
+// ClearOutbox removes the outbox entry once the notifier has the event,
+// unless a newer event replaced it meanwhile.
+func (s *Store) ClearOutbox(ctx context.Context, requestID int64, eventID string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(requestID)},
+		UpdateExpression:          aws.String("REMOVE notifyShard, notifyDueAt, notifyEvent"),
+		ConditionExpression:       aws.String("notifyEvent.eventId = :e"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": &types.AttributeValueMemberS{Value: eventID}},
+	})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("clear outbox of request %d: %w", requestID, err)
+	}
+	return nil
+}
+
+// OutboxEntry is a due notification found by the reconciler.
+type OutboxEntry struct {
+	Event payment.NotifyEvent
+	DueAt string // the exact stored value, for the conditional lease
+}
+
+// DueOutbox lists entries of one shard due before cutoff.
+func (s *Store) DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]OutboxEntry, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: &s.t.PaymentRequests, IndexName: aws.String(OutboxIndex),
+		KeyConditionExpression: aws.String("notifyShard = :s AND notifyDueAt < :c"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": numberAV(int64(shard)), ":c": &types.AttributeValueMemberS{Value: cutoff.UTC().Format(time.RFC3339Nano)},
+		},
+		Limit: aws.Int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query outbox shard %d: %w", shard, err)
+	}
+	var entries []OutboxEntry
+	for _, item := range out.Items {
+		var rec struct {
+			DueAt string              `dynamodbav:"notifyDueAt"`
+			Event payment.NotifyEvent `dynamodbav:"notifyEvent"`
+		}
+		if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+			return nil, fmt.Errorf("unmarshal outbox entry: %w", err)
+		}
+		entries = append(entries, OutboxEntry{Event: rec.Event, DueAt: rec.DueAt})
+	}
+	return entries, nil
+}
+
+// LeaseOutbox moves an entry's due time to now so that concurrent
+// reconcilers enqueue it once; false when someone else changed it first.
+func (s *Store) LeaseOutbox(ctx context.Context, e OutboxEntry, now time.Time) (bool, error) {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(e.Event.RequestID)},
+		UpdateExpression:    aws.String("SET notifyDueAt = :now"),
+		ConditionExpression: aws.String("notifyDueAt = :old"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now": &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
+			":old": &types.AttributeValueMemberS{Value: e.DueAt},
+		},
+	})
+	if isConditionFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lease outbox of request %d: %w", e.Event.RequestID, err)
+	}
+	return true, nil
+}
+
+// DeliveryAttempt is one recorded notification attempt.
+type DeliveryAttempt struct {
+	RequestID  int64     `json:"requestId" dynamodbav:"requestId"`
+	EventID    string    `json:"eventId" dynamodbav:"eventId"`
+	Attempt    int       `json:"attempt" dynamodbav:"attempt"`
+	At         time.Time `json:"at" dynamodbav:"at"`
+	URL        string    `json:"url" dynamodbav:"url"`
+	StatusCode int       `json:"statusCode,omitempty" dynamodbav:"statusCode,omitempty"`
+	LatencyMS  int64     `json:"latencyMs" dynamodbav:"latencyMs"`
+	Error      string    `json:"error,omitempty" dynamodbav:"error,omitempty"`
+	Outcome    string    `json:"outcome" dynamodbav:"outcome"` // delivered | retry | dead-lettered | skipped
+	NextAt     time.Time `json:"nextAttemptAt,omitzero" dynamodbav:"nextAt,omitempty"`
+}
+
+// DeliveryRetention is how long attempt records are kept.
+const DeliveryRetention = 30 * 24 * time.Hour
+
+// RecordDelivery stores an attempt (kept 30 days).
+func (s *Store) RecordDelivery(ctx context.Context, a DeliveryAttempt) error {
+	item, err := attributevalue.MarshalMap(a)
+	if err != nil {
+		return fmt.Errorf("marshal delivery attempt: %w", err)
+	}
+	item["pk"] = &types.AttributeValueMemberS{Value: "dlv#" + strconv.FormatInt(a.RequestID, 10)}
+	item["sk"] = &types.AttributeValueMemberS{Value: a.At.UTC().Format(time.RFC3339Nano) + "#" + a.EventID + "#" + strconv.Itoa(a.Attempt)}
+	item["expiresAt"] = numberAV(a.At.Add(DeliveryRetention).Unix())
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item}); err != nil {
+		return fmt.Errorf("record delivery attempt of request %d: %w", a.RequestID, err)
+	}
+	return nil
+}
+
+// Deliveries lists a request's attempts, oldest first.
+func (s *Store) Deliveries(ctx context.Context, requestID int64, now time.Time) ([]DeliveryAttempt, error) {
+	var out []DeliveryAttempt
+	var start map[string]types.AttributeValue
+	for {
+		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &s.t.Operations, KeyConditionExpression: aws.String("pk = :p"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: "dlv#" + strconv.FormatInt(requestID, 10)}},
+			ExclusiveStartKey:         start, ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list deliveries of request %d: %w", requestID, err)
+		}
+		for _, item := range res.Items {
+			if exp, ok := item["expiresAt"].(*types.AttributeValueMemberN); ok {
+				if n, _ := strconv.ParseInt(exp.Value, 10, 64); n < now.Unix() {
+					continue // expired: TTL deletion is lazy (and absent locally)
+				}
+			}
+			var a DeliveryAttempt
+			if err := attributevalue.UnmarshalMap(item, &a); err != nil {
+				return nil, fmt.Errorf("unmarshal delivery attempt: %w", err)
+			}
+			out = append(out, a)
+		}
+		if start = res.LastEvaluatedKey; start == nil {
+			return out, nil
+		}
+	}
+}

@@ -1,0 +1,638 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/card"
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/payment"
+)
+
+// Indexes of the transactions table (template.yaml, TransactionsTable).
+const (
+	TransactionsByRequestIndex = "byPaymentRequest"
+	TransactionsByNumberIndex  = "byTransactionNumber"
+)
+
+// Values of Transaction.ThreeDS.
+const (
+	ThreeDSChallenge     = "challenge_required"
+	ThreeDSAuthenticated = "authenticated"
+	ThreeDSFailed        = "failed"
+	ThreeDSTimedOut      = "timed_out"
+)
+
+// Refund states.
+const (
+	RefundProcessing = "processing"
+	RefundRefunded   = "refunded"
+	RefundFailed     = "failed"
+)
+
+// Transaction is one payment attempt on a payment request. Card data is kept
+// masked (brand, first six, last four) only; nothing here is secret.
+type Transaction struct {
+	ID               int64
+	Number           string // public transactionNumber
+	PaymentRequestID int64
+	MerchantID       string
+	Status           payment.TransactionStatus
+	Code             codes.Code
+	Message          string
+	Method           string // provider.Method
+	Selector         int
+	Amount           decimal.Decimal
+	Unit             string
+	Card             *card.Masked
+	Payer            *TxPayer
+	UPIID            string
+	ProviderRef      string
+	NextAction       *TxNextAction // while pending
+	ThreeDS          string        // "" when no 3-D Secure challenge happened
+	PendingUntil     time.Time     // while pending: when the attempt is given up
+	Limits           *LimitHold    // counters to release if the attempt ends declined
+	Refund           *Refund
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	SettledAt        *time.Time
+}
+
+// TxPayer is the part of the payer data kept with a transaction.
+type TxPayer struct {
+	Name    string `dynamodbav:"name,omitempty"`
+	Email   string `dynamodbav:"email,omitempty"`
+	Phone   string `dynamodbav:"phone,omitempty"`
+	Country string `dynamodbav:"country,omitempty"`
+}
+
+// TxNextAction is the stored part of a pending attempt's next action (the
+// 3-D Secure URL is signed and short-lived, so it is rebuilt, never stored).
+type TxNextAction struct {
+	Type      string `dynamodbav:"type"`
+	QRPayload string `dynamodbav:"qrPayload,omitempty"`
+	Reference string `dynamodbav:"reference,omitempty"`
+}
+
+// LimitHold records what an attempt added to the merchant's limit counters.
+type LimitHold struct {
+	Month  string `dynamodbav:"month"` // YYYY-MM (UTC)
+	Day    string `dynamodbav:"day"`   // DD
+	Unit   string `dynamodbav:"unit"`
+	Amount number `dynamodbav:"amount"`
+}
+
+// Refund of an approved transaction.
+type Refund struct {
+	ID          string     `dynamodbav:"id"`
+	Status      string     `dynamodbav:"status"`
+	Amount      number     `dynamodbav:"amount"`
+	Unit        string     `dynamodbav:"unit"`
+	ProviderRef string     `dynamodbav:"providerRef,omitempty"`
+	Code        string     `dynamodbav:"code,omitempty"`
+	CreatedAt   time.Time  `dynamodbav:"createdAt"`
+	CompletedAt *time.Time `dynamodbav:"completedAt,omitempty"`
+}
+
+// AmountDecimal returns the refund amount.
+func (r *Refund) AmountDecimal() decimal.Decimal { return decimal.Decimal(r.Amount) }
+
+// NewLimitHold builds a LimitHold.
+func NewLimitHold(month, day, unit string, amount decimal.Decimal) *LimitHold {
+	return &LimitHold{Month: month, Day: day, Unit: unit, Amount: number(amount)}
+}
+
+// AmountDecimal returns the held amount.
+func (h *LimitHold) AmountDecimal() decimal.Decimal { return decimal.Decimal(h.Amount) }
+
+type transactionRecord struct {
+	ID               int64         `dynamodbav:"id"`
+	Number           string        `dynamodbav:"transactionNumber"`
+	PaymentRequestID int64         `dynamodbav:"paymentRequestId"`
+	MerchantID       string        `dynamodbav:"merchantId"`
+	Status           int           `dynamodbav:"status"`
+	Code             string        `dynamodbav:"code,omitempty"`
+	Message          string        `dynamodbav:"message,omitempty"`
+	Method           string        `dynamodbav:"method"`
+	Selector         int           `dynamodbav:"selector,omitempty"`
+	Amount           number        `dynamodbav:"amount"`
+	Unit             string        `dynamodbav:"unit"`
+	Card             *card.Masked  `dynamodbav:"card,omitempty"`
+	Payer            *TxPayer      `dynamodbav:"payer,omitempty"`
+	UPIID            string        `dynamodbav:"upiId,omitempty"`
+	ProviderRef      string        `dynamodbav:"providerRef,omitempty"`
+	NextAction       *TxNextAction `dynamodbav:"nextAction,omitempty"`
+	ThreeDS          string        `dynamodbav:"threeDS,omitempty"`
+	PendingUntil     int64         `dynamodbav:"pendingUntil,omitempty"` // unix ms
+	Limits           *LimitHold    `dynamodbav:"limits,omitempty"`
+	Refund           *Refund       `dynamodbav:"refund,omitempty"`
+	CreatedAt        time.Time     `dynamodbav:"createdAt"`
+	UpdatedAt        time.Time     `dynamodbav:"updatedAt"`
+	SettledAt        *time.Time    `dynamodbav:"settledAt,omitempty"`
+}
+
+func toTransactionRecord(t *Transaction) transactionRecord {
+	rec := transactionRecord{
+		ID: t.ID, Number: t.Number, PaymentRequestID: t.PaymentRequestID, MerchantID: t.MerchantID,
+		Status: int(t.Status), Code: string(t.Code), Message: t.Message, Method: t.Method, Selector: t.Selector,
+		Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, Payer: t.Payer, UPIID: t.UPIID,
+		ProviderRef: t.ProviderRef, NextAction: t.NextAction, ThreeDS: t.ThreeDS, Limits: t.Limits, Refund: t.Refund,
+		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
+	}
+	if !t.PendingUntil.IsZero() {
+		rec.PendingUntil = t.PendingUntil.UnixMilli()
+	}
+	return rec
+}
+
+func (rec transactionRecord) transaction() *Transaction {
+	t := &Transaction{
+		ID: rec.ID, Number: rec.Number, PaymentRequestID: rec.PaymentRequestID, MerchantID: rec.MerchantID,
+		Status: payment.TransactionStatus(rec.Status), Code: codes.Code(rec.Code), Message: rec.Message,
+		Method: rec.Method, Selector: rec.Selector, Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
+		Card: rec.Card, Payer: rec.Payer, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, NextAction: rec.NextAction,
+		ThreeDS: rec.ThreeDS, Limits: rec.Limits, Refund: rec.Refund,
+		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, SettledAt: rec.SettledAt,
+	}
+	if rec.PendingUntil != 0 {
+		t.PendingUntil = time.UnixMilli(rec.PendingUntil).UTC()
+	}
+	return t
+}
+
+func unmarshalTransaction(item map[string]types.AttributeValue) (*Transaction, error) {
+	var rec transactionRecord
+	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+		return nil, fmt.Errorf("unmarshal transaction: %w", err)
+	}
+	return rec.transaction(), nil
+}
+
+func timeAV(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberS{Value: t.UTC().Format(time.RFC3339Nano)}
+}
+
+func strAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func txKey(id int64) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"id": numberAV(id)}
+}
+
+// CreateTransaction stores a new transaction; ErrExists when the id is taken.
+func (s *Store) CreateTransaction(ctx context.Context, t *Transaction) error {
+	item, err := attributevalue.MarshalMap(toTransactionRecord(t))
+	if err != nil {
+		return fmt.Errorf("marshal transaction %d: %w", t.ID, err)
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.t.Transactions,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(id)"),
+	})
+	if isConditionFailed(err) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("put transaction %d: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Transaction loads a transaction by id (strongly consistent).
+func (s *Store) Transaction(ctx context.Context, id int64) (*Transaction, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Transactions, Key: txKey(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get transaction %d: %w", id, err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	return unmarshalTransaction(out.Item)
+}
+
+// TransactionByNumber finds a transaction by its public number (GSI query,
+// eventually consistent: a transaction created a moment ago may be missing).
+func (s *Store) TransactionByNumber(ctx context.Context, num string) (*Transaction, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.t.Transactions,
+		IndexName:                 aws.String(TransactionsByNumberIndex),
+		KeyConditionExpression:    aws.String("transactionNumber = :n"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": strAV(num)},
+		Limit:                     aws.Int32(2),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query transaction by number: %w", err)
+	}
+	if len(out.Items) != 1 {
+		return nil, ErrNotFound
+	}
+	return unmarshalTransaction(out.Items[0])
+}
+
+// TransactionsOfRequest lists a payment request's transactions, oldest first.
+func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*Transaction, error) {
+	var txs []*Transaction
+	var start map[string]types.AttributeValue
+	for {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &s.t.Transactions,
+			IndexName:                 aws.String(TransactionsByRequestIndex),
+			KeyConditionExpression:    aws.String("paymentRequestId = :p"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": numberAV(requestID)},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("query transactions of request %d: %w", requestID, err)
+		}
+		for _, it := range out.Items {
+			t, err := unmarshalTransaction(it)
+			if err != nil {
+				return nil, err
+			}
+			txs = append(txs, t)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return txs, nil
+		}
+		start = out.LastEvaluatedKey
+	}
+}
+
+// Settlement moves a pending transaction to its final state.
+type Settlement struct {
+	TransactionID int64
+	Status        payment.TransactionStatus // TxApproved or TxDeclined
+	Code          codes.Code
+	Message       string
+	ProviderRef   string // kept when empty
+	ThreeDS       string // kept when empty
+	Now           time.Time
+}
+
+// SettleTransaction applies s if the transaction is still pending (status 3)
+// and returns the updated transaction. A transaction that is already final,
+// or missing, yields ErrConflict: a late or reordered result never changes a
+// final state.
+func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*Transaction, error) {
+	expr := "SET #status = :to, message = :msg, updatedAt = :now, settledAt = :now REMOVE nextAction, pendingUntil"
+	vals := map[string]types.AttributeValue{
+		":to": numberAV(int64(st.Status)), ":msg": strAV(st.Message), ":now": timeAV(st.Now),
+		":pending": numberAV(int64(payment.TxPending)),
+	}
+	if st.Code != "" {
+		expr = "SET code = :code, " + expr[len("SET "):]
+		vals[":code"] = strAV(string(st.Code))
+	}
+	if st.ProviderRef != "" {
+		expr = "SET providerRef = :ref, " + expr[len("SET "):]
+		vals[":ref"] = strAV(st.ProviderRef)
+	}
+	if st.ThreeDS != "" {
+		expr = "SET threeDS = :tds, " + expr[len("SET "):]
+		vals[":tds"] = strAV(st.ThreeDS)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.Transactions,
+		Key:                       txKey(st.TransactionID),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String("#status = :pending"),
+		ExpressionAttributeNames:  map[string]string{"#status": "status"},
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("settle transaction %d: %w", st.TransactionID, err)
+	}
+	return unmarshalTransaction(out.Attributes)
+}
+
+// BeginRefund records a refund in progress on an approved transaction of
+// merchantID that has none yet. ErrConflict when the transaction is not
+// approved, belongs to another merchant or already has a refund.
+func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, r Refund) (*Transaction, error) {
+	rv, err := attributevalue.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("marshal refund: %w", err)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &s.t.Transactions,
+		Key:                      txKey(txID),
+		UpdateExpression:         aws.String("SET refund = :r, updatedAt = :now"),
+		ConditionExpression:      aws.String("#status = :approved AND merchantId = :m AND attribute_not_exists(refund)"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":r": rv, ":now": timeAV(r.CreatedAt), ":approved": numberAV(int64(payment.TxApproved)), ":m": strAV(merchantID),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("begin refund of transaction %d: %w", txID, err)
+	}
+	return unmarshalTransaction(out.Attributes)
+}
+
+// CompleteRefund moves the transaction's processing refund refundID to its
+// final status. ErrConflict when that refund is no longer processing.
+func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*Transaction, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &s.t.Transactions,
+		Key:                      txKey(txID),
+		UpdateExpression:         aws.String("SET refund.#status = :st, refund.providerRef = :ref, refund.code = :code, refund.completedAt = :now, updatedAt = :now"),
+		ConditionExpression:      aws.String("refund.id = :rid AND refund.#status = :processing"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":st": strAV(status), ":ref": strAV(providerRef), ":code": strAV(string(code)), ":now": timeAV(now),
+			":rid": strAV(refundID), ":processing": strAV(RefundProcessing),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("complete refund of transaction %d: %w", txID, err)
+	}
+	return unmarshalTransaction(out.Attributes)
+}
+
+// ---- Payment request side of an attempt ----------------------------------
+
+// AttemptLease is the attempt lease on a payment request: the transaction
+// that may currently charge it, and until when.
+type AttemptLease struct {
+	TransactionID int64 `dynamodbav:"attemptTx"`
+	Until         int64 `dynamodbav:"leaseUntil"` // unix ms
+}
+
+// Active reports whether the lease still blocks other attempts at now.
+func (l AttemptLease) Active(now time.Time) bool {
+	return l.TransactionID != 0 && l.Until >= now.UnixMilli()
+}
+
+// Lease asks for the attempt lease of a payment request.
+type Lease struct {
+	RequestID     int64
+	MerchantID    string
+	TransactionID int64
+	Now, Until    time.Time
+	// Amount and Unit, when set, must equal the request's.
+	Amount *decimal.Decimal
+	Unit   string
+}
+
+// LeasePaymentRequest takes the attempt lease with one conditional write and
+// returns the request: it must belong to the merchant, be unpaid, match the
+// expected amount and unit, and have no active lease. Any of these failing
+// yields ErrConflict; PaymentRequestLease tells which.
+func (s *Store) LeasePaymentRequest(ctx context.Context, l Lease) (*payment.Request, error) {
+	cond := "merchantId = :m AND #status = :unpaid AND (attribute_not_exists(attemptTx) OR leaseUntil < :nowms)"
+	vals := map[string]types.AttributeValue{
+		":m": strAV(l.MerchantID), ":unpaid": numberAV(int64(payment.RequestUnpaid)), ":nowms": numberAV(l.Now.UnixMilli()),
+		":tx": numberAV(l.TransactionID), ":until": numberAV(l.Until.UnixMilli()), ":now": timeAV(l.Now), ":one": numberAV(1),
+	}
+	if l.Amount != nil {
+		cond += " AND amount = :amt"
+		vals[":amt"] = &types.AttributeValueMemberN{Value: l.Amount.String()}
+	}
+	if l.Unit != "" {
+		cond += " AND #unit = :unit"
+		vals[":unit"] = strAV(l.Unit)
+	}
+	names := map[string]string{"#status": "status"}
+	if l.Unit != "" {
+		names["#unit"] = "unit"
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.PaymentRequests,
+		Key:                       map[string]types.AttributeValue{"id": numberAV(l.RequestID)},
+		UpdateExpression:          aws.String("SET attemptTx = :tx, leaseUntil = :until, updatedAt = :now ADD version :one"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease payment request %d: %w", l.RequestID, err)
+	}
+	return unmarshalRequest(out.Attributes)
+}
+
+// CreateLeasedPaymentRequest stores a new request whose attempt lease is
+// already held by txID (POST /payments/h2h/{n} creating its own request):
+// one write instead of a create and a lease.
+func (s *Store) CreateLeasedPaymentRequest(ctx context.Context, r *payment.Request, txID int64, until time.Time) error {
+	r.Version = 1
+	item, err := attributevalue.MarshalMap(toRequestRecord(r))
+	if err != nil {
+		return fmt.Errorf("marshal payment request %d: %w", r.ID, err)
+	}
+	item["attemptTx"] = numberAV(txID)
+	item["leaseUntil"] = numberAV(until.UnixMilli())
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.t.PaymentRequests,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(id)"),
+	})
+	if isConditionFailed(err) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("put payment request %d: %w", r.ID, err)
+	}
+	return nil
+}
+
+// PaymentRequestLease loads a request together with its attempt lease.
+func (s *Store) PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, AttemptLease, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(id)}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, AttemptLease{}, fmt.Errorf("get payment request %d: %w", id, err)
+	}
+	if out.Item == nil {
+		return nil, AttemptLease{}, ErrNotFound
+	}
+	r, err := unmarshalRequest(out.Item)
+	if err != nil {
+		return nil, AttemptLease{}, err
+	}
+	var l AttemptLease
+	if err := attributevalue.UnmarshalMap(out.Item, &l); err != nil {
+		return nil, AttemptLease{}, fmt.Errorf("unmarshal lease of payment request %d: %w", id, err)
+	}
+	return r, l, nil
+}
+
+func unmarshalRequest(item map[string]types.AttributeValue) (*payment.Request, error) {
+	var rec requestRecord
+	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+		return nil, fmt.Errorf("unmarshal payment request: %w", err)
+	}
+	return rec.request(), nil
+}
+
+// AttemptCommit records the result of the attempt holding a request's lease.
+type AttemptCommit struct {
+	RequestID         int64
+	TransactionID     int64
+	TransactionNumber string                    // kept when empty
+	Status            payment.TransactionStatus // 1, 2 or 3
+	Code              codes.Code
+	Message           string
+	Now               time.Time
+	// LeaseUntil extends the lease of a pending attempt (Status 3).
+	LeaseUntil time.Time
+}
+
+// NotifyDueEntry is the outbox entry CommitAttempt adds to the request's
+// notifyDue string set when a transaction reaches a final state:
+// "<transactionId>:<transactionStatusId>:<unix ms>". The notifier removes
+// an entry (DELETE notifyDue :entry) once the notification is queued.
+func NotifyDueEntry(txID int64, status payment.TransactionStatus, at time.Time) string {
+	return strconv.FormatInt(txID, 10) + ":" + strconv.Itoa(int(status)) + ":" + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// CommitAttempt is the state transition of a payment request for one
+// attempt, in one conditional write guarded by "#status = unpaid AND
+// attemptTx = the attempt's transaction":
+//
+//   - approved (1): the request becomes paid (1), exactly once;
+//   - declined (2): the request stays unpaid and can be paid again;
+//   - pending (3): the lease is extended until the attempt settles.
+//
+// It sets transactionId, transactionNumber, transactionStatusId and lastLog,
+// and for a final status releases the lease and adds the notification outbox
+// entry (notifyDue). Cancellation (status 3 guarded by status 2) and this
+// write exclude each other. ErrConflict when the guard fails.
+func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Request, error) {
+	ll, err := attributevalue.Marshal(lastLogRecord{TransactionStatus: int(c.Status), Message: c.Message, Code: string(c.Code)})
+	if err != nil {
+		return nil, fmt.Errorf("marshal lastLog: %w", err)
+	}
+	set := "SET transactionId = :tx, transactionStatusId = :ts, lastLog = :ll, updatedAt = :now"
+	vals := map[string]types.AttributeValue{
+		":tx": numberAV(c.TransactionID), ":ts": numberAV(int64(c.Status)),
+		":ll": ll, ":now": timeAV(c.Now), ":unpaid": numberAV(int64(payment.RequestUnpaid)), ":one": numberAV(1),
+	}
+	if c.TransactionNumber != "" { // a callback may not know it; the pending commit wrote it
+		set += ", transactionNumber = :num"
+		vals[":num"] = strAV(c.TransactionNumber)
+	}
+	expr := ""
+	switch c.Status {
+	case payment.TxApproved, payment.TxDeclined:
+		if c.Status == payment.TxApproved {
+			set += ", #status = :paid"
+			vals[":paid"] = numberAV(int64(payment.RequestPaid))
+		}
+		vals[":nd"] = &types.AttributeValueMemberSS{Value: []string{NotifyDueEntry(c.TransactionID, c.Status, c.Now)}}
+		expr = set + " REMOVE attemptTx, leaseUntil ADD version :one, notifyDue :nd"
+	case payment.TxPending:
+		set += ", leaseUntil = :until"
+		vals[":until"] = numberAV(c.LeaseUntil.UnixMilli())
+		expr = set + " ADD version :one"
+	default:
+		return nil, fmt.Errorf("commit attempt: status %d is not 1, 2 or 3", c.Status)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.PaymentRequests,
+		Key:                       map[string]types.AttributeValue{"id": numberAV(c.RequestID)},
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String("#status = :unpaid AND attemptTx = :tx"),
+		ExpressionAttributeNames:  map[string]string{"#status": "status"},
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("commit attempt %d on payment request %d: %w", c.TransactionID, c.RequestID, err)
+	}
+	return unmarshalRequest(out.Attributes)
+}
+
+// ReleaseLease gives up txID's lease without recording an attempt (the
+// attempt was refused before anything was charged). ErrConflict when txID
+// does not hold the lease.
+func (s *Store) ReleaseLease(ctx context.Context, requestID, txID int64) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.PaymentRequests,
+		Key:                       map[string]types.AttributeValue{"id": numberAV(requestID)},
+		UpdateExpression:          aws.String("REMOVE attemptTx, leaseUntil"),
+		ConditionExpression:       aws.String("attemptTx = :tx"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":tx": numberAV(txID)},
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("release lease of payment request %d: %w", requestID, err)
+	}
+	return nil
+}
+
+// ---- Provider callback de-duplication -------------------------------------
+
+const callbackEventPrefix = "cbevt#"
+
+// MarkCallbackEvent records a provider event id with a conditional put;
+// ErrExists when it was recorded before (a duplicate delivery). The record
+// expires (TTL) after ttl.
+func (s *Store) MarkCallbackEvent(ctx context.Context, eventID string, now time.Time, ttl time.Duration) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.t.Operations,
+		Item: map[string]types.AttributeValue{
+			"pk": strAV(callbackEventPrefix + eventID), "sk": strAV("event"),
+			"receivedAt": timeAV(now), "expiresAt": numberAV(now.Add(ttl).Unix()),
+		},
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR expiresAt < :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now": numberAV(now.Unix()),
+		},
+	})
+	if isConditionFailed(err) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("record callback event: %w", err)
+	}
+	return nil
+}
+
+// ForgetCallbackEvent removes an event record so that the provider's retry
+// is processed (used when processing failed after the record was written).
+func (s *Store) ForgetCallbackEvent(ctx context.Context, eventID string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.t.Operations,
+		Key:       map[string]types.AttributeValue{"pk": strAV(callbackEventPrefix + eventID), "sk": strAV("event")},
+	})
+	if err != nil {
+		return fmt.Errorf("forget callback event: %w", err)
+	}
+	return nil
+}
+
+// IsConflict reports whether err is ErrConflict.
+func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }

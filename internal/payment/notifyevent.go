@@ -1,0 +1,47 @@
+package payment
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/payreq/payreq/internal/codes"
+)
+
+// NotifyEvent is one merchant notification to deliver: a transaction of a
+// request reached approved (1) or declined (2). The write that settles the
+// transaction also stores the event on the payment request (the outbox), so
+// a crash before it reaches the queue loses nothing: the reconciler finds it.
+// It carries ids and statuses only — the notifier reads everything else from
+// the stored request when it sends.
+type NotifyEvent struct {
+	EventID                string            `json:"eventId" dynamodbav:"eventId"`
+	RequestID              int64             `json:"requestId" dynamodbav:"requestId"`
+	TransactionID          int64             `json:"transactionId" dynamodbav:"transactionId"`
+	TransactionStatusID    TransactionStatus `json:"transactionStatusId" dynamodbav:"transactionStatusId"`
+	PaymentRequestStatusID RequestStatus     `json:"paymentRequestStatusId" dynamodbav:"paymentRequestStatusId"`
+	Code                   codes.Code        `json:"code,omitempty" dynamodbav:"code,omitempty"`
+	Message                string            `json:"message,omitempty" dynamodbav:"message,omitempty"`
+	OccurredAt             time.Time         `json:"occurredAt" dynamodbav:"occurredAt"`
+
+	// Delivery state, carried between attempts in the queue message.
+	Attempts int       `json:"attempts,omitempty" dynamodbav:"-"`
+	DueAt    time.Time `json:"dueAt,omitzero" dynamodbav:"-"`
+}
+
+// NewNotifyEvent builds the event for a settled transaction; only approved
+// and declined transactions notify (the spec's status values 1 and 2).
+func NewNotifyEvent(r *Request, txID int64, tx TransactionStatus, log LastLog, at time.Time) (NotifyEvent, error) {
+	if tx != TxApproved && tx != TxDeclined {
+		return NotifyEvent{}, fmt.Errorf("transaction status %d does not notify", tx)
+	}
+	reqStatus := RequestUnpaid
+	if tx == TxApproved {
+		reqStatus = RequestPaid
+	}
+	return NotifyEvent{
+		// Stable across retries and redeliveries: it becomes webhook-id.
+		EventID:   fmt.Sprintf("evt_%d_%d", txID, tx),
+		RequestID: r.ID, TransactionID: txID, TransactionStatusID: tx, PaymentRequestStatusID: reqStatus,
+		Code: log.Code, Message: log.Message, OccurredAt: at.UTC(),
+	}, nil
+}
