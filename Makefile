@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 # Lambda functions: directory under functions/ and template logical id.
-FUNCTIONS := merchantapi
+FUNCTIONS := merchantapi notifier reconciler payments callbacks sandbox
 
 GO_LAMBDA_BUILD := GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 # SAM passes ARTIFACTS_DIR to build-<LogicalId>; `make build` uses bin/<function>/.
@@ -41,3 +41,18 @@ $(EMULATORS): infra/local/package-lock.json
 # sam build (BuildMethod: makefile) calls one target per function.
 build-MerchantApiFunction:
 	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/merchantapi
+
+build-NotifierFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/notifier
+
+build-ReconcilerFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/reconciler
+
+build-PaymentsFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/payments
+
+build-CallbacksFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/callbacks
+
+build-SandboxFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sandbox

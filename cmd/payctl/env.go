@@ -22,6 +22,8 @@ type env struct {
 	sealer  *seal.Sealer
 	sandbox bool
 	cfg     aws.Config
+
+	notificationsQueue, notificationsDLQ string
 }
 
 func connect(ctx context.Context, g globals) (*env, error) {
@@ -57,7 +59,8 @@ func connect(ctx context.Context, g globals) (*env, error) {
 	}
 	tables := dynamo.Tables{Merchants: outputs["MerchantsTableName"], PaymentRequests: outputs["PaymentRequestsTableName"],
 		Operations: outputs["OperationsTableName"]}
-	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: outputs["Stage"] != "production", cfg: cfg}, nil
+	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: outputs["Stage"] != "production", cfg: cfg,
+		notificationsQueue: outputs["NotificationsQueueUrl"], notificationsDLQ: outputs["NotificationsDLQUrl"]}, nil
 }
 
 func connectLocal(ctx context.Context, g globals) (*env, error) {
@@ -82,5 +85,6 @@ func connectLocal(ctx context.Context, g globals) (*env, error) {
 	}
 	tables := dynamo.Tables{Merchants: info.Tables["MerchantsTable"], PaymentRequests: info.Tables["PaymentRequestsTable"],
 		Operations: info.Tables["OperationsTable"]}
-	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: true, cfg: cfg}, nil
+	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: true, cfg: cfg,
+		notificationsQueue: info.Queues["NotificationsQueue"], notificationsDLQ: info.Queues["NotificationsDLQ"]}, nil
 }

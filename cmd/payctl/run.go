@@ -18,6 +18,9 @@ Usage:
   payctl [global flags] merchant show --id ID
   payctl [global flags] merchant update --id ID [settings]
   payctl [global flags] merchant rotate-key --id ID
+  payctl [global flags] deliveries list --request ID
+  payctl [global flags] deliveries redeliver --request ID
+  payctl [global flags] dlq redrive
   payctl webhooks listen [--port 4000] [--api-key KEY] [--webhook-secret whsec_...]
 
 Global flags:
@@ -77,6 +80,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch rest[0] {
 	case "merchant":
 		out, err = merchantCmd(ctx, g, rest[1], rest[2:], stderr)
+	case "deliveries":
+		out, err = deliveriesCmd(ctx, g, rest[1], rest[2:], stderr)
+	case "dlq":
+		out, err = dlqCmd(ctx, g, rest[1], rest[2:])
 	default:
 		err = usageError(fmt.Sprintf("unknown command %q", rest[0]))
 	}

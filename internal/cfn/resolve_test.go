@@ -115,11 +115,15 @@ func TestResolveFunctionsAndSpecs(t *testing.T) {
 	if queues[0].LogicalID != "Dead" || queues[1].Name != "st-named-sandbox" || queues[1].DeadLetterQueueID != "Dead" {
 		t.Fatalf("queues %+v", queues)
 	}
-	if rp := queues[1].Attributes["RedrivePolicy"]; !strings.Contains(rp, `"deadLetterTargetArn":"arn:Dead:Arn"`) || !strings.Contains(rp, `"maxReceiveCount":5`) {
+	attrs, err := queues[1].Attributes(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := attrs["RedrivePolicy"]; !strings.Contains(rp, `"deadLetterTargetArn":"arn:Dead:Arn"`) || !strings.Contains(rp, `"maxReceiveCount":5`) {
 		t.Fatalf("redrive policy %s", rp)
 	}
-	if queues[1].Attributes["VisibilityTimeout"] != "60" {
-		t.Fatalf("attributes %v", queues[1].Attributes)
+	if attrs["VisibilityTimeout"] != "60" {
+		t.Fatalf("attributes %v", attrs)
 	}
 }
 

@@ -52,8 +52,30 @@ type TableSpec struct {
 type QueueSpec struct {
 	LogicalID         string
 	Name              string
-	Attributes        map[string]string // SQS attribute names (VisibilityTimeout, RedrivePolicy, ...)
-	DeadLetterQueueID string            // logical id of the DLQ, if any
+	DeadLetterQueueID string // logical id of the DLQ, if any
+	props             map[string]*yaml.Node
+}
+
+// Attributes resolves the queue's SQS attributes (VisibilityTimeout,
+// RedrivePolicy, ...). Call it once the queues it refers to exist.
+func (q QueueSpec) Attributes(r *Resolver) (map[string]string, error) {
+	out := map[string]string{}
+	for k, v := range q.props {
+		rv, err := r.Resolve(v)
+		if err != nil {
+			return nil, fmt.Errorf("queue %s %s: %w", q.LogicalID, k, err)
+		}
+		if rv.Kind == yaml.ScalarNode {
+			out[k] = rv.Value
+			continue
+		}
+		var m map[string]any
+		if err := rv.Decode(&m); err != nil {
+			return nil, fmt.Errorf("queue %s %s: %w", q.LogicalID, k, err)
+		}
+		out[k] = jsonString(m)
+	}
+	return out, nil
 }
 
 // BucketSpec is an S3 bucket of the template.
@@ -142,7 +164,7 @@ func (t *Template) Queues(r *Resolver) ([]QueueSpec, error) {
 		if err != nil {
 			return nil, err
 		}
-		spec := QueueSpec{LogicalID: res.LogicalID, Name: name, Attributes: map[string]string{}}
+		spec := QueueSpec{LogicalID: res.LogicalID, Name: name, props: map[string]*yaml.Node{}}
 		if res.Properties != nil {
 			for i := 0; i+1 < len(res.Properties.Content); i += 2 {
 				k, v := res.Properties.Content[i].Value, res.Properties.Content[i+1]
@@ -150,25 +172,11 @@ func (t *Template) Queues(r *Resolver) ([]QueueSpec, error) {
 				case "QueueName", "Tags", "KmsMasterKeyId", "SqsManagedSseEnabled", "KmsDataKeyReusePeriodSeconds":
 					continue
 				case "RedrivePolicy":
-					if target := Path(v, "deadLetterTargetArn"); target != nil {
-						if id, _, ok := GetAttTarget(target); ok {
-							spec.DeadLetterQueueID = id
-						}
+					if id, _, ok := GetAttTarget(Path(v, "deadLetterTargetArn")); ok {
+						spec.DeadLetterQueueID = id
 					}
 				}
-				rv, err := r.Resolve(v)
-				if err != nil {
-					return nil, fmt.Errorf("queue %s: %w", res.LogicalID, err)
-				}
-				if rv.Kind == yaml.ScalarNode {
-					spec.Attributes[k] = rv.Value
-				} else {
-					var m map[string]any
-					if err := rv.Decode(&m); err != nil {
-						return nil, fmt.Errorf("queue %s %s: %w", res.LogicalID, k, err)
-					}
-					spec.Attributes[k] = jsonString(m)
-				}
+				spec.props[k] = v
 			}
 		}
 		out = append(out, spec)

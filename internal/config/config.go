@@ -23,6 +23,10 @@ type Config struct {
 	SealKey       string
 	// Local is true in the local stack (paydev): loopback URLs are allowed.
 	Local bool
+	// SandboxQueueURL is the queue of the simulated provider's asynchronous
+	// side (SANDBOX_QUEUE_URL); functions that take payments need it in the
+	// sandbox stage.
+	SandboxQueueURL string
 }
 
 // Sandbox reports whether outcomes are simulated.
@@ -40,9 +44,12 @@ func Load(getenv Getenv) (Config, error) {
 			Merchants:       getenv("MERCHANTS_TABLE"),
 			PaymentRequests: getenv("PAYMENT_REQUESTS_TABLE"),
 			Operations:      getenv("OPERATIONS_TABLE"),
+			// Checked by the functions that use it (payments, callbacks, ...).
+			Transactions: getenv("TRANSACTIONS_TABLE"),
 		},
-		SealKey: getenv("SEAL_KEY"),
-		Local:   getenv("PAYREQ_LOCAL") == "1",
+		SandboxQueueURL: getenv("SANDBOX_QUEUE_URL"),
+		SealKey:         getenv("SEAL_KEY"),
+		Local:           getenv("PAYREQ_LOCAL") == "1",
 	}
 	var missing []string
 	for name, v := range map[string]string{"STAGE": c.Stage, "MERCHANTS_TABLE": c.Tables.Merchants,

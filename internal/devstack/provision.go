@@ -72,7 +72,11 @@ func Provision(ctx context.Context, cfg aws.Config, template []byte, params map[
 	}
 	sq := sqs.NewFromConfig(cfg)
 	for _, spec := range queues {
-		q, err := createQueue(ctx, sq, spec)
+		attrs, err := spec.Attributes(res.resolver)
+		if err != nil {
+			return nil, err
+		}
+		q, err := createQueue(ctx, sq, spec.Name, attrs)
 		if err != nil {
 			return nil, err
 		}
@@ -177,21 +181,17 @@ func keySchema(keys []cfn.Key) []dtypes.KeySchemaElement {
 	return out
 }
 
-func createQueue(ctx context.Context, sq *sqs.Client, spec cfn.QueueSpec) (Queue, error) {
-	attrs := map[string]string{}
-	for k, v := range spec.Attributes {
-		attrs[k] = v
-	}
-	out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &spec.Name, Attributes: attrs})
+func createQueue(ctx context.Context, sq *sqs.Client, name string, attrs map[string]string) (Queue, error) {
+	out, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name, Attributes: attrs})
 	if err != nil {
-		return Queue{}, fmt.Errorf("create queue %s: %w", spec.Name, err)
+		return Queue{}, fmt.Errorf("create queue %s: %w", name, err)
 	}
 	got, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
-		return Queue{}, fmt.Errorf("queue %s attributes: %w", spec.Name, err)
+		return Queue{}, fmt.Errorf("queue %s attributes: %w", name, err)
 	}
-	return Queue{Name: spec.Name, URL: *out.QueueUrl, ARN: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}, nil
+	return Queue{Name: name, URL: *out.QueueUrl, ARN: got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]}, nil
 }
 
 func alreadyExists(err error) bool {

@@ -25,7 +25,7 @@ type SeedMerchant struct {
 // seedMerchant recreates the merchant saved in path (the emulators keep no
 // state across restarts, but a developer's key should not change every run),
 // or creates and saves a new one.
-func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer, path string) (SeedMerchant, error) {
+func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer, path, apiBase string) (SeedMerchant, error) {
 	var seed SeedMerchant
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &seed); err != nil {
@@ -42,7 +42,9 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 	now := time.Now().UTC()
 	m := &merchant.Merchant{
 		ID: seed.ID, Name: "Sandbox Shop", Sandbox: true,
-		AllowedOrigins: []string{"http://127.0.0.1:3000", "http://localhost:3000"},
+		// The demo page is served by the stack itself; a merchant site on
+		// localhost:8080 is the usual development setup.
+		AllowedOrigins: []string{apiBase, "http://localhost:8080", "http://127.0.0.1:8080"},
 		Methods:        merchant.AllSelectors(),
 		APIKeyHash:     merchant.HashAPIKey(seed.APIKey), APIKeyPrefix: merchant.KeyPrefix(seed.APIKey),
 		SealedAPIKey: sealer.Seal(seed.APIKey, seed.ID), SealedSecret: sealer.Seal(secret, seed.ID),

@@ -32,6 +32,10 @@ type Options struct {
 	Host     string // 127.0.0.1
 	APIPort  int    // 3000; 0 = any free port
 	Log      io.Writer
+	// ScheduleEvery overrides the template's schedule rates (tests); 0 keeps them.
+	ScheduleEvery time.Duration
+	// Env overrides function environment variables (tests scale retry schedules).
+	Env map[string]string
 }
 
 // Info is .paydev/stack.json: everything a tool or a person needs to talk to
@@ -145,7 +149,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		listener.Close()
 		return nil, err
 	}
-	if s.Info.Merchant, err = seedMerchant(ctx, s.Store, sealer, filepath.Join(opts.StateDir, "merchant.json")); err != nil {
+	if s.Info.Merchant, err = seedMerchant(ctx, s.Store, sealer, filepath.Join(opts.StateDir, "merchant.json"), s.Info.APIBase); err != nil {
 		listener.Close()
 		return nil, err
 	}
@@ -158,6 +162,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, err
 		}
 		env["PAYREQ_LOCAL"] = "1"
+		for k, v := range opts.Env {
+			env[k] = v
+		}
 		h, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
 		if err != nil {
 			listener.Close()
@@ -186,6 +193,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, err
 		}
 		env["PAYREQ_LOCAL"] = "1"
+		for k, v := range opts.Env {
+			env[k] = v
+		}
 		h, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
 		if err != nil {
 			listener.Close()
@@ -194,11 +204,48 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.pollers.Add(1)
 		go func() { defer s.pollers.Done(); PollSQS(pollCtx, sqsClient, src, h, log) }()
 	}
+	schedules, err := s.Resources.Schedules()
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	for _, src := range schedules {
+		fn, ok := wire.Scheduled[src.FunctionID]
+		if !ok {
+			listener.Close()
+			return nil, fmt.Errorf("function %s has a Schedule event but no entry in wire.Scheduled", src.FunctionID)
+		}
+		env, err := s.Resources.Env(src.FunctionID)
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		env["PAYREQ_LOCAL"] = "1"
+		for k, v := range opts.Env {
+			env[k] = v
+		}
+		run, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
+		if err != nil {
+			listener.Close()
+			return nil, err
+		}
+		every := src.Every
+		if opts.ScheduleEvery > 0 {
+			every = opts.ScheduleEvery
+		}
+		s.pollers.Add(1)
+		go func() { defer s.pollers.Done(); RunSchedule(pollCtx, src, every, run, log) }()
+	}
 	s.gateway = NewGateway(s.Resources.Functions, handlers)
 	s.gateway.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	}))
+	// Local only: the demo merchant of the integration guide.
+	demo := demoMerchant(s.Info.APIBase, s.Info.Merchant.APIKey)
+	s.gateway.Handle("GET /demo", demo)
+	s.gateway.Handle("GET /demo/assets/{file}", demo)
+	s.gateway.Handle("POST /demo/api/checkout", demo)
 	// Local only: the API description, for humans and code generators.
 	s.gateway.Handle("GET /openapi.yaml", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")

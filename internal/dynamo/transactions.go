@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -101,6 +100,11 @@ type Refund struct {
 	Code        string     `dynamodbav:"code,omitempty"`
 	CreatedAt   time.Time  `dynamodbav:"createdAt"`
 	CompletedAt *time.Time `dynamodbav:"completedAt,omitempty"`
+}
+
+// NewRefund returns a refund in processing.
+func NewRefund(id string, amount decimal.Decimal, unit string, createdAt time.Time) Refund {
+	return Refund{ID: id, Status: RefundProcessing, Amount: number(amount), Unit: unit, CreatedAt: createdAt.UTC()}
 }
 
 // AmountDecimal returns the refund amount.
@@ -505,14 +509,6 @@ type AttemptCommit struct {
 	LeaseUntil time.Time
 }
 
-// NotifyDueEntry is the outbox entry CommitAttempt adds to the request's
-// notifyDue string set when a transaction reaches a final state:
-// "<transactionId>:<transactionStatusId>:<unix ms>". The notifier removes
-// an entry (DELETE notifyDue :entry) once the notification is queued.
-func NotifyDueEntry(txID int64, status payment.TransactionStatus, at time.Time) string {
-	return strconv.FormatInt(txID, 10) + ":" + strconv.Itoa(int(status)) + ":" + strconv.FormatInt(at.UnixMilli(), 10)
-}
-
 // CommitAttempt is the state transition of a payment request for one
 // attempt, in one conditional write guarded by "#status = unpaid AND
 // attemptTx = the attempt's transaction":
@@ -522,8 +518,9 @@ func NotifyDueEntry(txID int64, status payment.TransactionStatus, at time.Time) 
 //   - pending (3): the lease is extended until the attempt settles.
 //
 // It sets transactionId, transactionNumber, transactionStatusId and lastLog,
-// and for a final status releases the lease and adds the notification outbox
-// entry (notifyDue). Cancellation (status 3 guarded by status 2) and this
+// and for a final status releases the lease and puts the merchant
+// notification in the request's outbox (OutboxSet: notifyEvent, notifyShard,
+// notifyDueAt) in the same write; nothing is sent from here. Cancellation (status 3 guarded by status 2) and this
 // write exclude each other. ErrConflict when the guard fails.
 func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Request, error) {
 	ll, err := attributevalue.Marshal(lastLogRecord{TransactionStatus: int(c.Status), Message: c.Message, Code: string(c.Code)})
@@ -546,8 +543,20 @@ func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Re
 			set += ", #status = :paid"
 			vals[":paid"] = numberAV(int64(payment.RequestPaid))
 		}
-		vals[":nd"] = &types.AttributeValueMemberSS{Value: []string{NotifyDueEntry(c.TransactionID, c.Status, c.Now)}}
-		expr = set + " REMOVE attemptTx, leaseUntil ADD version :one, notifyDue :nd"
+		ev, err := payment.NewNotifyEvent(&payment.Request{ID: c.RequestID}, c.TransactionID, c.Status,
+			payment.LastLog{TransactionStatusID: c.Status, Message: c.Message, Code: c.Code}, c.Now)
+		if err != nil {
+			return nil, err
+		}
+		obSet, obVals, err := OutboxSet(ev, c.Now)
+		if err != nil {
+			return nil, err
+		}
+		set += ", " + obSet
+		for k, v := range obVals {
+			vals[k] = v
+		}
+		expr = set + " REMOVE attemptTx, leaseUntil ADD version :one"
 	case payment.TxPending:
 		set += ", leaseUntil = :until"
 		vals[":until"] = numberAV(c.LeaseUntil.UnixMilli())

@@ -21,6 +21,10 @@ import (
 	"github.com/payreq/payreq/internal/seal"
 )
 
+// Options are used when the shared stack starts; a TestMain may set them
+// (e.g. Env to scale retry schedules) before the first Stack call.
+var Options devstack.Options
+
 var (
 	once     sync.Once
 	stack    *devstack.Stack
@@ -50,7 +54,9 @@ func Stack(tb testing.TB) *devstack.Stack {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		stack, startErr = devstack.Start(ctx, devstack.Options{StateDir: stateDir, APIPort: 0})
+		opts := Options
+		opts.StateDir, opts.APIPort = stateDir, 0
+		stack, startErr = devstack.Start(ctx, opts)
 	})
 	if startErr != nil {
 		tb.Fatalf("start local stack: %v", startErr)
@@ -64,7 +70,8 @@ func StateDir(tb testing.TB) string { Stack(tb); return stateDir }
 // Merchant is a merchant created for one test, with its plaintext key.
 type Merchant struct {
 	*merchant.Merchant
-	APIKey string
+	APIKey        string
+	WebhookSecret string
 }
 
 // NewMerchant creates a sandbox merchant, optionally adjusted by mutate.
@@ -96,7 +103,7 @@ func NewMerchant(tb testing.TB, mutate ...func(*merchant.Merchant)) Merchant {
 	if err := s.Store.CreateMerchant(context.Background(), m); err != nil {
 		tb.Fatal(err)
 	}
-	return Merchant{Merchant: m, APIKey: apiKey}
+	return Merchant{Merchant: m, APIKey: apiKey, WebhookSecret: secret}
 }
 
 // Check, when set (e.g. to apispec.Spec.Check in a TestMain), validates

@@ -1,0 +1,279 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+func txStore(t *testing.T) (*dynamo.Store, *testenv.CallCounter) {
+	t.Helper()
+	st := testenv.Stack(t)
+	cfg, calls := testenv.CountingAWSConfig(t)
+	return dynamo.New(dynamodb.NewFromConfig(cfg), dynamo.Tables{
+		Merchants: st.Resources.Tables["MerchantsTable"], PaymentRequests: st.Resources.Tables["PaymentRequestsTable"],
+		Operations: st.Resources.Tables["OperationsTable"], Transactions: st.Resources.Tables["TransactionsTable"],
+	}), calls
+}
+
+func newRequest(t *testing.T, s *dynamo.Store, merchantID string) *payment.Request {
+	t.Helper()
+	now := time.Now().UTC()
+	r := &payment.Request{ID: ids.New(now), MerchantID: merchantID, Status: payment.RequestUnpaid,
+		Amount: decimal.RequireFromString("12.50"), Unit: "EUR", CreatedAt: now, UpdatedAt: now}
+	if err := s.CreatePaymentRequest(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestAttemptLeaseAndCommit(t *testing.T) {
+	s, calls := txStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	r := newRequest(t, s, "mer_a")
+	lease := func(tx int64, at time.Time, mer string, amt *decimal.Decimal) error {
+		_, err := s.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: r.ID, MerchantID: mer, TransactionID: tx, Now: at, Until: at.Add(time.Second), Amount: amt})
+		return err
+	}
+	other := decimal.RequireFromString("12.51")
+	same := decimal.RequireFromString("12.5")
+	if err := lease(1, now, "mer_b", nil); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("another merchant's lease: %v", err)
+	}
+	if err := lease(1, now, "mer_a", &other); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("other amount: %v", err)
+	}
+	calls.Reset()
+	if err := lease(1, now, "mer_a", &same); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Calls(); len(got) != 1 {
+		t.Fatalf("lease made %v", got)
+	}
+	if err := lease(2, now.Add(500*time.Millisecond), "mer_a", nil); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("second lease while the first runs: %v", err)
+	}
+	_, l, err := s.PaymentRequestLease(ctx, r.ID)
+	if err != nil || l.TransactionID != 1 || !l.Active(now) {
+		t.Fatalf("%+v %v", l, err)
+	}
+	// The lease expired: another attempt may take over, and the first can no
+	// longer commit.
+	if err := lease(2, now.Add(2*time.Second), "mer_a", nil); err != nil {
+		t.Fatalf("lease after expiry: %v", err)
+	}
+	commit := func(tx int64, st payment.TransactionStatus) (*payment.Request, error) {
+		return s.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: r.ID, TransactionID: tx, TransactionNumber: "TX" + strconv.FormatInt(tx, 10),
+			Status: st, Code: "", Message: "Approved", Now: now})
+	}
+	if _, err := commit(1, payment.TxApproved); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("commit of a lapsed lease: %v", err)
+	}
+	got, err := commit(2, payment.TxApproved)
+	if err != nil || got.Status != payment.RequestPaid || got.TransactionID != 2 || got.LastLog.TransactionStatusID != 1 {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := commit(2, payment.TxApproved); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("second commit: %v", err)
+	}
+	if err := lease(3, now.Add(time.Hour), "mer_a", nil); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("lease on a paid request: %v", err)
+	}
+	// The settling write put the notification in the outbox.
+	entries, err := s.DueOutbox(ctx, shardOf(t, s, r.ID), time.Now().Add(time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range entries {
+		found = found || (e.Event.RequestID == r.ID && e.Event.TransactionID == 2 && e.Event.PaymentRequestStatusID == payment.RequestPaid)
+	}
+	if !found {
+		t.Fatalf("no outbox entry for request %d", r.ID)
+	}
+}
+
+func shardOf(t *testing.T, s *dynamo.Store, id int64) int {
+	for shard := 0; shard < dynamo.OutboxShards; shard++ {
+		es, err := s.DueOutbox(context.Background(), shard, time.Now().Add(time.Hour), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if e.Event.RequestID == id {
+				return shard
+			}
+		}
+	}
+	return 0
+}
+
+// Cancelling and approving race on the same request: exactly one wins.
+func TestCancelVersusApprove(t *testing.T) {
+	s, _ := txStore(t)
+	ctx := context.Background()
+	wins := map[string]int{}
+	for i := 0; i < 20; i++ {
+		r := newRequest(t, s, "mer_race")
+		now := time.Now()
+		if _, err := s.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: r.ID, MerchantID: "mer_race", TransactionID: 7, Now: now, Until: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var cancelErr, commitErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, cancelErr = s.CancelPaymentRequest(ctx, r.ID, "mer_race", now)
+		}()
+		go func() {
+			defer wg.Done()
+			_, commitErr = s.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: r.ID, TransactionID: 7, TransactionNumber: "TX7", Status: payment.TxApproved, Message: "Approved", Now: now})
+		}()
+		wg.Wait()
+		if (cancelErr == nil) == (commitErr == nil) {
+			t.Fatalf("cancel %v, approve %v: exactly one must win", cancelErr, commitErr)
+		}
+		got, _ := s.PaymentRequest(ctx, r.ID)
+		if cancelErr == nil {
+			wins["cancel"]++
+			if got.Status != payment.RequestCancelled {
+				t.Fatalf("%+v", got)
+			}
+		} else {
+			wins["approve"]++
+			if got.Status != payment.RequestPaid {
+				t.Fatalf("%+v", got)
+			}
+		}
+	}
+	t.Logf("wins: %v", wins)
+}
+
+func TestTransactionStates(t *testing.T) {
+	s, _ := txStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	tx := &dynamo.Transaction{ID: ids.New(now), Number: "TXTEST" + strconv.FormatInt(now.UnixNano(), 36), PaymentRequestID: 99, MerchantID: "mer_a",
+		Status: payment.TxPending, Method: "upi", Amount: decimal.RequireFromString("10"), Unit: "INR", CreatedAt: now, UpdatedAt: now,
+		Limits: dynamo.NewLimitHold("2030-01", "05", "INR", decimal.RequireFromString("10"))}
+	if err := s.CreateTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTransaction(ctx, tx); !errors.Is(err, dynamo.ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	got, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Now: now})
+	if err != nil || got.Status != payment.TxApproved || got.SettledAt == nil || got.Limits == nil || got.Limits.AmountDecimal().String() != "10" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined, Code: "999", Now: now}); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("an approved transaction moved again: %v", err)
+	}
+	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: 12345, Status: payment.TxDeclined, Now: now}); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("unknown transaction: %v", err)
+	}
+	byNum, err := s.TransactionByNumber(ctx, tx.Number)
+	if err != nil || byNum.ID != tx.ID {
+		t.Fatalf("%+v %v", byNum, err)
+	}
+	list, err := s.TransactionsOfRequest(ctx, 99)
+	if err != nil || len(list) == 0 {
+		t.Fatalf("%v %v", list, err)
+	}
+	// Refund once.
+	rf := dynamo.NewRefund("RF1", tx.Amount, tx.Unit, now)
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_b", rf); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("another merchant's refund: %v", err)
+	}
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", rf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", dynamo.NewRefund("RF2", tx.Amount, tx.Unit, now)); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("second refund: %v", err)
+	}
+	done, err := s.CompleteRefund(ctx, tx.ID, "RF1", dynamo.RefundRefunded, "ref", "", now)
+	if err != nil || done.Refund.Status != dynamo.RefundRefunded || done.Refund.CompletedAt == nil {
+		t.Fatalf("%+v %v", done, err)
+	}
+}
+
+func TestLimitCountersUnderConcurrency(t *testing.T) {
+	s, calls := txStore(t)
+	ctx := context.Background()
+	w := dynamo.WindowAt("mer_lim_"+strconv.FormatInt(time.Now().UnixNano(), 36), "EUR", time.Now())
+	caps := dynamo.LimitCaps{DailyCount: 5, DailyAmount: func() *decimal.Decimal { d := decimal.RequireFromString("1000"); return &d }()}
+	ten := decimal.RequireFromString("10.10")
+	var ok, refused int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	calls.Reset()
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.ReserveLimits(ctx, w, ten, caps)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, dynamo.ErrConflict):
+				refused++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 5 || refused != 15 || len(calls.Calls()) != 20 {
+		t.Fatalf("reserved %d, refused %d, calls %d; want 5, 15, one call each", ok, refused, len(calls.Calls()))
+	}
+	u, err := s.LimitUsageOf(ctx, w)
+	if err != nil || u.DailyCount != 5 || u.MonthlyCount != 5 || u.DailyAmount.String() != "50.5" {
+		t.Fatalf("%+v %v", u, err)
+	}
+	if err := s.ReleaseLimits(ctx, w, ten); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := s.LimitUsageOf(ctx, w); u.DailyCount != 4 || u.DailyAmount.String() != "40.4" {
+		t.Fatalf("after release %+v", u)
+	}
+	if err := s.ReserveLimits(ctx, w, ten, caps); err != nil {
+		t.Fatalf("a released slot is free again: %v", err)
+	}
+}
+
+func TestCallbackEventDedupe(t *testing.T) {
+	s, _ := txStore(t)
+	ctx := context.Background()
+	id := "evt-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	now := time.Now()
+	if err := s.MarkCallbackEvent(ctx, id, now, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkCallbackEvent(ctx, id, now, time.Hour); !errors.Is(err, dynamo.ErrExists) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if err := s.MarkCallbackEvent(ctx, id, now.Add(2*time.Hour), time.Hour); err != nil {
+		t.Fatalf("an expired record counts as absent: %v", err)
+	}
+	if err := s.ForgetCallbackEvent(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkCallbackEvent(ctx, id, now, time.Hour); err != nil {
+		t.Fatalf("after forget: %v", err)
+	}
+}

@@ -1,0 +1,246 @@
+// Package notifier delivers merchant notifications (the `notifier` function,
+// fed by the notifications queue) and repairs the outbox (the `reconciler`
+// function, on a schedule).
+//
+// Delivery is at least once. A queue message carries a payment.NotifyEvent:
+// ids and statuses only. Each attempt reads the payment request and the
+// merchant, builds the spec's body, signs it (X-Signature with the merchant's
+// API key; Standard Webhooks headers with its webhook secret), posts it with
+// an SSRF-guarded client, and records the attempt. A failed attempt is
+// re-enqueued with the next delay of the schedule (long delays travel in
+// hops of at most 15 minutes, SQS's limit); when the schedule is exhausted
+// the event goes to the dead-letter queue, from which `payctl dlq redrive`
+// brings it back.
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notify"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/seal"
+)
+
+// Store is the persistence the notifier needs.
+type Store interface {
+	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
+	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
+	ClearOutbox(ctx context.Context, requestID int64, eventID string) error
+	RecordDelivery(ctx context.Context, a dynamo.DeliveryAttempt) error
+}
+
+// Queue sends events.
+type Queue interface {
+	Send(ctx context.Context, queueURL string, body any, delay time.Duration) error
+}
+
+// Sender posts one built notification.
+type Sender interface {
+	Send(ctx context.Context, r notify.Request) notify.Attempt
+}
+
+// Notifier is the SQS handler of the notifier function.
+type Notifier struct {
+	Store    Store
+	Queue    Queue
+	Sender   Sender
+	Sealer   *seal.Sealer
+	QueueURL string // the notifications queue (retries are re-enqueued here)
+	DLQURL   string // where exhausted events go
+	Schedule notify.Schedule
+	Log      *slog.Logger
+	Now      func() time.Time
+
+	rndMu sync.Mutex
+	rnd   *rand.Rand
+}
+
+// Handle processes a batch; failures of infrastructure (not of the
+// merchant's endpoint) are reported per message so SQS retries just those.
+// Records are handled concurrently: one slow merchant endpoint (up to the
+// 30 s timeout) must not hold up the other notifications of the batch.
+func (n *Notifier) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var (
+		resp events.SQSEventResponse
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+	)
+	for _, rec := range ev.Records {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.handle(ctx, rec); err != nil {
+				n.Log.Error("notification message failed; SQS will retry it", "message_id", rec.MessageId, "error", err.Error())
+				mu.Lock()
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+func (n *Notifier) now() time.Time {
+	if n.Now != nil {
+		return n.Now()
+	}
+	return time.Now()
+}
+
+func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
+	var ev payment.NotifyEvent
+	if err := json.Unmarshal([]byte(rec.Body), &ev); err != nil || ev.EventID == "" || ev.RequestID == 0 {
+		// Unreadable: retrying cannot help; park it for a human.
+		n.Log.Error("malformed notification message parked in the DLQ", "message_id", rec.MessageId)
+		return n.Queue.Send(ctx, n.DLQURL, json.RawMessage(rec.Body), 0)
+	}
+	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1)
+	if ev.Attempts == 0 && ev.DueAt.IsZero() {
+		// The event left the outbox: the reconciler need not resend it.
+		if err := n.Store.ClearOutbox(ctx, ev.RequestID, ev.EventID); err != nil {
+			return err
+		}
+	}
+	now := n.now()
+	if delay, due := hop(ev, now); !due {
+		return n.Queue.Send(ctx, n.QueueURL, ev, delay)
+	}
+	req, err := n.Store.PaymentRequest(ctx, ev.RequestID)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		log.Error("notification for a missing payment request dropped")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m, err := n.Store.Merchant(ctx, req.MerchantID)
+	if err != nil {
+		return fmt.Errorf("load merchant %s: %w", req.MerchantID, err)
+	}
+	target := req.NotifyURL
+	if target == "" {
+		target = m.NotifyURL
+	}
+	if target == "" {
+		// The spec: sent only if a notify URL is configured.
+		return n.Store.RecordDelivery(ctx, dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
+			Attempt: ev.Attempts + 1, At: now, Outcome: "skipped", Error: "no notify URL configured"})
+	}
+	apiKey, err := n.Sealer.Open(m.SealedAPIKey, m.ID)
+	if err != nil {
+		return fmt.Errorf("open API key of merchant %s: %w", m.ID, err)
+	}
+	secret := ""
+	if m.SealedSecret != "" {
+		if secret, err = n.Sealer.Open(m.SealedSecret, m.ID); err != nil {
+			return fmt.Errorf("open webhook secret of merchant %s: %w", m.ID, err)
+		}
+	}
+	decimals := int32(2)
+	if c, ok := currency.Lookup(req.Unit); ok {
+		decimals = c.Decimals
+	}
+	format := notify.FormatForm
+	if m.NotificationFormat == "json" {
+		format = notify.FormatJSON
+	}
+	built, err := notify.Build(Notification(req, ev), notify.Options{URL: target, Format: format, Decimals: decimals,
+		APIKey: apiKey, WebhookSecret: secret, EventID: ev.EventID, Now: now})
+	if err != nil {
+		return fmt.Errorf("build notification %s: %w", ev.EventID, err)
+	}
+	attempt := n.Sender.Send(ctx, built)
+	record := dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: ev.Attempts + 1, At: attempt.At,
+		URL: redactURL(target), StatusCode: attempt.StatusCode, LatencyMS: attempt.Latency.Milliseconds(), Error: attempt.Err}
+	if attempt.Delivered() {
+		record.Outcome = "delivered"
+		log.Info("notification delivered", "status", attempt.StatusCode, "latency_ms", record.LatencyMS,
+			"since_event_ms", now.Sub(ev.OccurredAt).Milliseconds())
+		return n.Store.RecordDelivery(ctx, record)
+	}
+	next, ok := n.retry(ev, attempt)
+	if ok {
+		record.Outcome, record.NextAt = "retry", next.DueAt
+		log.Warn("notification attempt failed; will retry", "status", attempt.StatusCode, "error", attempt.Err, "next_at", next.DueAt)
+		delay, _ := hop(next, now)
+		if err := n.Queue.Send(ctx, n.QueueURL, next, delay); err != nil {
+			return err
+		}
+	} else {
+		record.Outcome = "dead-lettered"
+		log.Error("notification attempts exhausted; parked in the DLQ", "status", attempt.StatusCode, "error", attempt.Err)
+		if err := n.Queue.Send(ctx, n.DLQURL, next, 0); err != nil {
+			return err
+		}
+	}
+	// The attempt record is bookkeeping: failing to write it must not resend.
+	if err := n.Store.RecordDelivery(ctx, record); err != nil {
+		log.Error("recording a delivery attempt failed", "error", err.Error())
+	}
+	return nil
+}
+
+func (n *Notifier) retry(ev payment.NotifyEvent, a notify.Attempt) (payment.NotifyEvent, bool) {
+	n.rndMu.Lock()
+	if n.rnd == nil {
+		n.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	delay, ok := n.Schedule.Next(ev.Attempts+1, n.rnd)
+	n.rndMu.Unlock()
+	next := ev
+	next.Attempts++
+	next.DueAt = time.Time{}
+	if ok {
+		next.DueAt = a.At.Add(notify.RetryDelay(delay, a.RetryAfter))
+	}
+	return next, ok
+}
+
+// hop: attempt now, or wait on the queue in hops SQS can express.
+func hop(ev payment.NotifyEvent, now time.Time) (time.Duration, bool) {
+	if !ev.DueAt.After(now) {
+		return 0, true
+	}
+	d, _ := notify.SQSHop(ev.DueAt.Sub(now))
+	return d, false
+}
+
+// Notification builds the spec's notification from the stored request and
+// the event's statuses.
+func Notification(r *payment.Request, ev payment.NotifyEvent) notify.Notification {
+	n := notify.Notification{
+		ID: r.ID, TransactionID: ev.TransactionID, TransactionStatusID: int(ev.TransactionStatusID),
+		PaymentRequestStatusID: int(ev.PaymentRequestStatusID), MerchantID: r.MerchantID, Unit: r.Unit,
+		// No fee model yet: the whole amount is deposited (fee 0).
+		GrossAmount: r.Amount, NetAmount: r.Amount,
+		ReferenceID: r.ReferenceID, Notes: r.Notes, Code: ev.Code, Message: ev.Message,
+	}
+	if c := r.Client; c != nil {
+		n.ClientID, n.ClientName, n.ClientEmail, n.ClientPhone, n.ClientMemberID = c.ID, c.Name, c.Email, c.Phone, c.MemberID
+	}
+	return n
+}
+
+// redactURL keeps scheme, host and path: a query string may hold a secret.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	return u.String()
+}

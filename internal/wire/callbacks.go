@@ -1,0 +1,36 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/payreq/payreq/internal/callbacks"
+	"github.com/payreq/payreq/internal/callbacks/sig"
+	"github.com/payreq/payreq/internal/config"
+)
+
+func init() {
+	HTTP["CallbacksFunction"] = HTTPFunction{Routes: callbacks.Routes, Build: Callbacks}
+}
+
+// Callbacks wires CallbacksFunction.
+func Callbacks(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: %w", err)
+	}
+	svc, err := b.paymentService(getenv, "callbacks")
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: %w", err)
+	}
+	key, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: SEAL_KEY: %w", err)
+	}
+	return callbacks.New(callbacks.Deps{
+		Service: svc,
+		Key:     key,
+		Log:     b.cfg.NewLogger().With("function", "callbacks"),
+	}), nil
+}

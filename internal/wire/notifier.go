@@ -1,0 +1,74 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/notifier"
+	"github.com/payreq/payreq/internal/notify"
+	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/safehttp"
+)
+
+func init() {
+	SQS["NotifierFunction"] = SQSFunction{Build: Notifier}
+	Scheduled["ReconcilerFunction"] = ScheduledFunction{Build: Reconciler}
+}
+
+// Notifier wires NotifierFunction.
+func Notifier(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandler, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire notifier: %w", err)
+	}
+	schedule := notify.DefaultSchedule
+	if v := getenv("NOTIFY_RETRY_SCHEDULE"); v != "" {
+		if schedule, err = notify.ParseSchedule(v); err != nil {
+			return nil, fmt.Errorf("NOTIFY_RETRY_SCHEDULE: %w", err)
+		}
+	}
+	timeout := safehttp.DefaultTimeout
+	if v := getenv("NOTIFY_TIMEOUT"); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("NOTIFY_TIMEOUT: %w", err)
+		}
+	}
+	queueURL, dlqURL := getenv("NOTIFICATIONS_QUEUE_URL"), getenv("NOTIFICATIONS_DLQ_URL")
+	if queueURL == "" || dlqURL == "" {
+		return nil, fmt.Errorf("wire notifier: NOTIFICATIONS_QUEUE_URL and NOTIFICATIONS_DLQ_URL are required")
+	}
+	n := &notifier.Notifier{
+		Store: b.store, Queue: queue.New(sqs.NewFromConfig(b.aws)), Sealer: b.sealer,
+		// Loopback and private targets are refused at dial time, except on the
+		// local stack where merchants test with receivers on 127.0.0.1.
+		Sender: notify.Sender{Client: safehttp.NewClient(safehttp.Options{
+			Timeout: timeout, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Sandbox()})},
+		QueueURL: queueURL, DLQURL: dlqURL, Schedule: schedule,
+		Log: b.cfg.NewLogger().With("function", "notifier"),
+	}
+	return n.Handle, nil
+}
+
+// Reconciler wires ReconcilerFunction.
+func Reconciler(ctx context.Context, getenv config.Getenv, opts Options) (func(context.Context) error, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire reconciler: %w", err)
+	}
+	grace := time.Minute
+	if v := getenv("OUTBOX_GRACE"); v != "" {
+		if grace, err = time.ParseDuration(v); err != nil {
+			return nil, fmt.Errorf("OUTBOX_GRACE: %w", err)
+		}
+	}
+	r := &notifier.Reconciler{Store: b.store, Queue: queue.New(sqs.NewFromConfig(b.aws)),
+		QueueURL: getenv("NOTIFICATIONS_QUEUE_URL"), Grace: grace, Log: b.cfg.NewLogger().With("function", "reconciler")}
+	return func(ctx context.Context) error {
+		_, err := r.Run(ctx)
+		return err
+	}, nil
+}

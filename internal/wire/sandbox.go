@@ -1,0 +1,52 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/payreq/payreq/internal/callbacks/sig"
+	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/sandboxworker"
+)
+
+func init() {
+	SQS["SandboxFunction"] = SQSFunction{Build: Sandbox}
+}
+
+// Sandbox wires SandboxFunction, the simulated provider's asynchronous side.
+// Callbacks go to PUBLIC_BASE_URL when set (custom domain; the local stack),
+// else to SANDBOX_CALLBACK_BASE_URL (the HTTP API's own domain).
+func Sandbox(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandler, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire sandbox: %w", err)
+	}
+	base := b.cfg.PublicBaseURL
+	if base == "" {
+		base = getenv("SANDBOX_CALLBACK_BASE_URL")
+	}
+	if base == "" || b.cfg.SandboxQueueURL == "" {
+		return nil, errors.New("wire sandbox: PUBLIC_BASE_URL or SANDBOX_CALLBACK_BASE_URL, and SANDBOX_QUEUE_URL, are required")
+	}
+	key, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
+	if err != nil {
+		return nil, fmt.Errorf("wire sandbox: SEAL_KEY: %w", err)
+	}
+	client := &http.Client{
+		Timeout: 5 * time.Second,
+		// A callback endpoint never redirects; following one would send the
+		// signed body elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return sandboxworker.New(sandboxworker.Deps{
+		BaseURL: base, Key: key, Client: client,
+		Queue: queue.New(sqs.NewFromConfig(b.aws)), QueueURL: b.cfg.SandboxQueueURL,
+		Log: b.cfg.NewLogger().With("function", "sandbox"),
+	}), nil
+}
