@@ -179,15 +179,29 @@ func (w *worker) deliver(ctx context.Context, job Job) error {
 		w.Log.Error("sandbox job of unknown kind dropped", "kind", job.Kind)
 		return nil
 	}
+	if err := Post(ctx, w.Client, w.BaseURL, path, w.Key, cb, w.Now()); err != nil {
+		return err
+	}
+	w.Log.Info("sandbox callback delivered", "kind", job.Kind, "transaction_id", job.TransactionID)
+	return nil
+}
+
+var _ Sender = (*queue.Client)(nil)
+
+// Post sends cb to the service's callback endpoint path, signed like a real
+// provider's callback (X-Provider-Signature over the raw body). The sandbox
+// worker and the hosted checkout's sandbox 3-D Secure page both use it, so
+// every simulated result arrives through the real callback path.
+func Post(ctx context.Context, client *http.Client, baseURL, path string, key []byte, cb Callback, now time.Time) error {
 	body, _ := json.Marshal(cb)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.BaseURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(baseURL, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(sig.Header, sig.Sign(w.Key, w.Now(), body))
+	req.Header.Set(sig.Header, sig.Sign(key, now, body))
 	req.Header.Set("User-Agent", "payreq-sandbox-provider/1")
-	resp, err := w.Client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", path, err)
 	}
@@ -196,8 +210,5 @@ func (w *worker) deliver(ctx context.Context, job Job) error {
 	if resp.StatusCode/100 != 2 {
 		return errors.New("POST " + path + ": " + resp.Status + ": " + strings.TrimSpace(string(msg)))
 	}
-	w.Log.Info("sandbox callback delivered", "kind", job.Kind, "transaction_id", job.TransactionID, "status", resp.StatusCode)
 	return nil
 }
-
-var _ Sender = (*queue.Client)(nil)

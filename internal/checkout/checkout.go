@@ -1,0 +1,345 @@
+// Package checkout is the `checkout` function: the hosted payment page, its
+// API (authenticated by the checkout session token, never the API key), the
+// PayCheckout script, and payment links.
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/payreq/payreq/internal/checkouttoken"
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/web"
+)
+
+// Store is the persistence the checkout reads.
+type Store interface {
+	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
+	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
+}
+
+// Payer runs payment attempts (*payments.Service).
+type Payer interface {
+	Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a payments.Attempt) (payments.Result, error)
+}
+
+// Challenges completes sandbox 3-D Secure challenges through the provider
+// callback endpoint (the result must arrive through /callbacks/3ds).
+type Challenges interface {
+	CompleteChallenge(ctx context.Context, baseURL string, requestID, transactionID int64, approve bool) error
+}
+
+// AttemptLimiter counts payment attempts per request (card-testing guard).
+type AttemptLimiter interface {
+	TakeRateLimit(ctx context.Context, client string, window int64, limit int, expiresAt time.Time) (int, error)
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Store         Store
+	Payments      Payer
+	Challenges    Challenges
+	Limiter       AttemptLimiter
+	Tokens        *checkouttoken.Issuer
+	Log           *slog.Logger
+	PublicBaseURL string
+	Sandbox       bool
+	Now           func() time.Time
+	// MaxAttempts bounds payment attempts per request per 15 minutes.
+	MaxAttempts int
+}
+
+// Routes are the method patterns this handler serves (CheckoutFunction).
+func Routes() []string {
+	return []string{
+		"GET /checkout",
+		"GET /checkout/3ds",
+		"GET /checkout/assets/{file}",
+		"GET /paycheckout.js",
+		"GET /paycheckout.d.ts",
+		"GET /pay/{id}",
+		"GET /checkout/api/session",
+		"GET /checkout/api/status",
+		"POST /checkout/api/pay/{method}",
+		"POST /checkout/api/3ds/complete",
+	}
+}
+
+type handler struct{ Deps }
+
+// New returns the checkout handler.
+func New(d Deps) http.Handler {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.MaxAttempts == 0 {
+		d.MaxAttempts = 10
+	}
+	h := &handler{d}
+	handlers := map[string]http.Handler{
+		"GET /checkout":                   httpapi.HandlerFunc(h.page("checkout/index.html")),
+		"GET /checkout/3ds":               httpapi.HandlerFunc(h.page("checkout/acs.html")),
+		"GET /checkout/assets/{file}":     http.HandlerFunc(h.asset),
+		"GET /paycheckout.js":             http.HandlerFunc(h.sdk("sdk/paycheckout.js")),
+		"GET /paycheckout.d.ts":           http.HandlerFunc(h.sdk("sdk/paycheckout.d.ts")),
+		"GET /pay/{id}":                   httpapi.HandlerFunc(h.payLink),
+		"GET /checkout/api/session":       h.api(h.session),
+		"GET /checkout/api/status":        h.api(h.status),
+		"POST /checkout/api/pay/{method}": h.api(h.pay),
+		"POST /checkout/api/3ds/complete": h.api(h.completeChallenge),
+	}
+	mux := http.NewServeMux()
+	for _, r := range Routes() {
+		mux.Handle(r, handlers[r])
+	}
+	return httpapi.Wrap(mux, d.Log)
+}
+
+func (h *handler) baseURL(r *http.Request) string {
+	if h.PublicBaseURL != "" {
+		return h.PublicBaseURL
+	}
+	return "https://" + r.Host
+}
+
+// ---- pages and assets ------------------------------------------------------
+
+const pageCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; object-src 'none'; base-uri 'none'; frame-ancestors "
+
+// page serves a hosted page with a CSP whose frame-ancestors lists the
+// merchant's registered origins, so an unregistered site cannot frame it.
+func (h *handler) page(file string) httpapi.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		ancestors := "'self'"
+		if id, err := strconv.ParseInt(r.URL.Query().Get("requestId"), 10, 64); err == nil && id > 0 {
+			if req, err := h.Store.PaymentRequest(r.Context(), id); err == nil {
+				if m, err := h.Store.Merchant(r.Context(), req.MerchantID); err == nil {
+					for _, o := range m.AllowedOrigins {
+						ancestors += " " + o
+					}
+				}
+			}
+		}
+		body, err := fs.ReadFile(web.Files, file)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", file, err)
+		}
+		hd := w.Header()
+		hd.Set("Content-Type", "text/html; charset=utf-8")
+		hd.Set("Content-Security-Policy", pageCSP+ancestors)
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=(self)")
+		_, _ = w.Write(body)
+		return nil
+	}
+}
+
+func contentType(name string) string {
+	if strings.HasSuffix(name, ".d.ts") {
+		return "text/plain; charset=utf-8"
+	}
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+func (h *handler) asset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	if strings.HasSuffix(name, ".html") || strings.Contains(name, "/") {
+		http.NotFound(w, r)
+		return
+	}
+	serveFile(w, r, "checkout/"+name, "public, max-age=300")
+}
+
+func (h *handler) sdk(file string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		// Merchants load the script from their own pages (and may use SRI).
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Cross-Origin-Resource-Policy", "cross-origin")
+		serveFile(w, r, file, "public, max-age=300")
+	}
+}
+
+func serveFile(w http.ResponseWriter, r *http.Request, file, cache string) {
+	body, err := fs.ReadFile(web.Files, file)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", contentType(file))
+	w.Header().Set("Cache-Control", cache)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(body)
+}
+
+// payLink is the payment request's `link`: anyone holding it may pay, so it
+// mints a session token and sends the browser to the hosted page.
+func (h *handler) payLink(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return problem.NotFound("No such payment link.")
+	}
+	req, err := h.Store.PaymentRequest(r.Context(), id)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return problem.NotFound("No such payment link.")
+	}
+	if err != nil {
+		return err
+	}
+	if req.Status != payment.RequestUnpaid {
+		return notUnpaid(req)
+	}
+	token, _ := h.Tokens.Mint(req.ID, req.MerchantID)
+	q := url.Values{"requestId": {strconv.FormatInt(req.ID, 10)}, "token": {token}}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	http.Redirect(w, r, "/checkout?"+q.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+// ---- API -------------------------------------------------------------------
+
+// session is an authenticated hosted-page call: the request and merchant
+// named by the checkout token.
+type session struct {
+	claims   checkouttoken.Claims
+	req      *payment.Request
+	merchant *merchant.Merchant
+}
+
+type apiFunc func(w http.ResponseWriter, r *http.Request, s *session) error
+
+// api authenticates by X-Checkout-Token only: 401 without a valid,
+// unexpired token; the token names the one request it may touch.
+func (h *handler) api(f apiFunc) http.Handler {
+	return httpapi.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		tok := r.Header.Get(checkouttoken.Header)
+		if tok == "" {
+			return tokenProblem("The X-Checkout-Token header is missing.")
+		}
+		claims, err := h.Tokens.Open(tok)
+		if err != nil {
+			httpapi.Logger(r.Context()).Warn("checkout token refused", "reason", err.Error())
+			if errors.Is(err, checkouttoken.ErrExpired) {
+				return tokenProblem("This checkout session has expired. Ask the merchant for a new payment link.")
+			}
+			return tokenProblem("The checkout session token is invalid.")
+		}
+		req, err := h.Store.PaymentRequest(r.Context(), claims.RequestID)
+		if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != claims.MerchantID) {
+			return tokenProblem("The checkout session token is invalid.")
+		}
+		if err != nil {
+			return err
+		}
+		m, err := h.Store.Merchant(r.Context(), req.MerchantID)
+		if err != nil {
+			return fmt.Errorf("load merchant %s: %w", req.MerchantID, err)
+		}
+		r = httpapi.AddLogAttrs(r, slog.String("merchant_id", m.ID), slog.Int64("payment_request_id", req.ID))
+		return f(w, r, &session{claims: claims, req: req, merchant: m})
+	})
+}
+
+func tokenProblem(detail string) *problem.Problem {
+	p := problem.New(http.StatusUnauthorized, "invalid-checkout-token", "Unauthorized", detail, codes.InvalidToken)
+	p.Headers = http.Header{"Www-Authenticate": {`Token header="X-Checkout-Token"`}}
+	return p
+}
+
+func notUnpaid(req *payment.Request) *problem.Problem {
+	if req.Status == payment.RequestCancelled {
+		return problem.Conflict("This payment request was cancelled.", codes.TransactionCancelled)
+	}
+	return problem.Conflict("This payment request is already paid.", "")
+}
+
+// Session is the response of GET /checkout/api/session.
+type Session struct {
+	RequestID              string                `json:"requestId"`
+	RecipientName          string                `json:"recipientName"`
+	Amount                 string                `json:"amount"`
+	Unit                   string                `json:"unit"`
+	PaymentRequestStatusID payment.RequestStatus `json:"paymentRequestStatusId"`
+	Methods                []string              `json:"methods"`
+	Sandbox                bool                  `json:"sandbox"`
+	SuccessURL             string                `json:"successUrl"`
+	FailureURL             string                `json:"failureUrl"`
+	ParentOrigin           *string               `json:"parentOrigin"`
+	ExpiresAt              time.Time             `json:"expiresAt"`
+}
+
+func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) error {
+	if s.req.Status != payment.RequestUnpaid {
+		return notUnpaid(s.req)
+	}
+	out := Session{
+		RequestID: strconv.FormatInt(s.req.ID, 10), RecipientName: s.req.RecipientName,
+		Amount: string(payment.DisplayAmount(s.req.Amount, s.req.Unit)), Unit: s.req.Unit,
+		PaymentRequestStatusID: s.req.Status, Methods: methods(s.merchant), Sandbox: s.merchant.Sandbox,
+		SuccessURL: firstNonEmpty(s.req.SuccessURL, s.merchant.SuccessURL), FailureURL: firstNonEmpty(s.req.FailureURL, s.merchant.FailureURL),
+		ExpiresAt: time.Unix(s.claims.ExpiresAt, 0).UTC(),
+	}
+	// The page posts results only to an origin the merchant registered
+	// (or this service's own origin, for the demo page).
+	if o, err := merchant.NormalizeOrigin(r.URL.Query().Get("origin")); err == nil {
+		if slices.Contains(s.merchant.AllowedOrigins, o) || o == strings.ToLower(h.baseURL(r)) {
+			out.ParentOrigin = &o
+		}
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// methods lists what the hosted page offers: cards always, the others when
+// the merchant has one of their selectors enabled.
+func methods(m *merchant.Merchant) []string {
+	out := []string{"card"}
+	has := func(group []int) bool {
+		for _, n := range group {
+			if slices.Contains(m.Methods, n) {
+				return true
+			}
+		}
+		return false
+	}
+	if has(merchant.WalletASelectors) || has(merchant.WalletBSelectors) {
+		out = append(out, "wallet")
+	}
+	if has(merchant.UPISelectors) {
+		out = append(out, "upi")
+	}
+	if has(merchant.AlternativeSelectors) || slices.Contains(m.Methods, merchant.SandboxSelector) {
+		out = append(out, "qr")
+	}
+	return out
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
