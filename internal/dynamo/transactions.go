@@ -509,6 +509,13 @@ type AttemptCommit struct {
 	LeaseUntil time.Time
 }
 
+// NotifyEvent is the merchant notification of a final commit: the event the
+// commit stores in the outbox and the payment path then sends to the queue.
+func (c AttemptCommit) NotifyEvent() (payment.NotifyEvent, error) {
+	return payment.NewNotifyEvent(&payment.Request{ID: c.RequestID}, c.TransactionID, c.Status,
+		payment.LastLog{TransactionStatusID: c.Status, Message: c.Message, Code: c.Code}, c.Now)
+}
+
 // CommitAttempt is the state transition of a payment request for one
 // attempt, in one conditional write guarded by "#status = unpaid AND
 // attemptTx = the attempt's transaction":
@@ -543,8 +550,7 @@ func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Re
 			set += ", #status = :paid"
 			vals[":paid"] = numberAV(int64(payment.RequestPaid))
 		}
-		ev, err := payment.NewNotifyEvent(&payment.Request{ID: c.RequestID}, c.TransactionID, c.Status,
-			payment.LastLog{TransactionStatusID: c.Status, Message: c.Message, Code: c.Code}, c.Now)
+		ev, err := c.NotifyEvent()
 		if err != nil {
 			return nil, err
 		}

@@ -37,7 +37,9 @@ type Deps struct {
 	Tokens *checkouttoken.Issuer
 	// Guard wraps every route: API-key authentication first, then rate
 	// limiting and idempotency. Defaults to Auth.Require alone.
-	Guard         func(http.Handler) http.Handler
+	Guard func(http.Handler) http.Handler
+	// Transactions serves GET /transactions/{id} (payments.TransactionLookup).
+	Transactions  httpapi.HandlerFunc
 	Log           *slog.Logger
 	PublicBaseURL string // empty: https://<request host>
 	AllowHTTPURLs bool   // sandbox and local stack accept http:// merchant URLs
@@ -52,6 +54,7 @@ func Routes() []string {
 		"GET /payment-requests/status/{id}",
 		"POST /payment-requests/{id}/checkout-session",
 		"POST /payment-requests/{id}/cancel",
+		"GET /transactions/{id}",
 	}
 }
 
@@ -71,6 +74,12 @@ func New(d Deps) http.Handler {
 		"GET /payment-requests/status/{id}":            a.status,
 		"POST /payment-requests/{id}/checkout-session": a.checkoutSession,
 		"POST /payment-requests/{id}/cancel":           a.cancel,
+		"GET /transactions/{id}":                       d.Transactions,
+	}
+	if d.Transactions == nil {
+		handlers["GET /transactions/{id}"] = func(http.ResponseWriter, *http.Request) error {
+			return problem.NotFound("Transaction lookups are not configured.")
+		}
 	}
 	mux := http.NewServeMux()
 	for _, route := range Routes() {

@@ -25,6 +25,7 @@ import (
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/queue"
@@ -357,3 +358,31 @@ func TestNoNotifyURLMeansNoNotification(t *testing.T) {
 }
 
 var _ = devstack.Region
+
+// End to end: a real approved and a real declined payment each produce one
+// signed notification with the spec's statuses and code.
+func TestPaymentsNotifyTheMerchant(t *testing.T) {
+	rc := newReceiver(t, 200)
+	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.NotifyURL = rc.srv.URL })
+	payer := func(token string) string {
+		return `{"amount":"7.00","unit":"EUR","name":"Ann Lee","email":"ann@example.com","phoneNumber":"4915112345678",
+			"address":"Main St 1","city":"Berlin","state":"BE","postalCode":"10115","country":"DE","token":"` + token + `"}`
+	}
+	api := testenv.Stack(t).Info.APIBase
+	ok := testenv.Do(t, "POST", api+"/payments/h2h/44", m.APIKey, payer("tok_success")).JSON(t)
+	ko := testenv.Do(t, "POST", api+"/payments/h2h/44", m.APIKey, payer("tok_insufficient_funds")).JSON(t)
+	waitFor(t, "two notifications", 15*time.Second, func() bool { return len(rc.got()) == 2 })
+	byID := map[string]url.Values{}
+	for _, h := range rc.got() {
+		f, _ := url.ParseQuery(string(h.body))
+		byID[f.Get("id")] = f
+	}
+	a := byID[strconv.FormatInt(int64(ok["paymentRequestId"].(float64)), 10)]
+	d := byID[strconv.FormatInt(int64(ko["paymentRequestId"].(float64)), 10)]
+	if a.Get("transactionStatusId") != "1" || a.Get("paymentRequestStatusId") != "1" || a.Get("grossAmount") != "7.00" {
+		t.Fatalf("approved notification %v", a)
+	}
+	if d.Get("transactionStatusId") != "2" || d.Get("paymentRequestStatusId") != "2" || d.Get("code") != "005" || d.Get("message") == "" {
+		t.Fatalf("declined notification %v", d)
+	}
+}

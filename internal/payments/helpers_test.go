@@ -3,6 +3,7 @@ package payments_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/payreq/payreq/internal/apispec"
 	"net/http"
 	"os"
 	"regexp"
@@ -31,6 +32,12 @@ func TestMain(m *testing.M) {
 	for k, v := range testDelays {
 		os.Setenv(k, v)
 	}
+	spec, err := apispec.Load()
+	if err != nil {
+		panic(err)
+	}
+	// Every response these tests receive must match docs/openapi.yaml.
+	testenv.Check = spec.Check
 	testenv.Main(m)
 }
 

@@ -95,6 +95,10 @@ type Deps struct {
 	CallbackKey []byte
 	Log         *slog.Logger
 	Now         func() time.Time
+	// NotificationsQueueURL receives the merchant notification of every
+	// final commit (the commit also keeps it in the outbox, so a failed send
+	// is recovered by the reconciler).
+	NotificationsQueueURL string
 	// SyncLease bounds a synchronous attempt (Lambda times out long before).
 	SyncLease time.Duration
 	// ChallengeWindow is how long a 3-D Secure challenge stays open.
@@ -442,7 +446,7 @@ func (s *Service) finish(ctx context.Context, req *payment.Request, tx *dynamo.T
 	if out.Status == provider.Pending {
 		return s.finishPending(ctx, req, tx, out, a, now)
 	}
-	cur, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: req.ID, TransactionID: tx.ID,
+	cur, err := s.commit(ctx, dynamo.AttemptCommit{RequestID: req.ID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: tx.Status, Code: tx.Code, Message: tx.Message, Now: now})
 	if errors.Is(err, dynamo.ErrConflict) {
 		return s.lostRace(ctx, tx, out, false)
@@ -496,7 +500,7 @@ func (s *Service) finishPending(ctx context.Context, req *payment.Request, tx *d
 	if err := s.Store.CreateTransaction(ctx, tx); err != nil {
 		return Result{}, err // the lease expires; nothing was committed
 	}
-	cur, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: req.ID, TransactionID: tx.ID,
+	cur, err := s.commit(ctx, dynamo.AttemptCommit{RequestID: req.ID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: payment.TxPending, Message: tx.Message, Now: now,
 		LeaseUntil: tx.PendingUntil.Add(s.PendingGrace)})
 	if errors.Is(err, dynamo.ErrConflict) {
@@ -622,4 +626,23 @@ func (s *Service) nextAction(tx *dynamo.Transaction, baseURL, returnTo string) *
 		na.URL = s.ChallengeURL(baseURL, tx.ID, returnTo)
 	}
 	return na
+}
+
+// commit writes an attempt's state transition and, for a final status, sends
+// the notification event the same write put in the request's outbox. A send
+// failure is only logged: the outbox keeps the event and the reconciler
+// enqueues it, so nothing is lost.
+func (s *Service) commit(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error) {
+	req, err := s.Store.CommitAttempt(ctx, c)
+	if err != nil || (c.Status != payment.TxApproved && c.Status != payment.TxDeclined) || s.NotificationsQueueURL == "" {
+		return req, err
+	}
+	ev, evErr := c.NotifyEvent()
+	if evErr == nil {
+		evErr = s.Queue.Send(ctx, s.NotificationsQueueURL, ev, 0)
+	}
+	if evErr != nil {
+		s.Log.Warn("notification not enqueued; the reconciler will send it", "payment_request_id", c.RequestID, "error", evErr.Error())
+	}
+	return req, nil
 }

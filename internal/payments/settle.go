@@ -87,7 +87,7 @@ func (s *Service) settle(ctx context.Context, r ProviderResult, tx *dynamo.Trans
 		num = tx.Number
 	}
 	status := payment.TransactionStatus(r.Status)
-	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: prID, TransactionID: r.TransactionID,
+	req, err := s.commit(ctx, dynamo.AttemptCommit{RequestID: prID, TransactionID: r.TransactionID,
 		TransactionNumber: num, Status: status, Code: r.Code, Message: r.Message, Now: now})
 	if err == nil {
 		st, err := s.Store.SettleTransaction(ctx, dynamo.Settlement{TransactionID: r.TransactionID, Status: status,

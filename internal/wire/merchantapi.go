@@ -9,6 +9,7 @@ import (
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/merchantapi"
+	"github.com/payreq/payreq/internal/payments"
 )
 
 func init() {
@@ -25,12 +26,17 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 	if err != nil {
 		return nil, fmt.Errorf("wire merchant API: %w", err)
 	}
+	svc, err := b.paymentService(getenv, "merchantapi")
+	if err != nil {
+		return nil, fmt.Errorf("wire merchant API: %w", err)
+	}
 	auth := apikey.New(b.store, isNotFound)
 	return merchantapi.New(merchantapi.Deps{
 		Store:         b.store,
 		Tokens:        tokens,
 		Auth:          auth,
 		Guard:         b.merchantGuard(auth),
+		Transactions:  payments.TransactionLookup(svc, b.cfg.PublicBaseURL),
 		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
 		PublicBaseURL: b.cfg.PublicBaseURL,
 		AllowHTTPURLs: b.cfg.Local,

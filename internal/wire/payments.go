@@ -100,6 +100,7 @@ func (b *base) paymentService(getenv config.Getenv, function string) (*payments.
 	}
 	deps := payments.Deps{
 		Store: b.store, ThreeDSKey: threeDSKey, CallbackKey: callbackKey,
+		Queue: queue.New(sqs.NewFromConfig(b.aws)), NotificationsQueueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
 		Log:             b.cfg.NewLogger().With("function", function),
 		ChallengeWindow: d[3], PendingGrace: d[4],
 	}
@@ -108,7 +109,7 @@ func (b *base) paymentService(getenv config.Getenv, function string) (*payments.
 			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
 		}
 		deps.Provider = sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1], UPICollectWindow: d[2]})
-		deps.Sandbox, deps.Queue, deps.SandboxQueueURL = true, queue.New(sqs.NewFromConfig(b.aws)), b.cfg.SandboxQueueURL
+		deps.Sandbox, deps.SandboxQueueURL = true, b.cfg.SandboxQueueURL
 	} else {
 		deps.Provider = noAcquirer{}
 	}
