@@ -116,7 +116,7 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 		}
 	}
 	now := n.now()
-	if delay, due := hop(ev, now); !due {
+	if delay, due := notify.Hop(ev.DueAt, now); !due {
 		return n.Queue.Send(ctx, n.QueueURL, ev, delay)
 	}
 	req, err := n.Store.PaymentRequest(ctx, ev.RequestID)
@@ -176,7 +176,7 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 	if ok {
 		record.Outcome, record.NextAt = "retry", next.DueAt
 		log.Warn("notification attempt failed; will retry", "status", attempt.StatusCode, "error", attempt.Err, "next_at", next.DueAt)
-		delay, _ := hop(next, now)
+		delay, _ := notify.Hop(next.DueAt, now)
 		if err := n.Queue.Send(ctx, n.QueueURL, next, delay); err != nil {
 			return err
 		}
@@ -199,24 +199,12 @@ func (n *Notifier) retry(ev payment.NotifyEvent, a notify.Attempt) (payment.Noti
 	if n.rnd == nil {
 		n.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	delay, ok := n.Schedule.Next(ev.Attempts+1, n.rnd)
-	n.rndMu.Unlock()
 	next := ev
 	next.Attempts++
-	next.DueAt = time.Time{}
-	if ok {
-		next.DueAt = a.At.Add(notify.RetryDelay(delay, a.RetryAfter))
-	}
+	var ok bool
+	next.DueAt, ok = notify.NextAttempt(next.Attempts, a, n.Schedule, n.rnd)
+	n.rndMu.Unlock()
 	return next, ok
-}
-
-// hop: attempt now, or wait on the queue in hops SQS can express.
-func hop(ev payment.NotifyEvent, now time.Time) (time.Duration, bool) {
-	if !ev.DueAt.After(now) {
-		return 0, true
-	}
-	d, _ := notify.SQSHop(ev.DueAt.Sub(now))
-	return d, false
 }
 
 // Notification builds the spec's notification from the stored request and

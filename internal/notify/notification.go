@@ -32,7 +32,7 @@ const (
 )
 
 // Notification is the spec's "Notification to the merchant", field for field.
-// The JSON tags are the spec's names; they serve the queue message (Delivery),
+// The JSON tags are the spec's names (for logs and tools),
 // not the wire format, which is FormBody or JSONBody.
 type Notification struct {
 	ID                     int64           `json:"id"`

@@ -117,47 +117,24 @@ func SQSHop(remaining time.Duration) (now, left time.Duration) {
 	return now, max(remaining-now, 0)
 }
 
-// Delivery is one notification event on its way to the merchant: the body of
-// the queue message between attempts. It carries no secrets (the notifier
-// loads the merchant's sealed keys at send time) and no card data.
-type Delivery struct {
-	EventID      string       `json:"eventId"`
-	URL          string       `json:"url"`
-	Format       Format       `json:"format"`
-	Decimals     int32        `json:"decimals"`
-	Notification Notification `json:"notification"`
-	Attempts     int          `json:"attempts"`       // attempts made so far
-	DueAt        time.Time    `json:"dueAt,omitzero"` // zero: due at once
-}
-
-// Options returns the build options for an attempt of d at now.
-func (d Delivery) Options(apiKey, webhookSecret string, now time.Time) Options {
-	return Options{
-		URL: d.URL, Format: d.Format, Decimals: d.Decimals,
-		APIKey: apiKey, WebhookSecret: webhookSecret, EventID: d.EventID, Now: now,
-	}
-}
-
-// Retry records failed attempt a and schedules the next one. ok=false means
-// the schedule is exhausted: send next to the dead-letter queue.
-func (d Delivery) Retry(a Attempt, s Schedule, rnd *rand.Rand) (next Delivery, ok bool) {
-	next = d
-	next.Attempts = d.Attempts + 1
-	delay, ok := s.Next(next.Attempts, rnd)
+// NextAttempt schedules the attempt after failed attempt a, which was
+// attempt number attempts (1-based). ok=false means the schedule is
+// exhausted: the event goes to the dead-letter queue. A receiver's
+// Retry-After longer than the scheduled wait is honoured.
+func NextAttempt(attempts int, a Attempt, s Schedule, rnd *rand.Rand) (dueAt time.Time, ok bool) {
+	delay, ok := s.Next(attempts, rnd)
 	if !ok {
-		next.DueAt = time.Time{}
-		return next, false
+		return time.Time{}, false
 	}
-	next.DueAt = a.At.Add(RetryDelay(delay, a.RetryAfter))
-	return next, true
+	return a.At.Add(RetryDelay(delay, a.RetryAfter)), true
 }
 
-// Hop tells a consumer what to do with d at now: attempt it (due) or
-// re-enqueue it with DelaySeconds = delay.
-func (d Delivery) Hop(now time.Time) (delay time.Duration, due bool) {
-	if !d.DueAt.After(now) {
+// Hop tells a queue consumer what to do at now with a delivery due at
+// dueAt: attempt it (due), or re-enqueue it with DelaySeconds = delay.
+func Hop(dueAt, now time.Time) (delay time.Duration, due bool) {
+	if !dueAt.After(now) {
 		return 0, true
 	}
-	delay, _ = SQSHop(d.DueAt.Sub(now))
+	delay, _ = SQSHop(dueAt.Sub(now))
 	return delay, false
 }

@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"encoding/json"
 	"math/rand/v2"
 	"net/http"
 	"testing"
@@ -115,12 +114,11 @@ func TestSQSHop(t *testing.T) {
 }
 
 // TestDeliveryLifecycle drives a delivery through failures the way the
-// notifier does: attempt, Retry, then SQS hops until due, then the DLQ.
+// notifier does: attempt, NextAttempt, then SQS hops until due, then the DLQ.
 func TestDeliveryLifecycle(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 7))
 	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	d := Delivery{EventID: "987654321", URL: "https://m.example/n", Format: FormatForm, Decimals: 2, Notification: approved()}
-	if _, due := d.Hop(clock); !due {
+	if _, due := Hop(time.Time{}, clock); !due {
 		t.Fatal("a new delivery is due at once")
 	}
 	for attempt := 1; ; attempt++ {
@@ -128,17 +126,14 @@ func TestDeliveryLifecycle(t *testing.T) {
 		if attempt == 5 {
 			a.RetryAfter = 20 * time.Hour // the receiver asks for more than the 6 h step
 		}
-		next, ok := d.Retry(a, DefaultSchedule, rnd)
-		if next.Attempts != attempt {
-			t.Fatalf("Attempts = %d after attempt %d", next.Attempts, attempt)
-		}
+		dueAt, ok := NextAttempt(attempt, a, DefaultSchedule, rnd)
 		if !ok {
 			if attempt != 8 {
 				t.Fatalf("dead-lettered after attempt %d, want 8", attempt)
 			}
 			break
 		}
-		wait := next.DueAt.Sub(clock)
+		wait := dueAt.Sub(clock)
 		base := DefaultSchedule[attempt-1]
 		if attempt == 5 {
 			base = 20 * time.Hour
@@ -152,7 +147,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 		// Ride the queue: every hop within SQS's limit, never arriving early.
 		hops := 0
 		for {
-			delay, due := next.Hop(clock)
+			delay, due := Hop(dueAt, clock)
 			if due {
 				break
 			}
@@ -162,31 +157,11 @@ func TestDeliveryLifecycle(t *testing.T) {
 			clock = clock.Add(delay)
 			hops++
 		}
-		if clock.Before(next.DueAt) {
-			t.Fatalf("attempted %v early", next.DueAt.Sub(clock))
+		if clock.Before(dueAt) {
+			t.Fatalf("attempted %v early", dueAt.Sub(clock))
 		}
 		if want := int((wait + SQSMaxDelay - 1) / SQSMaxDelay); hops > want+1 {
 			t.Fatalf("%d hops for %v", hops, wait)
 		}
-		d = next
-	}
-}
-
-func TestDeliveryJSONRoundTrip(t *testing.T) {
-	d := Delivery{EventID: "1", URL: "https://m.example/n", Notification: approved(), DueAt: time.Unix(1, 0).UTC()}
-	b, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Delivery
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !back.Notification.GrossAmount.Equal(d.Notification.GrossAmount) || back.Notification.ClientName != "Ada Lovelace" || !back.DueAt.Equal(d.DueAt) {
-		t.Fatalf("round trip lost data: %s", b)
-	}
-	o := back.Options(testAPIKey, testSecret, time.Now())
-	if o.APIKey != testAPIKey || o.EventID != "1" || o.Decimals != d.Decimals {
-		t.Fatalf("Options %+v", o)
 	}
 }
