@@ -517,6 +517,24 @@ func TestE2ECheckout(t *testing.T) {
 		b.wantStatus(t, id, 2, nil, "-")
 	})
 
+	t.Run("modal: Esc with the focus inside the checkout cancels too", func(t *testing.T) {
+		id := b.createRequest(t, "15.50")
+		s := openShop(t, browser, b.shop)
+		s.open(t, "modal", b.session(t, id))
+		s.ready(t)
+		// Keys typed in the card form go to the iframe's document, never to the
+		// merchant page; the checkout itself reports Esc in a modal.
+		bt.FrameEval[bool](t, s.ctx, "/checkout", `(document.getElementById('cc-number').focus(), document.activeElement.id === 'cc-number')`)
+		bt.Do(t, s.ctx, chromedp.KeyEvent(kb.Escape))
+		if data := s.terminal(t, "onCancel"); len(data) != 0 {
+			t.Errorf("onCancel payload %v, want {}", data)
+		}
+		if bt.Eval[bool](t, s.ctx, `!!E.overlay() || document.querySelectorAll('iframe').length > 0`) {
+			t.Error("modal still open after Esc inside the checkout")
+		}
+		b.wantStatus(t, id, 2, nil, "-")
+	})
+
 	t.Run("expired token: clear error, no payment possible", func(t *testing.T) {
 		id := b.createRequest(t, "16.00")
 		rid, _ := strconv.ParseInt(id, 10, 64)

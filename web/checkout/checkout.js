@@ -29,6 +29,7 @@
     try { saved = JSON.parse(store.get(CTX) || 'null'); } catch (e) { saved = null; }
   }
   const embedded = q.has('embedded') ? q.get('embedded') === 'true' : !!(saved && saved.embedded);
+  const modal = q.has('modal') ? q.get('modal') === 'true' : !!(saved && saved.modal);
   const originParam = q.get('origin') || (saved && saved.origin) || '';
 
   const MSG = {
@@ -243,7 +244,7 @@
       if (embedded && !u.searchParams.has('embedded')) u.searchParams.set('embedded', 'true');
       if (originParam && !u.searchParams.has('origin')) u.searchParams.set('origin', originParam);
     }
-    store.set(CTX, JSON.stringify({ embedded, origin: originParam, s: S }));
+    store.set(CTX, JSON.stringify({ embedded, modal, origin: originParam, s: S }));
     cancelable = false;
     wait('Verifying with your bank…', 'You are being taken to your bank to confirm this payment.');
     location.assign(u.href);
@@ -460,6 +461,11 @@
       check(input);
       const next = m === 'card' ? [...$('card').querySelectorAll('input[required]')].find((x) => !x.value) : null;
       (next || input).focus();
+    });
+    // In a PayCheckout modal, Esc inside the checkout closes it like the
+    // merchant page's Esc would (keys typed here never reach that page).
+    document.addEventListener('keydown', (e) => {
+      if (modal && embedded && (e.key === 'Escape' || e.key === 'Esc') && cancelable && !done) $('cancel').click();
     });
     $('cancel').addEventListener('click', () => {
       if (busy) return;

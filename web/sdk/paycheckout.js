@@ -105,6 +105,9 @@
 
     u.searchParams.set('embedded', 'true');
     u.searchParams.set('origin', location.origin);
+    // Esc inside the iframe never reaches this page: tell the checkout it is
+    // in a modal, so it reports Esc as payment.cancel itself.
+    if (mode === 'modal') u.searchParams.set('modal', 'true');
 
     var frame = el('iframe', {
       display: 'block', border: '0', width: mode === 'modal' ? '100%' : width, maxWidth: '100%',
