@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 # Lambda functions: directory under functions/ and template logical id.
-FUNCTIONS := merchantapi checkout notifier reconciler payments callbacks sandbox
+FUNCTIONS := merchantapi checkout notifier reconciler payments callbacks sandbox batch sftpauth
 
 GO_LAMBDA_BUILD := GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 # SAM passes ARTIFACTS_DIR to build-<LogicalId>; `make build` uses bin/<function>/.
@@ -59,3 +59,9 @@ build-SandboxFunction:
 
 build-CheckoutFunction:
 	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/checkout
+
+build-BatchFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/batch
+
+build-SftpAuthFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sftpauth

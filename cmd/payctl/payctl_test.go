@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -155,3 +157,52 @@ type syncBuf struct {
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestDeliveriesAndDLQCommands(t *testing.T) {
+	var mu sync.Mutex
+	hits := 0
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+	}))
+	defer recv.Close()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return hits }
+	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.NotifyURL = recv.URL })
+	api := testenv.Stack(t).Info.APIBase
+	pay := testenv.Do(t, "POST", api+"/payments/h2h/44", m.APIKey, `{"amount":"3.00","unit":"EUR","name":"Ann Lee","email":"ann@example.com",
+		"phoneNumber":"4915112345678","address":"Main St 1","city":"Berlin","state":"BE","postalCode":"10115","country":"DE","token":"tok_success"}`)
+	id := strconv.FormatInt(int64(pay.JSON(t)["paymentRequestId"].(float64)), 10)
+	deadline := time.Now().Add(15 * time.Second)
+	var listed map[string]any
+	for {
+		var code int
+		listed, _, code = payctl(t, "deliveries", "list", "--request", id)
+		if code == 0 && len(listed["attempts"].([]any)) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries list: %v", listed)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a := listed["attempts"].([]any)[0].(map[string]any)
+	if a["outcome"] != "delivered" || a["statusCode"] != 200.0 || count() != 1 {
+		t.Fatalf("attempt %v, receiver hits %d", a, count())
+	}
+	out, stderr, code := payctl(t, "deliveries", "redeliver", "--request", id)
+	if code != 0 || out["queued"] != true {
+		t.Fatalf("redeliver: %d %v %s", code, out, stderr)
+	}
+	for deadline := time.Now().Add(15 * time.Second); count() < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("redelivery did not arrive")
+		}
+	}
+	if out, _, code := payctl(t, "dlq", "redrive"); code != 0 || out["moved"] == nil {
+		t.Fatalf("dlq redrive: %d %v", code, out)
+	}
+	if _, _, code := payctl(t, "deliveries", "list", "--request", "abc"); code != 2 {
+		t.Fatalf("bad request id: exit %d", code)
+	}
+}

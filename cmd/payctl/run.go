@@ -21,6 +21,10 @@ Usage:
   payctl [global flags] deliveries list --request ID
   payctl [global flags] deliveries redeliver --request ID
   payctl [global flags] dlq redrive
+  payctl [global flags] sftp set-password --id ID [--password P]   (generated and shown once without --password)
+  payctl [global flags] sftp add-key --id ID --key-file FILE       (authorized_keys format, e.g. id_ed25519.pub)
+  payctl [global flags] sftp show --id ID                           (address, user, password set, key fingerprints)
+  payctl [global flags] batch show --id ID [--file NAME]            (batch files: state and counts by outcome)
   payctl webhooks listen [--port 4000] [--api-key KEY] [--webhook-secret whsec_...]
 
 Global flags:
@@ -80,6 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch rest[0] {
 	case "merchant":
 		out, err = merchantCmd(ctx, g, rest[1], rest[2:], stderr)
+	case "sftp":
+		out, err = sftpCmd(ctx, g, rest[1], rest[2:], stderr)
+	case "batch":
+		out, err = batchCmd(ctx, g, rest[1], rest[2:], stderr)
 	case "deliveries":
 		out, err = deliveriesCmd(ctx, g, rest[1], rest[2:], stderr)
 	case "dlq":

@@ -53,6 +53,9 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 	if err := store.CreateMerchant(ctx, m); err != nil && !errors.Is(err, dynamo.ErrExists) {
 		return seed, fmt.Errorf("seed merchant: %w", err)
 	}
+	if err := seedSFTPUser(ctx, store, &seed); err != nil {
+		return seed, err
+	}
 	b, _ := json.MarshalIndent(seed, "", "  ")
 	return seed, os.WriteFile(path, b, 0o600)
 }

@@ -36,6 +36,9 @@ type Options struct {
 	ScheduleEvery time.Duration
 	// Env overrides function environment variables (tests scale retry schedules).
 	Env map[string]string
+	// SFTPPort is the local SFTP server's port: 0 means DefaultSFTPPort (2222)
+	// when APIPort is fixed, any free port when APIPort is 0 (tests).
+	SFTPPort int
 }
 
 // Info is .paydev/stack.json: everything a tool or a person needs to talk to
@@ -72,6 +75,7 @@ type Stack struct {
 
 	stopPolling context.CancelFunc
 	pollers     sync.WaitGroup
+	sftp        *localSFTP
 }
 
 // Start brings the whole service up. When AWS_ENDPOINT_URL is already set
@@ -236,6 +240,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.pollers.Add(1)
 		go func() { defer s.pollers.Done(); RunSchedule(pollCtx, src, every, run, log) }()
 	}
+	if err := s.startSFTP(ctx, opts, cfg, log); err != nil {
+		listener.Close()
+		return nil, err
+	}
 	s.gateway = NewGateway(s.Resources.Functions, handlers)
 	s.gateway.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -270,6 +278,9 @@ func (s *Stack) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.server.Shutdown(ctx)
 		cancel()
+	}
+	if s.sftp != nil {
+		s.sftp.close()
 	}
 	if s.stopPolling != nil {
 		s.stopPolling()

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/sftpauth"
+)
+
+// MinSFTPPasswordLength is the shortest password an operator may set.
+const MinSFTPPasswordLength = 12
+
+// sftpView is what `payctl sftp` prints: how to connect, never a stored hash.
+type sftpView struct {
+	MerchantID        string       `json:"merchantId"`
+	User              string       `json:"user"`
+	Host              string       `json:"host,omitempty"`
+	Port              int          `json:"port,omitempty"`
+	Address           string       `json:"address,omitempty"` // sftp://user@host:port
+	Configured        bool         `json:"configured"`
+	PasswordSet       bool         `json:"passwordSet"`
+	PasswordUpdatedAt *time.Time   `json:"passwordUpdatedAt,omitempty"`
+	Keys              []sftpKeyRef `json:"keys"`
+	Directories       []string     `json:"directories"`
+
+	// Shown once, by set-password when the password was generated.
+	Password string `json:"password,omitempty"`
+	Notice   string `json:"notice,omitempty"`
+}
+
+type sftpKeyRef struct {
+	Type        string `json:"type"`
+	Fingerprint string `json:"fingerprint"`
+	Comment     string `json:"comment,omitempty"`
+}
+
+func sftpCmd(ctx context.Context, g globals, sub string, args []string, stderr io.Writer) (any, error) {
+	fs := flag.NewFlagSet("sftp "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.String("id", "", "merchant id")
+	password := fs.String("password", "", "password to set (default: generate one)")
+	keyFile := fs.String("key-file", "", "public key file (authorized_keys format, e.g. ~/.ssh/id_ed25519.pub)")
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError(err.Error())
+	}
+	switch sub {
+	case "set-password", "add-key", "show":
+	default:
+		return nil, usageError(fmt.Sprintf("unknown sftp command %q", sub))
+	}
+	if *id == "" {
+		return nil, usageError("--id is required")
+	}
+	if sub == "add-key" && *keyFile == "" {
+		return nil, usageError("--key-file is required")
+	}
+	if sub == "set-password" && *password != "" && len(*password) < MinSFTPPasswordLength {
+		return nil, fmt.Errorf("the password must be at least %d characters", MinSFTPPasswordLength)
+	}
+	var key string
+	if sub == "add-key" {
+		var err error
+		if key, err = readPublicKey(*keyFile); err != nil {
+			return nil, err
+		}
+	}
+	e, err := connect(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := load(ctx, e, *id); err != nil {
+		return nil, err
+	}
+	user := dynamo.SFTPUsername(*id)
+	now := time.Now()
+	var shown, notice string
+	switch sub {
+	case "set-password":
+		pw := *password
+		if pw == "" {
+			pw = devstack.NewSFTPPassword()
+			shown, notice = pw, "The password is shown only now; only its Argon2id hash is stored."
+		}
+		hash, err := sftpauth.HashPassword(pw)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.store.SetSFTPPassword(ctx, *id, user, hash, now); err != nil {
+			return nil, err
+		}
+	case "add-key":
+		err := e.store.AddSFTPKey(ctx, *id, user, key, now)
+		if errors.Is(err, dynamo.ErrExists) {
+			notice = "This key was already registered."
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	v, err := showSFTP(ctx, g, e, *id)
+	if err != nil {
+		return nil, err
+	}
+	v.Password, v.Notice = shown, notice
+	return v, nil
+}
+
+// readPublicKey reads one SSH public key in authorized_keys format and
+// returns it normalised ("type base64 comment"). A key already registered
+// under another comment is the same key: AddSFTPKey compares normalised
+// lines, and showSFTP lists fingerprints.
+func readPublicKey(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	pub, comment, options, _, err := ssh.ParseAuthorizedKey(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: not an SSH public key in authorized_keys format: %w", path, err)
+	}
+	if len(options) > 0 {
+		return "", fmt.Errorf("%s: key options (%s) are not supported", path, strings.Join(options, ","))
+	}
+	switch pub.Type() {
+	case ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521:
+	case ssh.KeyAlgoRSA:
+		if ck, ok := pub.(ssh.CryptoPublicKey); ok {
+			if n, ok := rsaBits(ck); ok && n < 2048 {
+				return "", fmt.Errorf("%s: RSA keys must have at least 2048 bits", path)
+			}
+		}
+	default:
+		return "", fmt.Errorf("%s: key type %s is not accepted (use ed25519, ECDSA or RSA)", path, pub.Type())
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	comment = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, strings.TrimSpace(comment))
+	if comment != "" {
+		line += " " + comment
+	}
+	return line, nil
+}
+
+// showSFTP describes a merchant's SFTP login.
+func showSFTP(ctx context.Context, g globals, e *env, merchantID string) (sftpView, error) {
+	user := dynamo.SFTPUsername(merchantID)
+	v := sftpView{MerchantID: merchantID, User: user, Keys: []sftpKeyRef{}, Directories: []string{sftpauth.IncomingDir, sftpauth.ResultsDir}}
+	rec, err := e.store.SFTPUserRecord(ctx, user)
+	switch {
+	case errors.Is(err, dynamo.ErrNotFound):
+	case err != nil:
+		return v, err
+	case rec.MerchantID != merchantID:
+		return v, fmt.Errorf("sftp user %s belongs to another merchant", user)
+	default:
+		v.Configured = rec.PasswordHash != "" || len(rec.PublicKeys) > 0
+		v.PasswordSet, v.PasswordUpdatedAt = rec.PasswordHash != "", rec.PasswordUpdatedAt
+		for _, line := range rec.PublicKeys {
+			pub, comment, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+			if err != nil {
+				continue
+			}
+			v.Keys = append(v.Keys, sftpKeyRef{Type: pub.Type(), Fingerprint: ssh.FingerprintSHA256(pub), Comment: comment})
+		}
+	}
+	host, port, err := sftpAddress(ctx, g, e)
+	if err != nil {
+		return v, err
+	}
+	v.Host, v.Port = host, port
+	if host != "" {
+		v.Address = "sftp://" + user + "@" + net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	return v, nil
+}
+
+// sftpAddress is the local stack's SFTP server, or the deployed stack's
+// Transfer Family endpoint (output SftpEndpoint, port 22).
+func sftpAddress(ctx context.Context, g globals, e *env) (string, int, error) {
+	if g.local {
+		info, err := devstack.ReadInfo(g.stateDir)
+		if err != nil {
+			return "", 0, err
+		}
+		if info.SFTPAddr == "" {
+			return "", 0, nil
+		}
+		host, p, err := net.SplitHostPort(info.SFTPAddr)
+		if err != nil {
+			return "", 0, err
+		}
+		port, _ := strconv.Atoi(p)
+		return host, port, nil
+	}
+	out, err := cloudformation.NewFromConfig(e.cfg).DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: &g.stack})
+	if err != nil {
+		return "", 0, fmt.Errorf("describe stack %s: %w", g.stack, err)
+	}
+	for _, s := range out.Stacks {
+		for _, o := range s.Outputs {
+			if aws.ToString(o.OutputKey) == "SftpEndpoint" {
+				return aws.ToString(o.OutputValue), 22, nil
+			}
+		}
+	}
+	return "", 0, nil
+}
+
+// rsaBits is the modulus size of an RSA public key.
+func rsaBits(k ssh.CryptoPublicKey) (int, bool) {
+	type bitLen interface{ Size() int }
+	if pk, ok := k.CryptoPublicKey().(bitLen); ok {
+		return pk.Size() * 8, true
+	}
+	return 0, false
+}

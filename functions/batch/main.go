@@ -1,0 +1,23 @@
+// Command batch is the Lambda function processing batch payment files: the
+// S3 ObjectCreated event of an upload to incoming/, and the continuation
+// messages of files processed across several invocations.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/payreq/payreq/internal/batchwire"
+)
+
+func main() {
+	p, err := batchwire.Batch(context.Background(), os.Getenv, batchwire.Options{})
+	if err != nil {
+		slog.Error("start-up failed", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(p.Handle)
+}

@@ -1,0 +1,520 @@
+package batchproc_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/batchwire"
+	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/s3store"
+	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/sftpd"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// fixture is the shared local stack seen from a test: a store over every
+// table, the batch bucket, and an AWS config (optionally call-counting).
+type fixture struct {
+	stack   *devstack.Stack
+	cfg     aws.Config
+	store   *dynamo.Store
+	objects *s3store.Store
+	bucket  string
+	sqs     *sqs.Client
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	s := testenv.Stack(t)
+	cfg, err := awsconfig.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixtureWith(t, s, cfg)
+}
+
+func fixtureWith(t testing.TB, s *devstack.Stack, cfg aws.Config) *fixture {
+	t.Helper()
+	tables := dynamo.Tables{Merchants: s.Resources.Tables["MerchantsTable"], PaymentRequests: s.Resources.Tables["PaymentRequestsTable"],
+		Operations: s.Resources.Tables["OperationsTable"], Transactions: s.Resources.Tables["TransactionsTable"]}
+	bucket := s.Resources.Buckets["BatchBucket"]
+	if bucket == "" {
+		t.Fatal("the template has no BatchBucket")
+	}
+	return &fixture{stack: s, cfg: cfg, store: dynamo.New(dynamodb.NewFromConfig(cfg), tables),
+		objects: s3store.New(s3store.NewClient(cfg), bucket), bucket: bucket, sqs: sqs.NewFromConfig(cfg)}
+}
+
+// countingPay wraps the payment service and counts the attempts that were
+// processed (each one reached the provider: the test merchants have no
+// limits), per payment request.
+type countingPay struct {
+	svc batchproc.PaymentService
+	mu  sync.Mutex
+	per map[int64]int
+}
+
+func (c *countingPay) Pay(ctx context.Context, m *merchant.Merchant, id int64, a payments.Attempt) (payments.Result, error) {
+	res, err := c.svc.Pay(ctx, m, id, a)
+	if err == nil {
+		c.mu.Lock()
+		if c.per == nil {
+			c.per = map[int64]int{}
+		}
+		c.per[id]++
+		c.mu.Unlock()
+	}
+	return res, err
+}
+
+func (c *countingPay) total() (charges int, twice []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, n := range c.per {
+		charges += n
+		if n > 1 {
+			twice = append(twice, id)
+		}
+	}
+	return charges, twice
+}
+
+func (f *fixture) functionEnv(t testing.TB, id string) func(string) string {
+	t.Helper()
+	env, err := f.stack.Resources.Env(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env["PAYREQ_LOCAL"] = "1"
+	return func(k string) string { return env[k] }
+}
+
+// newQueue creates a queue of the test's own, so continuations are
+// consumed by the test's processor and not by the stack's poller.
+func (f *fixture) newQueue(t testing.TB) string {
+	t.Helper()
+	name := "batch-test-" + randomHex(6)
+	out, err := f.sqs.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+// processor builds a batch processor with the service's own wiring of the
+// payment service, wrapped to count charges, on a queue of the test's own.
+func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config)) (*batchproc.Processor, *countingPay, string) {
+	t.Helper()
+	svc, err := batchwire.PaymentService(context.Background(), f.functionEnv(t, "BatchFunction"), batchwire.Options{AWSConfig: &f.cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingPay{svc: svc}
+	queueURL := f.newQueue(t)
+	cfg := batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL}
+	if tune != nil {
+		tune(&cfg)
+	}
+	p, err := batchproc.New(cfg, batchproc.Deps{
+		Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals,
+		Charger: &batchproc.PaymentsCharger{Service: counting, Store: f.store},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, counting, queueURL
+}
+
+// upload stores content as merchantID's upload name, as the SFTP server
+// does, and returns the S3 event S3 would send.
+func (f *fixture) upload(t testing.TB, merchantID, name string, content []byte) events.S3Event {
+	t.Helper()
+	key := batchproc.IncomingPrefix + merchantID + "/" + name
+	etag, err := f.objects.PutBytes(context.Background(), key, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devstack.UploadNotification(sftpd.UploadEvent{Bucket: f.bucket, Key: key, Size: int64(len(content)), ETag: etag, MerchantID: merchantID})
+}
+
+// drain feeds the queue's messages to the processor until the queue stays
+// empty, like the event source mapping; it returns how many were consumed.
+func (f *fixture) drain(t testing.TB, p *batchproc.Processor, queueURL string) int {
+	t.Helper()
+	ctx := context.Background()
+	n, empty := 0, 0
+	for empty < 2 {
+		out, err := f.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queueURL, MaxNumberOfMessages: 1, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		m := out.Messages[0]
+		ictx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		resp, err := p.HandleSQS(ictx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: aws.ToString(m.MessageId),
+			Body: aws.ToString(m.Body), EventSource: "aws:sqs"}}})
+		cancel()
+		if err != nil || len(resp.BatchItemFailures) > 0 {
+			t.Fatalf("continuation failed: %v %+v", err, resp)
+		}
+		if _, err := f.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &queueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if n > 2000 {
+			t.Fatal("continuations never end")
+		}
+	}
+	return n
+}
+
+func (f *fixture) result(t testing.TB, merchantID, name string) string {
+	t.Helper()
+	rc, err := f.objects.Get(context.Background(), batchproc.ResultKey(merchantID, name))
+	if err != nil {
+		t.Fatalf("result of %s: %v", name, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (f *fixture) jobs(t testing.TB, merchantID, name string) []*dynamo.BatchJob {
+	t.Helper()
+	jobs, err := f.store.BatchJobs(context.Background(), merchantID, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// ---- batch file content -----------------------------------------------------
+
+// line is one row of the spec format.
+func line(holder, number, expiry, cvc, amount, unit, ref string) string {
+	fields := []string{holder, number, expiry, cvc, "payer@example.com", "4155550100", "1 Main St", "Springfield", "IL",
+		"62701", "US", amount, unit}
+	if ref != "" {
+		fields = append(fields, ref)
+	}
+	return strings.Join(fields, ";")
+}
+
+// mixedFile is a spreadsheet-style file (BOM, CRLF) with every kind of line,
+// and the result each line must get: status, transactionStatusId, code and
+// the start of the message ("" = empty).
+type expect struct {
+	status, tsID, code, msg string
+}
+
+func mixedFile(tag string) (string, []expect) {
+	lines := []struct {
+		text string
+		want expect
+	}{
+		{line("Jane Doe", "4111 1111 1111 1111", "12/30", "123", "10.50", "USD", "A-"+tag), expect{"approved", "1", "", ""}},
+		{line("Max Mustermann", "4000 0000 0000 0002", "03/29", "321", "99.90", "EUR", "B-"+tag), expect{"declined", "2", "999", "Declined, contact the card issuer"}},
+		{line("Three D", "4000 0000 0000 3220", "03/29", "321", "5.00", "EUR", "C-"+tag), expect{"declined", "2", "004", "3-D Secure system decline"}},
+		{line("Three D Fail", "4000 0084 0000 1629", "03/29", "321", "5.00", "EUR", "D-"+tag), expect{"declined", "2", "004", "3-D Secure system decline"}},
+		{line("Bad Row", "4111 1111 1111 1112", "13/30", "12", "10,50", "USD", "E-"+tag), expect{"rejected", "", "040", "number: number is not a valid card number, expiry: expiry must be MM/YY"}},
+		{"too;few;fields", expect{"rejected", "", "", "row: expected 13 or 14 fields"}},
+		{line("Proc Error", "4000-0000-0000-0119", "03/29", "321", "1", "USD", "G-"+tag), expect{"declined", "2", "001", "Bank system error"}},
+		{line("Expired", "4111111111111111", "01/20", "123", "1", "USD", "H-"+tag), expect{"rejected", "", "041", "expiry:"}},
+		{"", expect{"rejected", "", "", "row: empty line"}},
+		{line("Ann Lee", "3782 822463 10005", "06/29", "1234", "1250", "JPY", ""), expect{"approved", "1", "", ""}},
+		{line("=cmd|' /C calc'!A0", "4111111111111111", "12/30", "123", "2", "USD", "@SUM-"+tag), expect{"approved", "1", "", ""}},
+		{line("Crypto", "5555 5555 5555 4444", "12/30", "123", "0.00012345", "BTC", "J-"+tag), expect{"approved", "1", "", ""}},
+	}
+	var b strings.Builder
+	b.WriteString("\xEF\xBB\xBF")
+	var want []expect
+	for _, l := range lines {
+		b.WriteString(l.text + "\r\n")
+		want = append(want, l.want)
+	}
+	b.WriteString("\r\n") // the tolerated trailing empty line
+	return b.String(), want
+}
+
+// resultLine is one parsed line of a result file.
+type resultLine struct {
+	row                                     int
+	status, prID, txID, tsID, code, message string
+}
+
+func parseResult(t testing.TB, s string) []resultLine {
+	t.Helper()
+	var out []resultLine
+	for i, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		if s == "" {
+			break
+		}
+		f := strings.Split(l, ";")
+		if len(f) != 7 {
+			t.Fatalf("result line %d has %d fields: %q", i+1, len(f), l)
+		}
+		row, err := strconv.Atoi(f[0])
+		if err != nil {
+			t.Fatalf("result line %d: row %q", i+1, f[0])
+		}
+		out = append(out, resultLine{row, f[1], f[2], f[3], f[4], f[5], f[6]})
+	}
+	return out
+}
+
+// checkMixed checks a result against mixedFile's expectations.
+func checkMixed(t testing.TB, got []resultLine, want []expect) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d result lines, want %d: %+v", len(got), len(want), got)
+	}
+	seen := map[string]bool{}
+	for i, g := range got {
+		w := want[i]
+		if g.row != i+1 || g.status != w.status || g.tsID != w.tsID || g.code != w.code || !strings.HasPrefix(g.message, w.msg) {
+			t.Errorf("line %d: got %+v, want %+v", i+1, g, w)
+		}
+		if (w.msg == "") != (g.message == "") {
+			t.Errorf("line %d: message %q, want %q", i+1, g.message, w.msg)
+		}
+		if w.status == "rejected" {
+			if g.prID != "" || g.txID != "" {
+				t.Errorf("line %d: rejected line with ids %+v", i+1, g)
+			}
+			continue
+		}
+		if g.prID == "" || g.txID == "" || seen[g.prID] {
+			t.Errorf("line %d: ids %+v (duplicate payment request: %v)", i+1, g, seen[g.prID])
+		}
+		seen[g.prID] = true
+	}
+}
+
+func validRows(want []expect) int {
+	n := 0
+	for _, w := range want {
+		if w.status != "rejected" {
+			n++
+		}
+	}
+	return n
+}
+
+// ---- merchants with SFTP logins ----------------------------------------------
+
+type sftpMerchant struct {
+	testenv.Merchant
+	user, password, keyPath string
+}
+
+func newSFTPMerchant(t testing.TB, f *fixture) sftpMerchant {
+	t.Helper()
+	m := testenv.NewMerchant(t)
+	sm := sftpMerchant{Merchant: m, user: dynamo.SFTPUsername(m.ID), password: "pw-" + randomHex(12)}
+	hash, err := sftpauth.HashPassword(sm.password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := f.store.SetSFTPPassword(ctx, m.ID, sm.user, hash, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "batch-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.keyPath = filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(sm.keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sshPub, _ := ssh.NewPublicKey(pub)
+	if err := f.store.AddSFTPKey(ctx, m.ID, sm.user, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))+" batch-test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return sm
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ---- the OpenSSH sftp client, interactively ----------------------------------
+
+// sftpSession is one OpenSSH sftp session driven command by command through
+// its standard input (batch mode from "-"), so a test can upload, wait for
+// the result and download it without disconnecting.
+type sftpSession struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr *strings.Builder
+	seq    int
+}
+
+func openSFTP(t testing.TB, addr, user, password, keyPath string) *sftpSession {
+	t.Helper()
+	sftpBin, err := exec.LookPath("sftp")
+	if err != nil {
+		t.Fatal("sftp not found: these tests need the real OpenSSH client (apt-get install openssh-client)")
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	// BatchMode=no must come before -b, which would otherwise set it (and
+	// forbid typing the password): ssh keeps the first value of an option.
+	args := []string{"-o", "BatchMode=no", "-b", "-", "-P", port, "-F", "/dev/null",
+		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"}
+	name := sftpBin
+	if password != "" {
+		sshpass, err := exec.LookPath("sshpass")
+		if err != nil {
+			t.Fatal("sshpass not found (apt-get install sshpass)")
+		}
+		name = sshpass
+		args = append([]string{"-p", password, sftpBin}, append(args, "-o", "PubkeyAuthentication=no",
+			"-o", "PreferredAuthentications=password", "-o", "NumberOfPasswordPrompts=1")...)
+	} else {
+		args = append(args, "-o", "IdentitiesOnly=yes", "-i", keyPath, "-o", "PreferredAuthentications=publickey")
+	}
+	args = append(args, user+"@"+host)
+	s := &sftpSession{t: t, cmd: exec.Command(name, args...), lines: make(chan string, 1024), stderr: &strings.Builder{}}
+	s.cmd.Stderr = &lockedWriter{w: s.stderr}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		close(s.lines)
+	}()
+	t.Cleanup(func() { s.close() })
+	return s
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// run sends one command and returns its output lines. A marker command
+// (lpwd, whose output is local) ends the output; a failing command ends the
+// session (batch mode), which fails the test.
+func (s *sftpSession) run(command string) []string {
+	s.t.Helper()
+	s.seq++
+	if _, err := fmt.Fprintf(s.stdin, "%s\nlpwd\n", command); err != nil {
+		s.t.Fatalf("sftp %q: %v (stderr: %s)", command, err, s.stderr.String())
+	}
+	var out []string
+	started := false
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				s.t.Fatalf("sftp session ended during %q; stderr:\n%s\noutput: %q", command, s.stderr.String(), out)
+			}
+			switch {
+			case l == "sftp> "+command:
+				started = true
+			case l == "sftp> lpwd":
+			case strings.HasPrefix(l, "Local working directory:"):
+				if started {
+					return out
+				}
+			case started:
+				out = append(out, l)
+			}
+		case <-timeout:
+			s.t.Fatalf("sftp %q: no answer", command)
+		}
+	}
+}
+
+// waitFor lists dir until name appears (the same session all along).
+func (s *sftpSession) waitFor(dir, name string, within time.Duration) time.Duration {
+	s.t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		for _, l := range s.run("ls -1 " + dir) {
+			if strings.TrimSpace(l) == name || strings.HasSuffix(strings.TrimSpace(l), "/"+name) {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("%s/%s did not appear within %s", dir, name, within)
+	return 0
+}
+
+func (s *sftpSession) close() {
+	if s.stdin != nil {
+		fmt.Fprintln(s.stdin, "bye")
+		s.stdin.Close()
+		s.stdin = nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}

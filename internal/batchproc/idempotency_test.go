@@ -1,0 +1,359 @@
+package batchproc_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+// checkOnePaymentEach asserts that every charged line of a result is its
+// own payment request with exactly one transaction.
+func (f *fixture) checkOnePaymentEach(t *testing.T, lines []resultLine) {
+	t.Helper()
+	for _, l := range lines {
+		if l.prID == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(l.prID, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txs, err := f.store.TransactionsOfRequest(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(txs) != 1 || strconv.FormatInt(txs[0].ID, 10) != l.txID {
+			t.Errorf("payment request %s has %d transactions, want exactly the result's %s", l.prID, len(txs), l.txID)
+		}
+	}
+}
+
+// The same S3 event delivered twice (one after the other) charges each row
+// once, and so does a new upload of the same bytes (a new event).
+func TestSameEventTwiceChargesOnce(t *testing.T) {
+	f := newFixture(t)
+	p, pay, _ := f.processor(t, nil)
+	m := testenv.NewMerchant(t)
+	content, want := mixedFile(randomHex(4))
+	ev := f.upload(t, m.ID, "twice.csv", []byte(content))
+	ctx := context.Background()
+	for i := range 2 {
+		if err := p.HandleS3(ctx, ev); err != nil {
+			t.Fatalf("delivery %d: %v", i+1, err)
+		}
+	}
+	first := f.result(t, m.ID, "twice.csv")
+	checkMixed(t, parseResult(t, first), want)
+	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+	}
+	if jobs := f.jobs(t, m.ID, "twice.csv"); len(jobs) != 1 || jobs[0].Invocations != 1 {
+		t.Errorf("the second delivery worked on the job again: %+v", jobs)
+	}
+
+	// The merchant uploads the very same bytes again under the same name.
+	ev2 := f.upload(t, m.ID, "twice.csv", []byte(content))
+	if err := p.HandleS3(ctx, ev2); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := pay.total(); n != validRows(want) {
+		t.Fatalf("re-upload charged again: %d charges", n)
+	}
+	if again := f.result(t, m.ID, "twice.csv"); again != first {
+		t.Errorf("re-upload result differs:\n%s\nfirst:\n%s", again, first)
+	}
+	if _, err := f.objects.Head(ctx, "incoming/"+m.ID+"/twice.csv"); err == nil {
+		t.Error("the re-uploaded file was not removed")
+	}
+	f.checkOnePaymentEach(t, parseResult(t, first))
+}
+
+// Two invocations with the same event at the same moment: one works on the
+// job, the other leaves a delayed check; every row is charged once.
+func TestConcurrentInvocationsChargeOnce(t *testing.T) {
+	f := newFixture(t)
+	p, pay, queueURL := f.processor(t, func(c *batchproc.Config) { c.Concurrency = 4 })
+	m := testenv.NewMerchant(t)
+	content, want := mixedFile(randomHex(4))
+	ev := f.upload(t, m.ID, "concurrent.csv", []byte(content))
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- p.HandleS3(context.Background(), ev) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.drain(t, p, queueURL) // the checks find the job done
+	lines := parseResult(t, f.result(t, m.ID, "concurrent.csv"))
+	checkMixed(t, lines, want)
+	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+	}
+	f.checkOnePaymentEach(t, lines)
+}
+
+// The same content uploaded under two names at the same moment: two jobs
+// race row by row on the same idempotency records (no job lease between
+// them), with two processors; each row is still charged once, and both
+// result files name the same payments.
+func TestConcurrentJobsOnSameContentChargeEachRowOnce(t *testing.T) {
+	f := newFixture(t)
+	p1, pay1, _ := f.processor(t, func(c *batchproc.Config) { c.Concurrency = 3 })
+	p2, pay2, _ := f.processor(t, func(c *batchproc.Config) { c.Concurrency = 5 })
+	m := testenv.NewMerchant(t)
+	content, want := bigMixed(t, 60)
+	ev1 := f.upload(t, m.ID, "one.csv", []byte(content))
+	ev2 := f.upload(t, m.ID, "two.csv", []byte(content))
+	var wg sync.WaitGroup
+	for _, run := range []func() error{
+		func() error { return p1.HandleS3(context.Background(), ev1) },
+		func() error { return p2.HandleS3(context.Background(), ev2) },
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	one, two := f.result(t, m.ID, "one.csv"), f.result(t, m.ID, "two.csv")
+	if one != two {
+		t.Errorf("the two results differ:\n%s\n---\n%s", one, two)
+	}
+	lines := parseResult(t, one)
+	checkLines(t, lines, want)
+	n1, _ := pay1.total()
+	n2, _ := pay2.total()
+	if n1+n2 != validRows(want) {
+		t.Fatalf("%d + %d charges, want %d in total", n1, n2, validRows(want))
+	}
+	t.Logf("rows charged by processor 1: %d, by processor 2: %d", n1, n2)
+	f.checkOnePaymentEach(t, lines)
+}
+
+// failingOnce fails the first charge of one row, like a provider timeout
+// that the retries inside the run cannot hide.
+type failingOnce struct {
+	inner  batchproc.Charger
+	failOn string // reference of the row
+	failed atomic.Int32
+}
+
+func (c *failingOnce) ChargeRow(ctx context.Context, m *merchant.Merchant, row batch.Row, id batchproc.RowRef) (batch.Result, error) {
+	if row.ReferenceID == c.failOn && c.failed.Load() < 3 {
+		c.failed.Add(1)
+		return batch.Result{}, errors.New("provider unreachable")
+	}
+	return c.inner.ChargeRow(ctx, m, row, id)
+}
+
+// A run that fails half-way keeps what it did; Lambda's retry of the event
+// continues from there and charges nothing twice.
+func TestFailedRunIsRetriedWithoutDoubleCharges(t *testing.T) {
+	f := newFixture(t)
+	_, pay, queueURL := f.processor(t, nil)
+	content, want := bigMixed(t, 40)
+	charger := &failingOnce{inner: &batchproc.PaymentsCharger{Service: pay, Store: f.store}, failOn: "REF-25"}
+	p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 4, PartSize: 300},
+		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, Charger: charger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testenv.NewMerchant(t)
+	ev := f.upload(t, m.ID, "flaky.csv", []byte(content))
+	if err := p.HandleS3(context.Background(), ev); err == nil {
+		t.Fatal("the run with a failing row succeeded")
+	}
+	jobs := f.jobs(t, m.ID, "flaky.csv")
+	if len(jobs) != 1 || jobs[0].State != "charging" || jobs[0].NextLine < 2 || jobs[0].NextLine > 25 {
+		t.Fatalf("job after the failure: %+v", jobs[0])
+	}
+	if _, err := f.objects.Head(context.Background(), "incoming/"+m.ID+"/flaky.csv"); err != nil {
+		t.Fatalf("the input is gone after a failed run: %v", err)
+	}
+	start := time.Now()
+	if err := p.HandleS3(context.Background(), ev); err != nil { // Lambda's retry
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the retry waited %s (row lease not released?)", took)
+	}
+	lines := parseResult(t, f.result(t, m.ID, "flaky.csv"))
+	checkLines(t, lines, want)
+	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+	}
+	f.checkOnePaymentEach(t, lines)
+}
+
+// Payment request ids are random: a row may draw an id that another payment
+// request already has — on its first claim, or recorded by a holder that
+// crashed before creating it. The row gets a new id; the other request is
+// left alone and no row is answered with another's payment.
+func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	other := testenv.NewMerchant(t)
+	now := time.Now().UTC()
+	taken := []int64{ids.New(now), ids.New(now.Add(time.Millisecond))}
+	for _, id := range taken {
+		r := &payment.Request{ID: id, MerchantID: other.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.50"),
+			Unit: "USD", CreatedAt: now, UpdatedAt: now}
+		if err := f.store.CreatePaymentRequest(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var draws atomic.Int32
+	_, pay, queueURL := f.processor(t, nil)
+	p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 1},
+		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals,
+			Charger: &batchproc.PaymentsCharger{Service: pay, Store: f.store},
+			NewID: func(t time.Time) int64 {
+				if draws.Add(1) == 1 {
+					return taken[0] // the first row's first claim
+				}
+				return ids.New(t)
+			}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testenv.NewMerchant(t)
+	content := line("Jane Doe", "4111111111111111", "12/30", "123", "10.50", "USD", "X-1") + "\n" +
+		line("John Roe", "4111111111111111", "12/30", "123", "10.50", "USD", "X-2") + "\n"
+	// The second row was claimed by an invocation that died before creating
+	// its request; the id it recorded is the other merchant's request.
+	sum := sha256.Sum256([]byte(content))
+	crashed := &dynamo.BatchRow{MerchantID: m.ID, FileHash: hex.EncodeToString(sum[:]), Row: 2, PaymentRequestID: taken[1],
+		Owner: "crashed", LeaseUntil: now.Add(-time.Second).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
+	if _, err := f.store.ClaimBatchRow(ctx, crashed, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.HandleS3(ctx, f.upload(t, m.ID, "ids.csv", []byte(content))); err != nil {
+		t.Fatal(err)
+	}
+	lines := parseResult(t, f.result(t, m.ID, "ids.csv"))
+	if len(lines) != 2 || lines[0].status != "approved" || lines[1].status != "approved" {
+		t.Fatalf("result %+v", lines)
+	}
+	for i, l := range lines {
+		if l.prID == strconv.FormatInt(taken[0], 10) || l.prID == strconv.FormatInt(taken[1], 10) {
+			t.Errorf("line %d was answered with another merchant's payment request %s", i+1, l.prID)
+		}
+	}
+	for _, id := range taken {
+		r, err := f.store.PaymentRequest(ctx, id)
+		if err != nil || r.MerchantID != other.ID || r.TransactionStatus != nil {
+			t.Errorf("the other merchant's request %d was touched: %+v %v", id, r, err)
+		}
+	}
+	if n, _ := pay.total(); n != 2 {
+		t.Errorf("%d charges, want 2", n)
+	}
+	f.checkOnePaymentEach(t, lines)
+}
+
+// Events the function must not act on, a merchant that does not exist, an
+// encoded key, and an empty file.
+func TestEventEdgeCases(t *testing.T) {
+	f := newFixture(t)
+	p, pay, _ := f.processor(t, nil)
+	ctx := context.Background()
+	m := testenv.NewMerchant(t)
+
+	// A name with a space and a plus: the event carries "my+file+%2B1.csv".
+	content, want := mixedFile(randomHex(4))
+	ev := f.upload(t, m.ID, "my file +1.csv", []byte(content))
+	if k := ev.Records[0].S3.Object.Key; k != "incoming/"+m.ID+"/my+file+%2B1.csv" {
+		t.Fatalf("event key %q is not encoded like S3's", k)
+	}
+	if err := p.HandleS3(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	checkMixed(t, parseResult(t, f.result(t, m.ID, "my file +1.csv")), want)
+
+	// An empty file (and one with only a BOM and a line break) gives an
+	// empty result file.
+	for _, name := range []string{"empty.csv", "bom.csv"} {
+		body := ""
+		if name == "bom.csv" {
+			body = "\xEF\xBB\xBF\r\n"
+		}
+		if err := p.HandleS3(ctx, f.upload(t, m.ID, name, []byte(body))); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.result(t, m.ID, name); got != "" {
+			t.Errorf("%s: result %q", name, got)
+		}
+	}
+
+	// Not for this function: a subdirectory, another prefix, a removal,
+	// another bucket. Nothing happens and nothing fails.
+	sub := f.upload(t, m.ID, "sub/x.csv", []byte(content))
+	other := f.upload(t, m.ID, "y.csv", []byte(content))
+	other.Records[0].S3.Object.Key = "results/" + m.ID + "/y.csv"
+	removed := f.upload(t, m.ID, "z.csv", []byte(content))
+	removed.Records[0].EventName = "ObjectRemoved:Delete"
+	foreign := f.upload(t, m.ID, "w.csv", []byte(content))
+	foreign.Records[0].S3.Bucket.Name = "someone-elses-bucket"
+	before, _ := pay.total()
+	for _, ev := range []events.S3Event{sub, other, removed, foreign} {
+		if err := p.HandleS3(ctx, ev); err != nil {
+			t.Errorf("%+v: %v", ev.Records[0].S3.Object, err)
+		}
+	}
+	if after, _ := pay.total(); after != before {
+		t.Errorf("ignored events charged %d rows", after-before)
+	}
+	for _, name := range []string{"sub/x.csv", "y.csv", "z.csv", "w.csv"} {
+		if jobs := f.jobs(t, m.ID, name); len(jobs) != 0 {
+			t.Errorf("a job for %s: %+v", name, jobs[0])
+		}
+	}
+
+	// A merchant that does not exist: the job fails, nothing is charged,
+	// the upload stays for the lifecycle rule.
+	if err := p.HandleS3(ctx, f.upload(t, "mer_doesnotexist00", "x.csv", []byte(content))); err != nil {
+		t.Fatal(err)
+	}
+	jobs := f.jobs(t, "mer_doesnotexist00", "x.csv")
+	if len(jobs) != 1 || jobs[0].State != "failed" || !strings.Contains(jobs[0].Error, "no merchant") {
+		t.Errorf("job of an unknown merchant: %+v", jobs)
+	}
+	if _, err := f.objects.Head(ctx, "incoming/mer_doesnotexist00/x.csv"); err != nil {
+		t.Errorf("the upload of an unknown merchant was removed: %v", err)
+	}
+
+	// A malformed continuation is dropped, not retried for ever.
+	resp, err := p.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "1", Body: "{not json"}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("malformed continuation: %v %+v", err, resp)
+	}
+}

@@ -1,0 +1,163 @@
+package batchproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/card"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payer"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/provider"
+)
+
+// PaymentService is the part of payments.Service the batch uses.
+type PaymentService interface {
+	Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a payments.Attempt) (payments.Result, error)
+}
+
+// RequestStore creates and reads payment requests (*dynamo.Store).
+type RequestStore interface {
+	CreatePaymentRequest(ctx context.Context, r *payment.Request) error
+	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
+}
+
+// PaymentsCharger is the Charger of the service: a row becomes payment
+// request paymentRequestID (created here with the id the row record fixed)
+// and one card attempt through payments.Service.Pay with no cardholder
+// present. It is idempotent on the id: the request is created at most once,
+// the payment service's attempt lease lets one attempt run at a time, and a
+// request that already has an attempt is answered from that attempt.
+type PaymentsCharger struct {
+	Service PaymentService
+	Store   RequestStore
+	// Wait bounds how long a row waits for a concurrent attempt on its
+	// request to finish (default 30 s, the payment service's attempt lease).
+	Wait time.Duration
+}
+
+// ChargeRow implements Charger.
+func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, row batch.Row, ref RowRef) (batch.Result, error) {
+	id := ref.PaymentRequestID
+	now := time.Now().UTC()
+	req := &payment.Request{ID: id, MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: row.Amount, Unit: row.Unit,
+		ReferenceID: row.ReferenceID, Client: &payment.Client{Name: row.HolderName, Email: row.Email, Phone: row.Phone},
+		CreatedAt: now, UpdatedAt: now}
+	err := c.Store.CreatePaymentRequest(ctx, req)
+	if errors.Is(err, dynamo.ErrExists) {
+		if ref.Fresh {
+			return batch.Result{}, ErrPaymentRequestIDTaken
+		}
+		res, done, err := c.existing(ctx, m, row, id)
+		if err != nil || done {
+			return res, err
+		}
+		// Created by an attempt at the row that stopped before charging.
+	} else if err != nil {
+		return batch.Result{}, err
+	}
+
+	attempt := payments.Attempt{
+		Method: provider.MethodCard,
+		Payer: &payer.Data{Name: row.HolderName, Email: row.Email, PhoneNumber: row.Phone, Address: row.Address,
+			City: row.City, State: row.State, PostalCode: row.PostalCode, Country: row.Country},
+		Card:              &card.Input{Holder: row.HolderName, Number: row.CardNumber, Expiry: row.CardExpiry, CVV: row.CVV},
+		CardholderPresent: false, // no payer to answer a 3-D Secure challenge: declined with 004
+	}
+	wait := c.Wait
+	if wait <= 0 {
+		wait = payments.DefaultSyncLease
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		out, err := c.Service.Pay(ctx, m, id, attempt)
+		if err == nil {
+			return resultOfAttempt(id, out), nil
+		}
+		var p *problem.Problem
+		if !errors.As(err, &p) {
+			return batch.Result{}, err
+		}
+		switch p.Status {
+		case http.StatusBadRequest:
+			// The payment service's rules refused the row (e.g. the card
+			// expired since the file was read): declined before any attempt.
+			return declinedBeforeAttempt(id, p), nil
+		case http.StatusConflict:
+			// Paid or settled meanwhile, or another attempt holds the lease.
+			res, done, err := c.existing(ctx, m, row, id)
+			if err != nil || done {
+				return res, err
+			}
+			if time.Now().After(deadline) {
+				return batch.Result{}, fmt.Errorf("payment request %d still busy: %w", id, p)
+			}
+			select {
+			case <-ctx.Done():
+				return batch.Result{}, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		default:
+			return batch.Result{}, fmt.Errorf("pay payment request %d: %w", id, err)
+		}
+	}
+}
+
+// PeekRow implements Peeker: the outcome of the row's payment request, if
+// it exists, is this row's, and has an attempt outcome. It only reads.
+func (c *PaymentsCharger) PeekRow(ctx context.Context, m *merchant.Merchant, row batch.Row, ref RowRef) (batch.Result, bool, error) {
+	res, done, err := c.existing(ctx, m, row, ref.PaymentRequestID)
+	if errors.Is(err, dynamo.ErrNotFound) || errors.Is(err, ErrPaymentRequestIDTaken) {
+		return batch.Result{}, false, nil
+	}
+	return res, done && err == nil, err
+}
+
+// existing answers from a request that already exists: done is true when it
+// has an attempt outcome to report.
+func (c *PaymentsCharger) existing(ctx context.Context, m *merchant.Merchant, row batch.Row, id int64) (batch.Result, bool, error) {
+	cur, err := c.Store.PaymentRequest(ctx, id)
+	if err != nil {
+		return batch.Result{}, false, err
+	}
+	if !IsRowRequest(cur, m, row) {
+		return batch.Result{}, false, ErrPaymentRequestIDTaken
+	}
+	if cur.TransactionStatus == nil && cur.Status == payment.RequestUnpaid {
+		return batch.Result{}, false, nil
+	}
+	return ResultOfRequest(cur), true, nil
+}
+
+func resultOfAttempt(id int64, out payments.Result) batch.Result {
+	res := batch.Result{Status: StatusOf(out.TransactionStatusID), PaymentRequestID: strconv.FormatInt(id, 10)}
+	if out.TransactionID != 0 {
+		res.TransactionID = strconv.FormatInt(out.TransactionID, 10)
+	}
+	if res.Status != batch.StatusApproved {
+		res.Code = out.LastLog.Code
+		res.Message = declinedMessage(out.LastLog.Code, out.LastLog.Message)
+	}
+	return res
+}
+
+func declinedBeforeAttempt(id int64, p *problem.Problem) batch.Result {
+	res := batch.Result{Status: batch.StatusDeclined, PaymentRequestID: strconv.FormatInt(id, 10), Code: p.Code, Message: p.Detail}
+	if len(p.Errors) > 0 {
+		parts := make([]string, 0, len(p.Errors))
+		for _, e := range p.Errors {
+			parts = append(parts, e.Field+": "+e.Detail)
+		}
+		res.Code, res.Message = p.Errors[0].Code, strings.Join(parts, ", ")
+	}
+	return res
+}

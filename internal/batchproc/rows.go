@@ -1,0 +1,473 @@
+package batchproc
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/problem"
+)
+
+type hashState interface {
+	hash.Hash
+	encoding.BinaryMarshaler
+}
+
+func resumeHash(state []byte) (hashState, error) {
+	h := sha256.New()
+	hs, ok := h.(hashState)
+	if !ok {
+		return nil, errors.New("sha256 digest cannot save its state")
+	}
+	if len(state) > 0 {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state); err != nil {
+			return nil, fmt.Errorf("resume content hash: %w", err)
+		}
+	}
+	return hs, nil
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// rowTask is one line in flight. Tasks are consumed in line order; the
+// charge of a valid row runs concurrently with its neighbours.
+type rowTask struct {
+	line int
+	row  batch.Row
+	errs []problem.FieldError
+	end  int64 // offset after the line
+	next int   // line number after the line
+	done chan struct{}
+	res  batch.Result
+	err  error
+}
+
+// partBuffer collects result lines until they are written as a part.
+type partBuffer struct {
+	buf    bytes.Buffer
+	w      *batch.ResultWriter
+	counts dynamo.BatchCounts // of the lines in buf
+	end    int64              // offset after the last line in buf
+	next   int                // line after the last line in buf
+	lines  int
+}
+
+func newPartBuffer() *partBuffer {
+	pb := &partBuffer{}
+	pb.w = batch.NewResultWriter(&pb.buf)
+	return pb
+}
+
+func (pb *partBuffer) add(t *rowTask) error {
+	if err := pb.w.Write(t.res); err != nil {
+		return err
+	}
+	pb.counts.Rows++
+	switch t.res.Status {
+	case batch.StatusApproved:
+		pb.counts.Approved++
+	case batch.StatusDeclined:
+		pb.counts.Declined++
+	case batch.StatusPending:
+		pb.counts.Pending++
+	default:
+		pb.counts.Rejected++
+	}
+	pb.end, pb.next = t.end, t.next
+	pb.lines++
+	return nil
+}
+
+func (pb *partBuffer) bytes() ([]byte, error) {
+	if err := pb.w.Flush(); err != nil {
+		return nil, err
+	}
+	return pb.buf.Bytes(), nil
+}
+
+// checkpoint writes the buffered results as the next part and saves the
+// position after them: a crash later never loses more than one part's work,
+// and that work is replayed, not charged again.
+func (r *jobRun) checkpoint(ctx context.Context, pb *partBuffer) error {
+	if pb.lines == 0 {
+		return nil
+	}
+	b, err := pb.bytes()
+	if err != nil {
+		return err
+	}
+	n := r.job.Parts + 1
+	if _, err := r.p.Objects.PutBytes(ctx, r.partKey(n), b); err != nil {
+		return err
+	}
+	r.job.Parts, r.job.Offset, r.job.NextLine = n, pb.end, pb.next
+	r.job.Counts = r.job.Counts.Add(pb.counts)
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	*pb = *newPartBuffer()
+	return nil
+}
+
+// charge reads rows from the saved position until the end of the file or of
+// the budget. It reports whether the file is finished.
+func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error) {
+	body, err := r.p.Objects.GetRange(ctx, r.job.Snapshot, r.job.Offset, "")
+	if err != nil {
+		return false, err
+	}
+	defer body.Close()
+	clock := r.job.Clock
+	reader := batch.NewReader(body, r.job.NextLine, batch.WithStartOffset(r.job.Offset),
+		batch.WithClock(func() time.Time { return clock }), batch.WithCurrencies(r.p.Currencies))
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tasks := make(chan *rowTask, 2*r.p.cfg.Concurrency)
+	sem := make(chan struct{}, r.p.cfg.Concurrency)
+	var workers sync.WaitGroup
+	var eof bool
+	var readErr error
+	go func() { // producer: reads lines in order, starts their charges
+		defer close(tasks)
+		for {
+			if rctx.Err() != nil || r.outOfBudget() {
+				return
+			}
+			line, row, rowErrs, err := reader.Next()
+			if isEOF(err) {
+				eof = true
+				return
+			}
+			if err != nil {
+				readErr = err
+				return
+			}
+			r.lines++
+			t := &rowTask{line: line, row: row, errs: rowErrs, end: reader.Offset(), next: reader.NextLine(), done: make(chan struct{})}
+			if rowErrs != nil {
+				t.res = batch.Rejected(line, rowErrs)
+				close(t.done)
+			} else {
+				select {
+				case sem <- struct{}{}:
+				case <-rctx.Done():
+					return
+				}
+				workers.Add(1)
+				go func() {
+					defer workers.Done()
+					defer func() { <-sem }()
+					t.res, t.err = r.chargeRow(rctx, m, t)
+					t.res.Row = t.line
+					close(t.done)
+				}()
+			}
+			select {
+			case tasks <- t:
+			case <-rctx.Done():
+				return
+			}
+		}
+	}()
+
+	pb := newPartBuffer()
+	var firstErr error
+	for t := range tasks {
+		<-t.done
+		if firstErr != nil {
+			continue // drain
+		}
+		if t.err == nil {
+			t.err = pb.add(t)
+		}
+		if t.err == nil && pb.buf.Len() >= r.p.cfg.PartSize {
+			t.err = r.checkpoint(ctx, pb)
+		}
+		if t.err != nil {
+			firstErr = t.err
+			cancel()
+		}
+	}
+	workers.Wait()
+	if err := r.flushCompleted(ctx); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if firstErr == nil {
+		firstErr = readErr
+	}
+	if firstErr != nil {
+		// Keep what is done; the retry continues after it.
+		if errors.Is(firstErr, dynamo.ErrConflict) {
+			return false, firstErr
+		}
+		return false, errors.Join(firstErr, r.checkpoint(ctx, pb))
+	}
+	if !eof {
+		return false, r.checkpoint(ctx, pb)
+	}
+	return true, r.finishRows(ctx, pb)
+}
+
+// finishRows ends the charging phase. A file whose results all fit in the
+// buffer (the common case) gets its result file at once; otherwise the last
+// part is written and the parts are joined.
+func (r *jobRun) finishRows(ctx context.Context, pb *partBuffer) error {
+	if r.job.Parts == 0 {
+		b, err := pb.bytes()
+		if err != nil {
+			return err
+		}
+		if err := r.removeInput(ctx); err != nil {
+			return err
+		}
+		if _, err := r.p.Objects.PutBytes(ctx, r.job.ResultKey, b); err != nil {
+			return err
+		}
+		r.job.Counts = r.job.Counts.Add(pb.counts)
+		r.job.Offset, r.job.NextLine = pb.end, pb.next
+		return r.done(ctx)
+	}
+	if err := r.checkpoint(ctx, pb); err != nil {
+		return err
+	}
+	r.job.State = dynamo.BatchAssembling
+	return r.save(ctx)
+}
+
+// assemble joins the result parts into the result file, streaming (a
+// multipart upload above one part size).
+func (r *jobRun) assemble(ctx context.Context) error {
+	if err := r.removeInput(ctx); err != nil {
+		return err
+	}
+	w := r.p.Objects.NewWriter(ctx, r.job.ResultKey)
+	for n := 1; n <= r.job.Parts; n++ {
+		rc, err := r.p.Objects.Get(ctx, r.partKey(n))
+		if err != nil {
+			w.Abort()
+			return err
+		}
+		_, err = io.Copy(w, rc)
+		rc.Close()
+		if err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return r.done(ctx)
+}
+
+// removeInput deletes the upload once its rows are all handled (the job
+// works on its snapshot), unless the merchant has uploaded a new file under
+// the same name meanwhile. So when the result file appears, the upload is
+// already gone.
+func (r *jobRun) removeInput(ctx context.Context) error {
+	info, err := r.p.Objects.Head(ctx, r.job.Key)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if info.ETag != r.job.ETag {
+		return nil
+	}
+	return r.p.Objects.Remove(ctx, r.job.Key)
+}
+
+// done marks the job finished and removes its work prefix.
+func (r *jobRun) done(ctx context.Context) error {
+	now := r.p.Now().UTC()
+	r.job.State, r.job.CompletedAt, r.job.LeaseUntil = dynamo.BatchDone, &now, 0
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	r.log.Info("batch file processed", "file", r.job.File, "rows", r.job.Counts.Rows, "approved", r.job.Counts.Approved,
+		"declined", r.job.Counts.Declined, "pending", r.job.Counts.Pending, "rejected", r.job.Counts.Rejected,
+		"invocations", r.job.Invocations, "resultKey", r.job.ResultKey)
+	// Best effort: the lifecycle rule on work/ removes leftovers.
+	objs, err := r.p.Objects.List(ctx, r.workDir())
+	if err == nil {
+		keys := make([]string, len(objs))
+		for i, o := range objs {
+			keys[i] = o.Key
+		}
+		err = r.p.Objects.RemoveAll(ctx, keys)
+	}
+	if err != nil {
+		r.log.Warn("batch work files not removed", "error", err.Error())
+	}
+	return nil
+}
+
+// chargeRow charges one valid row exactly once across every invocation: the
+// row record is claimed first (one conditional PutItem that fixes the
+// payment request id), and a row found claimed is replayed from its stored
+// result, waited for while another holder charges it, or taken over when
+// that holder's lease lapsed.
+func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask) (batch.Result, error) {
+	now := r.p.Now()
+	rec := &dynamo.BatchRow{MerchantID: r.job.MerchantID, FileHash: r.job.FileHash, Row: t.line,
+		PaymentRequestID: r.p.NewID(now), Owner: r.job.Owner, LeaseUntil: now.Add(r.p.cfg.RowLease).UnixMilli(),
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(r.p.cfg.Retention).Unix()}
+	held, err := r.p.Store.ClaimBatchRow(ctx, rec, now)
+	fresh := err == nil // the id was drawn for this claim
+	wait := 50 * time.Millisecond
+	for errors.Is(err, dynamo.ErrExists) {
+		now = r.p.Now()
+		switch {
+		case held.Done:
+			return storedResult(held), nil
+		case held.Owner != r.job.Owner && held.LeaseActive(now):
+			// Another invocation charges the row. Its attempt outcome is
+			// on the payment request as soon as it is committed, before
+			// the row record says done.
+			if peeker, ok := r.p.Charger.(Peeker); ok {
+				res, ok, perr := peeker.PeekRow(ctx, m, t.row, RowRef{PaymentRequestID: held.PaymentRequestID})
+				if perr != nil {
+					return batch.Result{}, perr
+				}
+				if ok {
+					return res, nil
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return batch.Result{}, ctx.Err()
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.FileHash, rec.Row)
+			if err == nil {
+				err = dynamo.ErrExists
+			}
+		default:
+			// The holder's lease lapsed (it crashed or was cut off): take
+			// the row over, keeping its payment request id.
+			taken := *held
+			taken.Owner, taken.LeaseUntil = r.job.Owner, now.Add(r.p.cfg.RowLease).UnixMilli()
+			if err = r.p.Store.TakeOverBatchRow(ctx, &taken, held.Owner); err == nil {
+				rec = &taken
+				r.log.Warn("batch row taken over after its lease lapsed", "row", t.line, "paymentRequestId", rec.PaymentRequestID)
+				break
+			}
+			if !errors.Is(err, dynamo.ErrConflict) {
+				return batch.Result{}, err
+			}
+			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.FileHash, rec.Row)
+			if err == nil {
+				err = dynamo.ErrExists
+			}
+		}
+	}
+	if err != nil {
+		return batch.Result{}, err
+	}
+	res, err := r.chargeWithRetry(ctx, m, t.row, rec, fresh)
+	if err != nil {
+		// Let a retry take the row over at once (best effort: otherwise
+		// its lease lapses).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = r.p.Store.ReleaseBatchRow(rctx, rec)
+		cancel()
+		return batch.Result{}, err
+	}
+	rec.Status, rec.TransactionID, rec.Code, rec.Message = string(res.Status), res.TransactionID, string(res.Code), res.Message
+	if err := r.completed(ctx, rec); err != nil {
+		return batch.Result{}, err
+	}
+	return res, nil
+}
+
+// completeBatch is how many row results are stored per write.
+const completeBatch = 25
+
+// completed queues a charged row's result for storing; every 25 results
+// are written in one call. Until its result is stored, a replay of the row
+// finds its outcome on the payment request instead.
+func (r *jobRun) completed(ctx context.Context, rec *dynamo.BatchRow) error {
+	r.doneMu.Lock()
+	r.doneRows = append(r.doneRows, rec)
+	var full []*dynamo.BatchRow
+	if len(r.doneRows) >= completeBatch {
+		full, r.doneRows = r.doneRows, nil
+	}
+	r.doneMu.Unlock()
+	if full == nil {
+		return nil
+	}
+	return r.p.Store.CompleteBatchRows(ctx, full)
+}
+
+// flushCompleted stores the queued row results.
+func (r *jobRun) flushCompleted(ctx context.Context) error {
+	r.doneMu.Lock()
+	rows := r.doneRows
+	r.doneRows = nil
+	r.doneMu.Unlock()
+	if len(rows) == 0 {
+		return nil
+	}
+	return r.p.Store.CompleteBatchRows(ctx, rows)
+}
+
+// chargeWithRetry retries a charge whose outcome could not be determined
+// (the charger is idempotent on the payment request id), and gives the row a
+// new id when its id belongs to another payment request.
+func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row batch.Row, rec *dynamo.BatchRow, fresh bool) (batch.Result, error) {
+	var err error
+	for attempt, reassigned := 0, 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return batch.Result{}, ctx.Err()
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		var res batch.Result
+		res, err = r.p.Charger.ChargeRow(ctx, m, row, RowRef{PaymentRequestID: rec.PaymentRequestID, Fresh: fresh})
+		if errors.Is(err, ErrPaymentRequestIDTaken) && reassigned < 5 {
+			old := rec.PaymentRequestID
+			if err = r.p.Store.ReassignBatchRow(ctx, rec, r.p.NewID(r.p.Now())); err != nil {
+				return batch.Result{}, err
+			}
+			r.log.Info("batch row given a new payment request id: the drawn one was taken", "row", rec.Row,
+				"takenId", old, "paymentRequestId", rec.PaymentRequestID)
+			fresh, attempt, reassigned = true, attempt-1, reassigned+1
+			continue
+		}
+		if err == nil {
+			if res.PaymentRequestID == "" {
+				res.PaymentRequestID = strconv.FormatInt(rec.PaymentRequestID, 10)
+			}
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return batch.Result{}, ctx.Err()
+		}
+		r.log.Warn("batch row charge failed; retrying", "paymentRequestId", rec.PaymentRequestID, "attempt", attempt+1, "error", err.Error())
+	}
+	return batch.Result{}, err
+}
+
+func storedResult(rec *dynamo.BatchRow) batch.Result {
+	return batch.Result{Status: batch.Status(rec.Status), PaymentRequestID: strconv.FormatInt(rec.PaymentRequestID, 10),
+		TransactionID: rec.TransactionID, Code: codes.Code(rec.Code), Message: rec.Message}
+}

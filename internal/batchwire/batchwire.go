@@ -1,0 +1,161 @@
+// Package batchwire builds the batch function and the SFTP identity
+// provider from their environment. It is a leaf package on purpose: package
+// wire registers every function of the service, so importing it links them
+// all into a binary, and with the S3 client that exceeds the 15 MB budget of
+// a function. functions/batch, functions/sftpauth and the local stack call
+// these builders directly.
+package batchwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/callbacks/sig"
+	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/provider/sandbox"
+	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/s3store"
+	"github.com/payreq/payreq/internal/seal"
+)
+
+// Options let tests observe or replace the AWS configuration.
+type Options struct {
+	AWSConfig *aws.Config
+}
+
+type base struct {
+	cfg   config.Config
+	aws   aws.Config
+	store *dynamo.Store
+}
+
+func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, error) {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := seal.New(cfg.SealKey); err != nil {
+		return nil, fmt.Errorf("SEAL_KEY: %w", err)
+	}
+	var awsCfg aws.Config
+	if opts.AWSConfig != nil {
+		awsCfg = *opts.AWSConfig
+	} else if awsCfg, err = awsconfig.Load(ctx); err != nil {
+		return nil, err
+	}
+	return &base{cfg: cfg, aws: awsCfg, store: dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Tables)}, nil
+}
+
+// Batch builds BatchFunction's handler (both of its triggers: the S3 upload
+// event and the continuation queue).
+func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.Processor, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire batch: %w", err)
+	}
+	cfg := batchproc.Config{Bucket: getenv("BATCH_BUCKET"), ContinueQueueURL: getenv("BATCH_CONTINUE_QUEUE_URL")}
+	if cfg.Bucket == "" || cfg.ContinueQueueURL == "" {
+		return nil, errors.New("wire batch: BATCH_BUCKET and BATCH_CONTINUE_QUEUE_URL are required")
+	}
+	for name, d := range map[string]*time.Duration{"BATCH_TIME_RESERVE": &cfg.TimeReserve, "BATCH_ROW_LEASE": &cfg.RowLease} {
+		if v := getenv(name); v != "" {
+			if *d, err = time.ParseDuration(v); err != nil {
+				return nil, fmt.Errorf("wire batch: %s: %w", name, err)
+			}
+		}
+	}
+	for name, n := range map[string]*int{"BATCH_MAX_LINES_PER_RUN": &cfg.MaxLinesPerRun, "BATCH_CONCURRENCY": &cfg.Concurrency,
+		"BATCH_PART_SIZE": &cfg.PartSize} {
+		if v := getenv(name); v != "" {
+			if *n, err = strconv.Atoi(v); err != nil {
+				return nil, fmt.Errorf("wire batch: %s: %w", name, err)
+			}
+		}
+	}
+	svc, err := paymentService(b, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("wire batch: %w", err)
+	}
+	return batchproc.New(cfg, batchproc.Deps{
+		Store:      b.store,
+		Objects:    s3store.New(s3store.NewClient(b.aws), cfg.Bucket),
+		Charger:    &batchproc.PaymentsCharger{Service: svc, Store: b.store},
+		Queue:      queue.New(sqs.NewFromConfig(b.aws)),
+		Currencies: currency.Decimals,
+		Log:        b.cfg.NewLogger().With("function", "batch"),
+	})
+}
+
+// PaymentService is the payments core as the batch function builds it.
+func PaymentService(ctx context.Context, getenv config.Getenv, opts Options) (*payments.Service, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, err
+	}
+	return paymentService(b, getenv)
+}
+
+// paymentService builds the payments core the way wire does for the
+// payments function (same environment, same provider per stage), minus what
+// a batch never uses: no cardholder is present, so there are no 3-D Secure
+// challenges and no asynchronous methods. Keep it in step with wire's
+// paymentService (internal/wire/payments.go).
+func paymentService(b *base, getenv config.Getenv) (*payments.Service, error) {
+	if b.cfg.Tables.Transactions == "" {
+		return nil, errors.New("missing environment variable TRANSACTIONS_TABLE")
+	}
+	callbackKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
+	if err != nil {
+		return nil, fmt.Errorf("SEAL_KEY: %w", err)
+	}
+	threeDSKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoThreeDSRedirect)
+	if err != nil {
+		return nil, fmt.Errorf("SEAL_KEY: %w", err)
+	}
+	deps := payments.Deps{
+		Store: b.store, ThreeDSKey: threeDSKey, CallbackKey: callbackKey,
+		Queue: queue.New(sqs.NewFromConfig(b.aws)), NotificationsQueueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
+		Log: b.cfg.NewLogger().With("function", "batch"),
+	}
+	if b.cfg.Sandbox() {
+		if b.cfg.SandboxQueueURL == "" {
+			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
+		}
+		deps.Provider = sandbox.New(sandbox.Options{})
+		deps.Sandbox, deps.SandboxQueueURL = true, b.cfg.SandboxQueueURL
+	} else {
+		deps.Provider = noAcquirer{}
+	}
+	return payments.New(deps), nil
+}
+
+// noAcquirer is the production provider until a real acquirer adapter is
+// configured (as in wire): every attempt fails like a bank system error.
+type noAcquirer struct{}
+
+var errNoAcquirer = errors.New("no acquirer adapter is configured for the production stage")
+
+func (noAcquirer) Charge(context.Context, provider.ChargeRequest) (provider.Outcome, error) {
+	return provider.Outcome{}, errNoAcquirer
+}
+
+func (noAcquirer) CompleteChallenge(context.Context, provider.ChallengeResult) (provider.Outcome, error) {
+	return provider.Outcome{}, errNoAcquirer
+}
+
+func (noAcquirer) Refund(context.Context, provider.RefundRequest) (provider.RefundOutcome, error) {
+	return provider.RefundOutcome{}, errNoAcquirer
+}

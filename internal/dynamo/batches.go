@@ -1,0 +1,623 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Batch files (DESIGN §6) keep two kinds of records in the operations table.
+//
+// A job is one uploaded object being processed: pk "batch#<merchantId>",
+// sk "file#<name>#<sequencer>" (BatchJobID). It holds the progress that lets
+// the next invocation continue at an exact byte of the object, the lease that
+// lets only one invocation work on it at a time, and the summary counts.
+//
+// A row record is the idempotency record of one row of one file content:
+// pk "batchrow#<merchantId>#<sha256 of the content>", sk the zero-padded row
+// number. Claiming it is one conditional PutItem that fixes the payment
+// request id the row is charged as; its result is stored on it, so a
+// repeated or concurrent event replays the row instead of charging it again.
+
+// Job states.
+const (
+	BatchHashing    = "hashing"    // computing the content hash (resumable)
+	BatchCharging   = "charging"   // reading rows from Offset
+	BatchAssembling = "assembling" // joining result parts into the result file
+	BatchDone       = "done"
+	BatchFailed     = "failed" // nothing more will happen (see Error); the input stays for the lifecycle rule
+)
+
+const (
+	batchJobPrefix = "batch#"
+	batchRowPrefix = "batchrow#"
+)
+
+// BatchCounts are a job's rows by outcome.
+type BatchCounts struct {
+	Rows     int64 `dynamodbav:"rows" json:"rows"`
+	Approved int64 `dynamodbav:"approved" json:"approved"`
+	Declined int64 `dynamodbav:"declined" json:"declined"`
+	Pending  int64 `dynamodbav:"pending" json:"pending"`
+	Rejected int64 `dynamodbav:"rejected" json:"rejected"`
+}
+
+// Add sums two counts.
+func (c BatchCounts) Add(o BatchCounts) BatchCounts {
+	return BatchCounts{Rows: c.Rows + o.Rows, Approved: c.Approved + o.Approved, Declined: c.Declined + o.Declined,
+		Pending: c.Pending + o.Pending, Rejected: c.Rejected + o.Rejected}
+}
+
+// BatchJob is the processing state and summary of one uploaded file. It never
+// holds card data: only byte offsets, line numbers, counts and object keys.
+type BatchJob struct {
+	MerchantID string `dynamodbav:"-"`
+	JobID      string `dynamodbav:"-"`
+
+	File      string `dynamodbav:"file"`      // name as uploaded
+	Bucket    string `dynamodbav:"bucket"`    // batch bucket
+	Key       string `dynamodbav:"key"`       // incoming/<merchantId>/<file>
+	ETag      string `dynamodbav:"etag"`      // of the uploaded object
+	Size      int64  `dynamodbav:"size"`      // bytes
+	Sequencer string `dynamodbav:"sequencer"` // of the S3 event
+	Snapshot  string `dynamodbav:"snapshot,omitempty"`
+	ResultKey string `dynamodbav:"resultKey"`
+
+	State      string      `dynamodbav:"state"`
+	HashOffset int64       `dynamodbav:"hashOffset"`
+	HashState  []byte      `dynamodbav:"hashState,omitempty"` // sha256 digest state (encoding.BinaryMarshaler)
+	FileHash   string      `dynamodbav:"fileHash,omitempty"`  // hex SHA-256 of the content
+	Offset     int64       `dynamodbav:"offset"`              // byte of the next unread line
+	NextLine   int         `dynamodbav:"nextLine"`            // its 1-based number
+	Parts      int         `dynamodbav:"parts"`               // result parts written
+	Counts     BatchCounts `dynamodbav:"counts"`
+	// Clock is the instant rows are validated at (card expiry), fixed for the
+	// job so that a replayed row is judged exactly as the first time.
+	Clock       time.Time  `dynamodbav:"clock"`
+	Invocations int        `dynamodbav:"invocations"`
+	Error       string     `dynamodbav:"error,omitempty"`
+	Owner       string     `dynamodbav:"owner,omitempty"`
+	LeaseUntil  int64      `dynamodbav:"leaseUntil,omitempty"` // unix ms
+	CreatedAt   time.Time  `dynamodbav:"createdAt"`
+	UpdatedAt   time.Time  `dynamodbav:"updatedAt"`
+	CompletedAt *time.Time `dynamodbav:"completedAt,omitempty"`
+	ExpiresAt   int64      `dynamodbav:"expiresAt"` // unix s (TTL)
+}
+
+// Finished reports whether nothing more will happen to the job.
+func (j *BatchJob) Finished() bool { return j.State == BatchDone || j.State == BatchFailed }
+
+// BatchJobID is the sort key of a file's job: the file name and the S3
+// event's sequencer, which is the same for redeliveries of one event and
+// different for every new upload of the key.
+func BatchJobID(file, sequencer string) string { return "file#" + file + "#" + sequencer }
+
+// BatchJobFilePrefix is what every job of a file name starts with.
+func BatchJobFilePrefix(file string) string { return "file#" + file + "#" }
+
+func batchJobKey(merchantID, jobID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: batchJobPrefix + merchantID},
+		"sk": &types.AttributeValueMemberS{Value: jobID},
+	}
+}
+
+func unmarshalBatchJob(item map[string]types.AttributeValue) (*BatchJob, error) {
+	var j BatchJob
+	if err := attributevalue.UnmarshalMap(item, &j); err != nil {
+		return nil, fmt.Errorf("unmarshal batch job: %w", err)
+	}
+	pk, _ := item["pk"].(*types.AttributeValueMemberS)
+	sk, _ := item["sk"].(*types.AttributeValueMemberS)
+	if pk != nil && len(pk.Value) > len(batchJobPrefix) {
+		j.MerchantID = pk.Value[len(batchJobPrefix):]
+	}
+	if sk != nil {
+		j.JobID = sk.Value
+	}
+	return &j, nil
+}
+
+// ErrBatchJobBusy is returned by AcquireBatchJob while another invocation
+// holds the job's lease; the job returned with it tells until when.
+var ErrBatchJobBusy = errors.New("batch job leased by another invocation")
+
+// AcquireBatchJob creates the job j with owner's lease until `until` (the
+// first event of an upload), or else takes the lease of the existing job
+// like LeaseBatchJob (a redelivered event): a finished job comes back with a
+// nil error (check Finished), another owner's live lease as ErrBatchJobBusy
+// with the job.
+func (s *Store) AcquireBatchJob(ctx context.Context, j *BatchJob, owner string, now, until time.Time) (*BatchJob, error) {
+	j.Owner, j.LeaseUntil, j.Invocations = owner, until.UnixMilli(), 1
+	item, err := attributevalue.MarshalMap(j)
+	if err != nil {
+		return nil, fmt.Errorf("marshal batch job: %w", err)
+	}
+	for k, v := range batchJobKey(j.MerchantID, j.JobID) {
+		item[k] = v
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.t.Operations, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	if err == nil {
+		return j, nil
+	}
+	if !isConditionFailed(err) {
+		return nil, fmt.Errorf("create batch job: %w", err)
+	}
+	return s.LeaseBatchJob(ctx, j.MerchantID, j.JobID, owner, now, until)
+}
+
+// LeaseBatchJob takes the lease of an existing, unfinished job whose lease is
+// free, expired or already owner's. A finished job is returned with a nil
+// error (check Finished); a live lease of another owner is ErrBatchJobBusy;
+// an unknown job ErrNotFound.
+func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*BatchJob, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.t.Operations,
+		Key:              batchJobKey(merchantID, jobID),
+		UpdateExpression: aws.String("SET #owner = :owner, leaseUntil = :until, updatedAt = :now ADD invocations :one"),
+		ConditionExpression: aws.String("attribute_exists(pk) AND #state <> :done AND #state <> :failed AND " +
+			"(attribute_not_exists(leaseUntil) OR leaseUntil < :nowms OR #owner = :owner)"),
+		ExpressionAttributeNames: map[string]string{"#owner": "owner", "#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": &types.AttributeValueMemberS{Value: owner}, ":until": numberAV(until.UnixMilli()),
+			":nowms": numberAV(now.UnixMilli()), ":one": numberAV(1),
+			":now":  &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
+			":done": &types.AttributeValueMemberS{Value: BatchDone}, ":failed": &types.AttributeValueMemberS{Value: BatchFailed},
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		cur, gerr := s.BatchJob(ctx, merchantID, jobID)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if cur.Finished() {
+			return cur, nil
+		}
+		return cur, ErrBatchJobBusy
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease batch job: %w", err)
+	}
+	return unmarshalBatchJob(out.Attributes)
+}
+
+// SaveBatchJob writes the job's progress, state and counts and extends the
+// lease, if owner still holds it; ErrConflict otherwise (another invocation
+// took the job over: this one must stop).
+func (s *Store) SaveBatchJob(ctx context.Context, j *BatchJob, now time.Time) error {
+	j.UpdatedAt = now.UTC()
+	counts, err := attributevalue.Marshal(j.Counts)
+	if err != nil {
+		return err
+	}
+	u := &batchUpdate{}
+	u.set("state", sAV(j.State))
+	u.set("hashOffset", numberAV(j.HashOffset))
+	u.set("offset", numberAV(j.Offset))
+	u.set("nextLine", numberAV(int64(j.NextLine)))
+	u.set("parts", numberAV(int64(j.Parts)))
+	u.set("counts", counts)
+	u.set("leaseUntil", numberAV(j.LeaseUntil))
+	u.set("updatedAt", sAV(j.UpdatedAt.Format(time.RFC3339Nano)))
+	u.setOrRemove("hashState", &types.AttributeValueMemberB{Value: j.HashState}, len(j.HashState) > 0)
+	u.setOrRemove("fileHash", sAV(j.FileHash), j.FileHash != "")
+	u.setOrRemove("snapshot", sAV(j.Snapshot), j.Snapshot != "")
+	u.setOrRemove("error", sAV(j.Error), j.Error != "")
+	if j.CompletedAt != nil {
+		u.set("completedAt", sAV(j.CompletedAt.UTC().Format(time.RFC3339Nano)))
+	}
+	cond := u.name("owner") + " = " + u.value(sAV(j.Owner))
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.Operations,
+		Key:                       batchJobKey(j.MerchantID, j.JobID),
+		UpdateExpression:          aws.String(u.expression()),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  u.names,
+		ExpressionAttributeValues: u.values,
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("save batch job: %w", err)
+	}
+	return nil
+}
+
+// batchUpdate builds an update expression in which every attribute name is
+// an alias, so no reserved word can break it.
+type batchUpdate struct {
+	sets, removes []string
+	names         map[string]string
+	values        map[string]types.AttributeValue
+}
+
+func (u *batchUpdate) name(n string) string {
+	if u.names == nil {
+		u.names = map[string]string{}
+	}
+	alias := "#" + n
+	u.names[alias] = n
+	return alias
+}
+
+func (u *batchUpdate) value(v types.AttributeValue) string {
+	if u.values == nil {
+		u.values = map[string]types.AttributeValue{}
+	}
+	ph := ":v" + strconv.Itoa(len(u.values))
+	u.values[ph] = v
+	return ph
+}
+
+func (u *batchUpdate) set(n string, v types.AttributeValue) {
+	u.sets = append(u.sets, u.name(n)+" = "+u.value(v))
+}
+
+func (u *batchUpdate) setOrRemove(n string, v types.AttributeValue, present bool) {
+	if present {
+		u.set(n, v)
+	} else {
+		u.removes = append(u.removes, u.name(n))
+	}
+}
+
+func (u *batchUpdate) expression() string {
+	var b strings.Builder
+	if len(u.sets) > 0 {
+		b.WriteString("SET " + strings.Join(u.sets, ", "))
+	}
+	if len(u.removes) > 0 {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("REMOVE " + strings.Join(u.removes, ", "))
+	}
+	return b.String()
+}
+
+func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// ReleaseBatchJob gives up owner's lease so the next invocation (the
+// continuation, a retry) can take the job at once.
+func (s *Store) ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.Operations,
+		Key:                       batchJobKey(merchantID, jobID),
+		UpdateExpression:          aws.String("REMOVE #owner, leaseUntil"),
+		ConditionExpression:       aws.String("#owner = :owner"),
+		ExpressionAttributeNames:  map[string]string{"#owner": "owner"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": &types.AttributeValueMemberS{Value: owner}},
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("release batch job: %w", err)
+	}
+	return nil
+}
+
+// BatchJob loads one job; ErrNotFound when there is none.
+func (s *Store) BatchJob(ctx context.Context, merchantID, jobID string) (*BatchJob, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Operations, Key: batchJobKey(merchantID, jobID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get batch job: %w", err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	return unmarshalBatchJob(out.Item)
+}
+
+// BatchJobs lists a merchant's jobs (of one file name when file is not
+// empty), every page.
+func (s *Store) BatchJobs(ctx context.Context, merchantID, file string) ([]*BatchJob, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              &s.t.Operations,
+		KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: batchJobPrefix + merchantID},
+		},
+	}
+	if file != "" {
+		in.KeyConditionExpression = aws.String("pk = :pk AND begins_with(sk, :file)")
+		in.ExpressionAttributeValues[":file"] = &types.AttributeValueMemberS{Value: BatchJobFilePrefix(file)}
+	}
+	var jobs []*BatchJob
+	p := dynamodb.NewQueryPaginator(s.queryAPI(), in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query batch jobs: %w", err)
+		}
+		for _, item := range out.Items {
+			j, err := unmarshalBatchJob(item)
+			if err != nil {
+				return nil, err
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, nil
+}
+
+type queryOnly struct{ db API }
+
+func (q queryOnly) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return q.db.Query(ctx, in, o...)
+}
+
+func (s *Store) queryAPI() dynamodb.QueryAPIClient { return queryOnly{s.db} }
+
+// ---- row idempotency records ----------------------------------------------
+
+// BatchRow is the idempotency record of one row of one file content.
+type BatchRow struct {
+	MerchantID string `dynamodbav:"-"`
+	FileHash   string `dynamodbav:"-"`
+	Row        int    `dynamodbav:"-"`
+
+	// PaymentRequestID is fixed by the first claim: every later attempt at
+	// the row charges (or finds) this very payment request.
+	PaymentRequestID int64  `dynamodbav:"paymentRequestId"`
+	Owner            string `dynamodbav:"owner"`
+	LeaseUntil       int64  `dynamodbav:"leaseUntil,omitempty"` // unix ms, while charging
+	Done             bool   `dynamodbav:"done"`
+	// The stored result (Done): what the result file says for the row.
+	Status        string `dynamodbav:"status,omitempty"`
+	TransactionID string `dynamodbav:"transactionId,omitempty"`
+	Code          string `dynamodbav:"code,omitempty"`
+	Message       string `dynamodbav:"message,omitempty"`
+
+	CreatedAt time.Time `dynamodbav:"createdAt"`
+	ExpiresAt int64     `dynamodbav:"expiresAt"` // unix s (TTL)
+}
+
+// LeaseActive reports whether another holder may still be charging the row.
+func (r *BatchRow) LeaseActive(now time.Time) bool { return !r.Done && r.LeaseUntil >= now.UnixMilli() }
+
+func batchRowKey(merchantID, fileHash string, row int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: batchRowPrefix + merchantID + "#" + fileHash},
+		"sk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%010d", row)},
+	}
+}
+
+func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, fileHash string, row int) (*BatchRow, error) {
+	var r BatchRow
+	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+		return nil, fmt.Errorf("unmarshal batch row: %w", err)
+	}
+	r.MerchantID, r.FileHash, r.Row = merchantID, fileHash, row
+	return &r, nil
+}
+
+// ClaimBatchRow stores r (not done, leased by r.Owner until r.LeaseUntil)
+// with one conditional PutItem that succeeds only when the row has no live
+// record. Otherwise it returns the stored record and ErrExists.
+func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (*BatchRow, error) {
+	item, err := attributevalue.MarshalMap(r)
+	if err != nil {
+		return nil, fmt.Errorf("marshal batch row: %w", err)
+	}
+	for k, v := range batchRowKey(r.MerchantID, r.FileHash, r.Row) {
+		item[k] = v
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.t.Operations, Item: item,
+		// An expired record counts as absent (TTL deletes lazily; dynalite never).
+		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expiresAt <= :nows"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":nows": numberAV(now.Unix())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var cf *types.ConditionalCheckFailedException
+	if errors.As(err, &cf) {
+		if len(cf.Item) > 0 { // AWS returns the holder with the failure; dynalite does not
+			if held, uerr := unmarshalBatchRow(cf.Item, r.MerchantID, r.FileHash, r.Row); uerr == nil {
+				return held, ErrExists
+			}
+		}
+		held, gerr := s.BatchRowRecord(ctx, r.MerchantID, r.FileHash, r.Row)
+		if gerr != nil {
+			return nil, gerr
+		}
+		return held, ErrExists
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim batch row %d: %w", r.Row, err)
+	}
+	return r, nil
+}
+
+// BatchRowRecord reads a row record (strongly consistent); ErrNotFound.
+func (s *Store) BatchRowRecord(ctx context.Context, merchantID, fileHash string, row int) (*BatchRow, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Operations, Key: batchRowKey(merchantID, fileHash, row), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get batch row %d: %w", row, err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	return unmarshalBatchRow(out.Item, merchantID, fileHash, row)
+}
+
+// TakeOverBatchRow moves the lease of an unfinished row whose holder's lease
+// ran out from prevOwner to r.Owner; ErrConflict when somebody else was
+// faster or the row got done meanwhile.
+func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner string) error {
+	u := &batchUpdate{}
+	u.set("owner", sAV(r.Owner))
+	u.set("leaseUntil", numberAV(r.LeaseUntil))
+	cond := u.name("owner") + " = " + u.value(sAV(prevOwner)) + " AND " + u.name("done") + " = " +
+		u.value(&types.AttributeValueMemberBOOL{Value: false})
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.Operations,
+		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
+		UpdateExpression:          aws.String(u.expression()),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  u.names,
+		ExpressionAttributeValues: u.values,
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("take over batch row %d: %w", r.Row, err)
+	}
+	return nil
+}
+
+// CompleteBatchRow stores the row's result and marks it done, if r.Owner
+// still holds it; ErrConflict otherwise (a successor charges the same
+// payment request and stores the same outcome).
+func (s *Store) CompleteBatchRow(ctx context.Context, r *BatchRow) error {
+	u := &batchUpdate{}
+	u.set("done", &types.AttributeValueMemberBOOL{Value: true})
+	u.set("status", sAV(r.Status))
+	u.setOrRemove("transactionId", sAV(r.TransactionID), r.TransactionID != "")
+	u.setOrRemove("code", sAV(r.Code), r.Code != "")
+	u.setOrRemove("message", sAV(r.Message), r.Message != "")
+	u.removes = append(u.removes, u.name("leaseUntil"))
+	cond := u.name("owner") + " = " + u.value(sAV(r.Owner))
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.Operations,
+		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
+		UpdateExpression:          aws.String(u.expression()),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  u.names,
+		ExpressionAttributeValues: u.values,
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("complete batch row %d: %w", r.Row, err)
+	}
+	r.Done, r.LeaseUntil = true, 0
+	return nil
+}
+
+// ReleaseBatchRow ends r.Owner's lease on an unfinished row whose charge
+// failed, so a retry can take it over at once; the payment request id stays.
+func (s *Store) ReleaseBatchRow(ctx context.Context, r *BatchRow) error {
+	u := &batchUpdate{}
+	u.set("leaseUntil", numberAV(0))
+	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("done") + " = " +
+		u.value(&types.AttributeValueMemberBOOL{Value: false})
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.Operations,
+		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
+		UpdateExpression:          aws.String(u.expression()),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  u.names,
+		ExpressionAttributeValues: u.values,
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("release batch row %d: %w", r.Row, err)
+	}
+	return nil
+}
+
+// ReassignBatchRow gives r's row a new payment request id (the old one
+// turned out to belong to another payment request), if r.Owner still holds
+// the unfinished row with the old id; ErrConflict otherwise.
+func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) error {
+	u := &batchUpdate{}
+	u.set("paymentRequestId", numberAV(newID))
+	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("paymentRequestId") + " = " +
+		u.value(numberAV(r.PaymentRequestID)) + " AND " + u.name("done") + " = " + u.value(&types.AttributeValueMemberBOOL{Value: false})
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.t.Operations,
+		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
+		UpdateExpression:          aws.String(u.expression()),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  u.names,
+		ExpressionAttributeValues: u.values,
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("reassign batch row %d: %w", r.Row, err)
+	}
+	r.PaymentRequestID = newID
+	return nil
+}
+
+type batchWriter interface {
+	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+}
+
+// CompleteBatchRows stores the results of charged rows and marks them done,
+// 25 rows per BatchWriteItem call. The writes are unconditional: a row is
+// completed only by a holder that charged its payment request, and every
+// holder of a row charges the same request and finds the same outcome. A
+// client without BatchWriteItem falls back to CompleteBatchRow per row.
+func (s *Store) CompleteBatchRows(ctx context.Context, rows []*BatchRow) error {
+	bw, ok := s.db.(batchWriter)
+	if !ok {
+		for _, r := range rows {
+			if err := s.CompleteBatchRow(ctx, r); err != nil && !errors.Is(err, ErrConflict) {
+				return err
+			}
+		}
+		return nil
+	}
+	for len(rows) > 0 {
+		n := min(len(rows), 25)
+		reqs := make([]types.WriteRequest, 0, n)
+		for _, r := range rows[:n] {
+			done := *r
+			done.Done, done.LeaseUntil = true, 0
+			item, err := attributevalue.MarshalMap(&done)
+			if err != nil {
+				return fmt.Errorf("marshal batch row: %w", err)
+			}
+			for k, v := range batchRowKey(r.MerchantID, r.FileHash, r.Row) {
+				item[k] = v
+			}
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		}
+		for attempt := 0; len(reqs) > 0; attempt++ {
+			if attempt > 0 {
+				if attempt > 8 {
+					return errors.New("complete batch rows: items left unprocessed")
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(attempt*attempt) * 20 * time.Millisecond):
+				}
+			}
+			out, err := bw.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.t.Operations: reqs}})
+			if err != nil {
+				return fmt.Errorf("complete batch rows: %w", err)
+			}
+			reqs = out.UnprocessedItems[s.t.Operations]
+		}
+		for _, r := range rows[:n] {
+			r.Done, r.LeaseUntil = true, 0
+		}
+		rows = rows[n:]
+	}
+	return nil
+}

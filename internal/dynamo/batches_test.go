@@ -1,0 +1,215 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+func batchUniq(prefix string) string { return prefix + strconv.FormatInt(time.Now().UnixNano(), 36) }
+
+// batchStore is a store over the local stack's tables whose calls are counted.
+func batchStore(t *testing.T) (*dynamo.Store, *testenv.CallCounter) {
+	t.Helper()
+	st := testenv.Stack(t)
+	cfg, calls := testenv.CountingAWSConfig(t)
+	return dynamo.New(dynamodb.NewFromConfig(cfg), dynamo.Tables{Merchants: st.Resources.Tables["MerchantsTable"],
+		PaymentRequests: st.Resources.Tables["PaymentRequestsTable"], Operations: st.Resources.Tables["OperationsTable"]}), calls
+}
+
+// The job lease: one owner at a time, taken over once it lapses, and a
+// finished job is never worked on again.
+func TestBatchJobLease(t *testing.T) {
+	s, calls := batchStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	m := batchUniq("mer_job")
+	j := &dynamo.BatchJob{MerchantID: m, JobID: dynamo.BatchJobID("a;b #1.csv", "SEQ1"), File: "a;b #1.csv", State: dynamo.BatchHashing,
+		NextLine: 1, CreatedAt: now, UpdatedAt: now, Clock: now, ExpiresAt: now.Add(time.Hour).Unix()}
+	calls.Reset()
+	got, err := s.AcquireBatchJob(ctx, j, "A", now, now.Add(time.Minute))
+	if err != nil || got.Owner != "A" || len(calls.Calls()) != 1 {
+		t.Fatalf("create: %+v %v (%v)", got, err, calls.Calls())
+	}
+	// The same event again while A works: busy, with A's lease end.
+	dup := *j
+	busy, err := s.AcquireBatchJob(ctx, &dup, "B", now, now.Add(time.Minute))
+	if !errors.Is(err, dynamo.ErrBatchJobBusy) || busy.Owner != "A" || busy.LeaseUntil != now.Add(time.Minute).UnixMilli() {
+		t.Fatalf("second owner: %+v %v", busy, err)
+	}
+	// A saves progress; B cannot.
+	got.State, got.HashOffset, got.FileHash, got.HashState = dynamo.BatchCharging, 10, "abc", nil
+	got.Counts = dynamo.BatchCounts{Rows: 3, Approved: 1, Declined: 1, Rejected: 1}
+	if err := s.SaveBatchJob(ctx, got, now); err != nil {
+		t.Fatal(err)
+	}
+	stolen := *got
+	stolen.Owner = "B"
+	if err := s.SaveBatchJob(ctx, &stolen, now); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("save by a non-owner: %v", err)
+	}
+	// A's lease lapses (or A releases it): B takes over and sees A's progress.
+	later := now.Add(2 * time.Minute)
+	taken, err := s.LeaseBatchJob(ctx, m, j.JobID, "B", later, later.Add(time.Minute))
+	if err != nil || taken.Owner != "B" || taken.State != dynamo.BatchCharging || taken.Counts.Approved != 1 ||
+		taken.FileHash != "abc" || taken.Invocations != 2 || taken.File != "a;b #1.csv" || taken.MerchantID != m {
+		t.Fatalf("take over: %+v %v", taken, err)
+	}
+	if err := s.SaveBatchJob(ctx, got, later); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("the old owner saved after losing the lease: %v", err)
+	}
+	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LeaseBatchJob(ctx, m, j.JobID, "C", later, later.Add(time.Minute)); err != nil {
+		t.Fatalf("lease after release: %v", err)
+	}
+	// Finished: returned as is, nobody leases it again.
+	done, _ := s.BatchJob(ctx, m, j.JobID)
+	done.State, done.LeaseUntil = dynamo.BatchDone, 0
+	if err := s.SaveBatchJob(ctx, done, later); err != nil {
+		t.Fatal(err)
+	}
+	fin, err := s.LeaseBatchJob(ctx, m, j.JobID, "D", later, later.Add(time.Minute))
+	if err != nil || !fin.Finished() || fin.Owner != "C" {
+		t.Fatalf("finished job: %+v %v", fin, err)
+	}
+	if _, err := s.LeaseBatchJob(ctx, m, "file#nope#1", "D", later, later); !errors.Is(err, dynamo.ErrNotFound) {
+		t.Fatalf("unknown job: %v", err)
+	}
+	// Listing, by file name (an exact name, not a prefix of another).
+	other := &dynamo.BatchJob{MerchantID: m, JobID: dynamo.BatchJobID("a;b #1.csv.bak", "S"), File: "a;b #1.csv.bak", State: dynamo.BatchHashing}
+	if _, err := s.AcquireBatchJob(ctx, other, "E", now, now); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := s.BatchJobs(ctx, m, ""); len(all) != 2 {
+		t.Errorf("all jobs: %d", len(all))
+	}
+	if one, _ := s.BatchJobs(ctx, m, "a;b #1.csv"); len(one) != 1 || one[0].JobID != j.JobID {
+		t.Errorf("jobs of one file: %+v", one)
+	}
+}
+
+// A row record is claimed once; later claims see it, its result, and its
+// lease; a lapsed lease is taken over with the same payment request id.
+func TestBatchRowRecords(t *testing.T) {
+	s, calls := batchStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	m, hash := batchUniq("mer_row"), "0123abcd"
+	r := &dynamo.BatchRow{MerchantID: m, FileHash: hash, Row: 7, PaymentRequestID: 42, Owner: "A",
+		LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
+	calls.Reset()
+	if _, err := s.ClaimBatchRow(ctx, r, now); err != nil || len(calls.Calls()) != 1 {
+		t.Fatalf("claim: %v (%v)", err, calls.Calls())
+	}
+	again := *r
+	again.Owner, again.PaymentRequestID = "B", 43
+	held, err := s.ClaimBatchRow(ctx, &again, now)
+	if !errors.Is(err, dynamo.ErrExists) || held.PaymentRequestID != 42 || held.Owner != "A" || !held.LeaseActive(now) || held.Done {
+		t.Fatalf("second claim: %+v %v", held, err)
+	}
+	// While A's lease runs, B cannot take over; afterwards it can, once.
+	b := *held
+	b.Owner = "B"
+	if err := s.TakeOverBatchRow(ctx, &b, "X"); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("take over from the wrong holder: %v", err)
+	}
+	if err := s.TakeOverBatchRow(ctx, &b, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReassignBatchRow(ctx, &b, 44); err != nil || b.PaymentRequestID != 44 {
+		t.Fatalf("reassign: %v", err)
+	}
+	b.Status, b.TransactionID, b.Code, b.Message = "declined", "900", "999", "Declined, contact the card issuer"
+	if err := s.CompleteBatchRows(ctx, []*dynamo.BatchRow{&b}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.BatchRowRecord(ctx, m, hash, 7)
+	if err != nil || !got.Done || got.PaymentRequestID != 44 || got.Status != "declined" || got.Code != "999" || got.LeaseActive(now) {
+		t.Fatalf("completed row: %+v %v", got, err)
+	}
+	if err := s.TakeOverBatchRow(ctx, &b, "B"); !errors.Is(err, dynamo.ErrConflict) {
+		t.Errorf("take over of a done row: %v", err)
+	}
+	// Many rows at once: more than one BatchWriteItem call.
+	var rows []*dynamo.BatchRow
+	for i := 100; i < 160; i++ {
+		rows = append(rows, &dynamo.BatchRow{MerchantID: m, FileHash: hash, Row: i, PaymentRequestID: int64(i), Owner: "A",
+			Status: "approved", TransactionID: strconv.Itoa(i), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()})
+	}
+	calls.Reset()
+	if err := s.CompleteBatchRows(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(calls.Calls()); n != 3 {
+		t.Errorf("60 rows in %d calls, want 3", n)
+	}
+	if r159, _ := s.BatchRowRecord(ctx, m, hash, 159); r159 == nil || !r159.Done || r159.TransactionID != "159" {
+		t.Errorf("row 159: %+v", r159)
+	}
+	// An expired record counts as absent.
+	exp := &dynamo.BatchRow{MerchantID: m, FileHash: hash, Row: 1, PaymentRequestID: 1, Owner: "A", ExpiresAt: now.Add(-time.Second).Unix()}
+	if _, err := s.ClaimBatchRow(ctx, exp, now); err != nil {
+		t.Fatal(err)
+	}
+	fresh := *exp
+	fresh.PaymentRequestID, fresh.ExpiresAt = 2, now.Add(time.Hour).Unix()
+	if _, err := s.ClaimBatchRow(ctx, &fresh, now); err != nil {
+		t.Errorf("claim over an expired record: %v", err)
+	}
+}
+
+func TestSFTPUsers(t *testing.T) {
+	s, calls := batchStore(t)
+	ctx := context.Background()
+	m := batchUniq("mer_sftp")
+	user := dynamo.SFTPUsername(m)
+	if _, err := s.SFTPUser(ctx, user); !errors.Is(err, sftpauth.ErrNotFound) {
+		t.Fatalf("unknown user: %v", err)
+	}
+	if err := s.SetSFTPPassword(ctx, m, user, "$argon2id$h1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSFTPPassword(ctx, "mer_other", user, "$argon2id$h2", time.Now()); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("another merchant took the user: %v", err)
+	}
+	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA1 a", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA1 a", time.Now()); !errors.Is(err, dynamo.ErrExists) {
+		t.Fatalf("the same key twice: %v", err)
+	}
+	if err := s.SetSFTPPassword(ctx, m, user, "$argon2id$h3", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	calls.Reset()
+	u, err := s.SFTPUser(ctx, user)
+	if err != nil || u.MerchantID != m || u.PasswordHash != "$argon2id$h3" || len(u.PublicKeys) != 1 || len(calls.Calls()) != 1 {
+		t.Fatalf("user: %+v %v (%d calls: the identity provider does one read per login)", u, err, len(calls.Calls()))
+	}
+	for i := 2; i <= dynamo.MaxSFTPKeys; i++ {
+		if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA"+strconv.Itoa(i), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA99", time.Now()); !errors.Is(err, dynamo.ErrConflict) {
+		t.Errorf("key beyond the limit: %v", err)
+	}
+	// A key-only user.
+	k := batchUniq("mer_key")
+	if err := s.AddSFTPKey(ctx, k, dynamo.SFTPUsername(k), "ssh-ed25519 AAAAk", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := s.SFTPUser(ctx, dynamo.SFTPUsername(k)); u.PasswordHash != "" || len(u.PublicKeys) != 1 {
+		t.Errorf("key-only user: %+v", u)
+	}
+}

@@ -1,0 +1,147 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/payreq/payreq/internal/sftpauth"
+)
+
+// SFTP users live in the operations table, one item per user name:
+// pk "sftpuser#<username>", sk "user". The identity provider needs exactly one
+// GetItem per login, by user name. The user name of a merchant is its
+// merchant id (see SFTPUsername), so operators and the dashboard find a
+// merchant's user without an index. Nothing here expires.
+const (
+	sftpUserPrefix = "sftpuser#"
+	sftpUserSK     = "user"
+	// MaxSFTPKeys bounds the public keys of one user.
+	MaxSFTPKeys = 10
+)
+
+// SFTPUsername is the SFTP user name of a merchant: its id, which already
+// satisfies Transfer Family's user name rules ([A-Za-z0-9_][A-Za-z0-9_@.-]{2,99}).
+func SFTPUsername(merchantID string) string { return merchantID }
+
+// SFTPUser is the stored form of a merchant's SFTP login.
+type SFTPUser struct {
+	Username          string     `dynamodbav:"-"`
+	MerchantID        string     `dynamodbav:"merchantId"`
+	PasswordHash      string     `dynamodbav:"passwordHash,omitempty"` // Argon2id PHC string, never the password
+	PublicKeys        []string   `dynamodbav:"publicKeys,omitempty"`   // authorized_keys lines
+	PasswordUpdatedAt *time.Time `dynamodbav:"passwordUpdatedAt,omitempty"`
+	CreatedAt         time.Time  `dynamodbav:"createdAt"`
+	UpdatedAt         time.Time  `dynamodbav:"updatedAt"`
+}
+
+func sftpUserKey(username string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: sftpUserPrefix + username},
+		"sk": &types.AttributeValueMemberS{Value: sftpUserSK},
+	}
+}
+
+// SFTPUserRecord loads a user; ErrNotFound when there is none.
+func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*SFTPUser, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Operations, Key: sftpUserKey(username), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get sftp user %s: %w", username, err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	var u SFTPUser
+	if err := attributevalue.UnmarshalMap(out.Item, &u); err != nil {
+		return nil, fmt.Errorf("unmarshal sftp user %s: %w", username, err)
+	}
+	u.Username = username
+	return &u, nil
+}
+
+// SFTPUser implements sftpauth.UserStore: *Store is the identity provider's
+// user store in Lambda and in the local SFTP server.
+func (s *Store) SFTPUser(ctx context.Context, username string) (sftpauth.User, error) {
+	u, err := s.SFTPUserRecord(ctx, username)
+	if errors.Is(err, ErrNotFound) {
+		return sftpauth.User{}, sftpauth.ErrNotFound
+	}
+	if err != nil {
+		return sftpauth.User{}, err
+	}
+	return sftpauth.User{MerchantID: u.MerchantID, Username: username, PasswordHash: u.PasswordHash, PublicKeys: u.PublicKeys}, nil
+}
+
+// SetSFTPPassword creates the merchant's user or replaces its password hash
+// (keys are kept). The user name may only ever belong to merchantID.
+func (s *Store) SetSFTPPassword(ctx context.Context, merchantID, username, hash string, now time.Time) error {
+	if hash == "" {
+		return errors.New("set sftp password: empty hash")
+	}
+	now = now.UTC()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &s.t.Operations,
+		Key:                 sftpUserKey(username),
+		UpdateExpression:    aws.String("SET merchantId = :m, passwordHash = :h, passwordUpdatedAt = :now, updatedAt = :now, createdAt = if_not_exists(createdAt, :now)"),
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR merchantId = :m"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":m": &types.AttributeValueMemberS{Value: merchantID}, ":h": &types.AttributeValueMemberS{Value: hash},
+			":now": &types.AttributeValueMemberS{Value: now.Format(time.RFC3339Nano)},
+		},
+	})
+	if isConditionFailed(err) {
+		return fmt.Errorf("sftp user %s belongs to another merchant: %w", username, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("set sftp password of %s: %w", username, err)
+	}
+	return nil
+}
+
+// AddSFTPKey registers a public key (an authorized_keys line, normalised by
+// the caller) for the merchant's user, creating the user when needed. Adding
+// a key that is already registered changes nothing and returns ErrExists.
+func (s *Store) AddSFTPKey(ctx context.Context, merchantID, username, key string, now time.Time) error {
+	now = now.UTC()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Operations,
+		Key:       sftpUserKey(username),
+		UpdateExpression: aws.String("SET merchantId = :m, publicKeys = list_append(if_not_exists(publicKeys, :empty), :k), " +
+			"updatedAt = :now, createdAt = if_not_exists(createdAt, :now)"),
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR (merchantId = :m AND " +
+			"(attribute_not_exists(publicKeys) OR (NOT contains(publicKeys, :ks) AND size(publicKeys) < :max)))"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":m":     &types.AttributeValueMemberS{Value: merchantID},
+			":k":     &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: key}}},
+			":ks":    &types.AttributeValueMemberS{Value: key},
+			":empty": &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
+			":max":   numberAV(MaxSFTPKeys),
+			":now":   &types.AttributeValueMemberS{Value: now.Format(time.RFC3339Nano)},
+		},
+	})
+	if isConditionFailed(err) {
+		// Tell the three refusals apart with one read (off the happy path).
+		u, gerr := s.SFTPUserRecord(ctx, username)
+		switch {
+		case gerr != nil:
+			return gerr
+		case u.MerchantID != merchantID:
+			return fmt.Errorf("sftp user %s belongs to another merchant: %w", username, ErrConflict)
+		case len(u.PublicKeys) >= MaxSFTPKeys:
+			return fmt.Errorf("sftp user %s already has %d keys: %w", username, MaxSFTPKeys, ErrConflict)
+		}
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("add sftp key to %s: %w", username, err)
+	}
+	return nil
+}
