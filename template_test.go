@@ -11,7 +11,7 @@ import (
 
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/internal/cfn"
-	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/devstack"
 )
 
 func functions(t *testing.T) []cfn.FunctionSpec {
@@ -36,9 +36,9 @@ func TestTemplateRoutesMatchHandlers(t *testing.T) {
 			continue
 		}
 		declared[f.LogicalID] = true
-		fn, ok := wire.HTTP[f.LogicalID]
+		fn, ok := devstack.HTTPFunctions[f.LogicalID]
 		if !ok {
-			t.Errorf("%s has HTTP routes in the template but no handler in wire.HTTP", f.LogicalID)
+			t.Errorf("%s has HTTP routes in the template but no handler in devstack.HTTPFunctions", f.LogicalID)
 			continue
 		}
 		var inTemplate []string
@@ -59,9 +59,9 @@ func TestTemplateRoutesMatchHandlers(t *testing.T) {
 			}
 		}
 	}
-	for id := range wire.HTTP {
+	for id := range devstack.HTTPFunctions {
 		if !declared[id] {
-			t.Errorf("wire.HTTP has %s, which the template does not declare with routes", id)
+			t.Errorf("devstack.HTTPFunctions has %s, which the template does not declare with routes", id)
 		}
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/sftpd"
-	"github.com/payreq/payreq/internal/wire"
 )
 
 // The batch function and the SFTP identity provider are built by package
@@ -49,18 +48,6 @@ var (
 		},
 	}
 )
-
-func init() {
-	// BatchFunction's second trigger, the continuation queue, is polled
-	// like every SQS-triggered function.
-	wire.SQS["BatchFunction"] = wire.SQSFunction{Build: func(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire.SQSHandler, error) {
-		p, err := batchwire.Batch(ctx, getenv, batchwire.Options{AWSConfig: opts.AWSConfig})
-		if err != nil {
-			return nil, err
-		}
-		return p.HandleSQS, nil
-	}}
-}
 
 // S3Handler is a Lambda handler of S3 event notifications (asynchronous
 // invocation: an error makes Lambda retry the event).

@@ -159,7 +159,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	handlers := map[string]http.Handler{}
-	for id, fn := range wire.HTTP {
+	for id, fn := range HTTPFunctions {
 		env, err := s.Resources.Env(id)
 		if err != nil {
 			listener.Close()
@@ -186,10 +186,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	sqsClient := sqs.NewFromConfig(cfg)
 	log := slog.New(slog.NewJSONHandler(opts.Log, nil)).With("component", "paydev")
 	for _, src := range sources {
-		fn, ok := wire.SQS[src.FunctionID]
+		fn, ok := SQSFunctions[src.FunctionID]
 		if !ok {
 			listener.Close()
-			return nil, fmt.Errorf("function %s has an SQS event but no entry in wire.SQS", src.FunctionID)
+			return nil, fmt.Errorf("function %s has an SQS event but no entry in devstack.SQSFunctions", src.FunctionID)
 		}
 		env, err := s.Resources.Env(src.FunctionID)
 		if err != nil {
@@ -214,10 +214,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	for _, src := range schedules {
-		fn, ok := wire.Scheduled[src.FunctionID]
+		fn, ok := ScheduledFunctions[src.FunctionID]
 		if !ok {
 			listener.Close()
-			return nil, fmt.Errorf("function %s has a Schedule event but no entry in wire.Scheduled", src.FunctionID)
+			return nil, fmt.Errorf("function %s has a Schedule event but no entry in devstack.ScheduledFunctions", src.FunctionID)
 		}
 		env, err := s.Resources.Env(src.FunctionID)
 		if err != nil {

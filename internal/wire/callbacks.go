@@ -10,10 +10,6 @@ import (
 	"github.com/payreq/payreq/internal/config"
 )
 
-func init() {
-	HTTP["CallbacksFunction"] = HTTPFunction{Routes: callbacks.Routes, Build: Callbacks}
-}
-
 // Callbacks wires CallbacksFunction.
 func Callbacks(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
 	b, err := newBase(ctx, getenv, opts)

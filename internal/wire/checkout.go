@@ -13,10 +13,6 @@ import (
 	"github.com/payreq/payreq/internal/sandboxworker"
 )
 
-func init() {
-	HTTP["CheckoutFunction"] = HTTPFunction{Routes: checkout.Routes, Build: Checkout}
-}
-
 // Checkout wires CheckoutFunction: the hosted page, its token-authenticated
 // API, PayCheckout and payment links.
 func Checkout(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {

@@ -12,10 +12,6 @@ import (
 	"github.com/payreq/payreq/internal/payments"
 )
 
-func init() {
-	HTTP["MerchantApiFunction"] = HTTPFunction{Routes: merchantapi.Routes, Build: MerchantAPI}
-}
-
 // MerchantAPI wires MerchantApiFunction.
 func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
 	b, err := newBase(ctx, getenv, opts)

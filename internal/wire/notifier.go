@@ -14,11 +14,6 @@ import (
 	"github.com/payreq/payreq/internal/safehttp"
 )
 
-func init() {
-	SQS["NotifierFunction"] = SQSFunction{Build: Notifier}
-	Scheduled["ReconcilerFunction"] = ScheduledFunction{Build: Reconciler}
-}
-
 // Notifier wires NotifierFunction.
 func Notifier(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandler, error) {
 	b, err := newBase(ctx, getenv, opts)

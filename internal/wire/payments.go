@@ -19,10 +19,6 @@ import (
 	"github.com/payreq/payreq/internal/queue"
 )
 
-func init() {
-	HTTP["PaymentsFunction"] = HTTPFunction{Routes: payments.Routes, Build: Payments}
-}
-
 // Payments wires PaymentsFunction.
 func Payments(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
 	b, err := newBase(ctx, getenv, opts)

@@ -15,10 +15,6 @@ import (
 	"github.com/payreq/payreq/internal/sandboxworker"
 )
 
-func init() {
-	SQS["SandboxFunction"] = SQSFunction{Build: Sandbox}
-}
-
 // Sandbox wires SandboxFunction, the simulated provider's asynchronous side.
 // Callbacks go to PUBLIC_BASE_URL when set (custom domain; the local stack),
 // else to SANDBOX_CALLBACK_BASE_URL (the HTTP API's own domain).

@@ -69,35 +69,6 @@ func (b *base) merchantGuard(auth *apikey.Authenticator) func(http.Handler) http
 	}
 }
 
-// HTTPFunction is an HTTP-triggered function: its routes and its wiring.
-type HTTPFunction struct {
-	Routes func() []string
-	Build  func(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error)
-}
-
-// SQSFunction is an SQS-triggered function.
-type SQSFunction struct {
-	Build func(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandler, error)
-}
-
 // SQSHandler is a Lambda SQS handler with partial batch responses
 // (FunctionResponseTypes: ReportBatchItemFailures).
 type SQSHandler = func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
-
-// SQS maps template logical ids of SQS-triggered functions to their wiring;
-// the local stack polls each function's queue and invokes it.
-var SQS = map[string]SQSFunction{}
-
-// ScheduledFunction is a function triggered by an EventBridge schedule.
-type ScheduledFunction struct {
-	Build func(ctx context.Context, getenv config.Getenv, opts Options) (func(context.Context) error, error)
-}
-
-// Scheduled maps template logical ids of scheduled functions to their wiring;
-// the local stack runs them at the template's rate.
-var Scheduled = map[string]ScheduledFunction{}
-
-// HTTP maps template logical ids to functions. The local stack mounts these
-// on the template's routes, and a test checks that both sides agree.
-// Each function's file registers itself in init.
-var HTTP = map[string]HTTPFunction{}
