@@ -45,6 +45,8 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
   AWS        %s
   Merchant   %s
   API key    %s
+  SFTP       %s  user %s  password %s
+  Demo       %s/demo
   State      %s/stack.json
 
   Try it:
@@ -53,6 +55,7 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
       -d '{"amount": 25.00, "unit": "EUR", "referenceId": "order-1"}'
 
   Ctrl-C stops everything.
-`, took.Seconds(), info.APIBase, emulators, info.Merchant.ID, info.Merchant.APIKey, stateDir,
+`, took.Seconds(), info.APIBase, emulators, info.Merchant.ID, info.Merchant.APIKey,
+		info.SFTPAddr, info.Merchant.SFTPUser, info.Merchant.SFTPPassword, info.APIBase, stateDir,
 		info.APIBase, info.Merchant.APIKey)
 }

@@ -1,9 +1,7 @@
 // Package batchwire builds the batch function and the SFTP identity
-// provider from their environment. It is a leaf package on purpose: package
-// wire registers every function of the service, so importing it links them
-// all into a binary, and with the S3 client that exceeds the 15 MB budget of
-// a function. functions/batch, functions/sftpauth and the local stack call
-// these builders directly.
+// provider from their environment (the S3-facing functions; the payments
+// core comes from wire.PaymentService). functions/batch, functions/sftpauth
+// and the local stack call these builders directly.
 package batchwire
 
 import (
@@ -19,16 +17,14 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/batchproc"
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/wire"
 )
 
 // Options let tests observe or replace the AWS configuration.
@@ -85,7 +81,7 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 			}
 		}
 	}
-	svc, err := paymentService(b, getenv)
+	svc, err := wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: &b.aws})
 	if err != nil {
 		return nil, fmt.Errorf("wire batch: %w", err)
 	}
@@ -99,63 +95,8 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 	})
 }
 
-// PaymentService is the payments core as the batch function builds it.
+// PaymentService is the payments core as the batch function builds it: the
+// same construction as every other function (wire.PaymentService).
 func PaymentService(ctx context.Context, getenv config.Getenv, opts Options) (*payments.Service, error) {
-	b, err := newBase(ctx, getenv, opts)
-	if err != nil {
-		return nil, err
-	}
-	return paymentService(b, getenv)
-}
-
-// paymentService builds the payments core the way wire does for the
-// payments function (same environment, same provider per stage), minus what
-// a batch never uses: no cardholder is present, so there are no 3-D Secure
-// challenges and no asynchronous methods. Keep it in step with wire's
-// paymentService (internal/wire/payments.go).
-func paymentService(b *base, getenv config.Getenv) (*payments.Service, error) {
-	if b.cfg.Tables.Transactions == "" {
-		return nil, errors.New("missing environment variable TRANSACTIONS_TABLE")
-	}
-	callbackKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
-	if err != nil {
-		return nil, fmt.Errorf("SEAL_KEY: %w", err)
-	}
-	threeDSKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoThreeDSRedirect)
-	if err != nil {
-		return nil, fmt.Errorf("SEAL_KEY: %w", err)
-	}
-	deps := payments.Deps{
-		Store: b.store, ThreeDSKey: threeDSKey, CallbackKey: callbackKey,
-		Queue: queue.New(sqs.NewFromConfig(b.aws)), NotificationsQueueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
-		Log: b.cfg.NewLogger().With("function", "batch"),
-	}
-	if b.cfg.Sandbox() {
-		if b.cfg.SandboxQueueURL == "" {
-			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
-		}
-		deps.Provider = sandbox.New(sandbox.Options{})
-		deps.Sandbox, deps.SandboxQueueURL = true, b.cfg.SandboxQueueURL
-	} else {
-		deps.Provider = noAcquirer{}
-	}
-	return payments.New(deps), nil
-}
-
-// noAcquirer is the production provider until a real acquirer adapter is
-// configured (as in wire): every attempt fails like a bank system error.
-type noAcquirer struct{}
-
-var errNoAcquirer = errors.New("no acquirer adapter is configured for the production stage")
-
-func (noAcquirer) Charge(context.Context, provider.ChargeRequest) (provider.Outcome, error) {
-	return provider.Outcome{}, errNoAcquirer
-}
-
-func (noAcquirer) CompleteChallenge(context.Context, provider.ChallengeResult) (provider.Outcome, error) {
-	return provider.Outcome{}, errNoAcquirer
-}
-
-func (noAcquirer) Refund(context.Context, provider.RefundRequest) (provider.RefundOutcome, error) {
-	return provider.RefundOutcome{}, errNoAcquirer
+	return wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: opts.AWSConfig})
 }

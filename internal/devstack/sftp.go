@@ -148,17 +148,6 @@ func (s *Stack) startSFTP(ctx context.Context, opts Options, cfg aws.Config, log
 	if port == 0 && opts.APIPort != 0 {
 		port = DefaultSFTPPort
 	}
-	env := func(id string) (map[string]string, error) {
-		env, err := s.Resources.Env(id)
-		if err != nil {
-			return nil, err
-		}
-		env["PAYREQ_LOCAL"] = "1"
-		for k, v := range opts.Env {
-			env[k] = v
-		}
-		return env, nil
-	}
 	authFn, ok := identityProviders[setup.AuthFunctionID]
 	if !ok {
 		return fmt.Errorf("function %s is the SFTP identity provider but the local stack cannot build it", setup.AuthFunctionID)
@@ -167,19 +156,19 @@ func (s *Stack) startSFTP(ctx context.Context, opts Options, cfg aws.Config, log
 	if !ok {
 		return fmt.Errorf("function %s has an S3 event but the local stack cannot build it", setup.UploadFunctionID)
 	}
-	authEnv, err := env(setup.AuthFunctionID)
+	authEnv, err := s.functionEnv(setup.AuthFunctionID, opts.Env)
 	if err != nil {
 		return err
 	}
-	auth, err := authFn(ctx, mapEnv(authEnv), batchwire.Options{AWSConfig: &cfg})
+	auth, err := authFn(ctx, authEnv, batchwire.Options{AWSConfig: &cfg})
 	if err != nil {
 		return err
 	}
-	uploadEnv, err := env(setup.UploadFunctionID)
+	uploadEnv, err := s.functionEnv(setup.UploadFunctionID, opts.Env)
 	if err != nil {
 		return err
 	}
-	handler, err := uploadFn(ctx, mapEnv(uploadEnv), batchwire.Options{AWSConfig: &cfg})
+	handler, err := uploadFn(ctx, uploadEnv, batchwire.Options{AWSConfig: &cfg})
 	if err != nil {
 		return err
 	}

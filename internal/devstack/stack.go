@@ -21,6 +21,7 @@ import (
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/docs"
 	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/wire"
@@ -159,17 +160,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	handlers := map[string]http.Handler{}
+	env := func(id string) (config.Getenv, error) { return s.functionEnv(id, opts.Env) }
 	for id, fn := range HTTPFunctions {
-		env, err := s.Resources.Env(id)
+		getenv, err := env(id)
 		if err != nil {
 			listener.Close()
 			return nil, err
 		}
-		env["PAYREQ_LOCAL"] = "1"
-		for k, v := range opts.Env {
-			env[k] = v
-		}
-		h, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
+		h, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
 		if err != nil {
 			listener.Close()
 			return nil, err
@@ -191,16 +189,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			listener.Close()
 			return nil, fmt.Errorf("function %s has an SQS event but no entry in devstack.SQSFunctions", src.FunctionID)
 		}
-		env, err := s.Resources.Env(src.FunctionID)
+		getenv, err := env(src.FunctionID)
 		if err != nil {
 			listener.Close()
 			return nil, err
 		}
-		env["PAYREQ_LOCAL"] = "1"
-		for k, v := range opts.Env {
-			env[k] = v
-		}
-		h, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
+		h, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
 		if err != nil {
 			listener.Close()
 			return nil, err
@@ -219,16 +213,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			listener.Close()
 			return nil, fmt.Errorf("function %s has a Schedule event but no entry in devstack.ScheduledFunctions", src.FunctionID)
 		}
-		env, err := s.Resources.Env(src.FunctionID)
+		getenv, err := env(src.FunctionID)
 		if err != nil {
 			listener.Close()
 			return nil, err
 		}
-		env["PAYREQ_LOCAL"] = "1"
-		for k, v := range opts.Env {
-			env[k] = v
-		}
-		run, err := fn.Build(ctx, mapEnv(env), wire.Options{AWSConfig: &cfg})
+		run, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
 		if err != nil {
 			listener.Close()
 			return nil, err
@@ -267,6 +257,20 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// functionEnv is a function's environment as the template resolves it, in
+// local mode, with the caller's overrides (tests scale delays).
+func (s *Stack) functionEnv(id string, overrides map[string]string) (config.Getenv, error) {
+	e, err := s.Resources.Env(id)
+	if err != nil {
+		return nil, err
+	}
+	e["PAYREQ_LOCAL"] = "1"
+	for k, v := range overrides {
+		e[k] = v
+	}
+	return mapEnv(e), nil
 }
 
 // Gateway returns the local HTTP API (to mount extra local-only routes).
