@@ -125,21 +125,24 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s:%d (is another stack running?): %w", opts.Host, opts.APIPort, err)
 	}
+	// Every later failure closes the listener here (Close has no server yet).
+	defer func() {
+		if err != nil {
+			listener.Close()
+		}
+	}()
 	s.Info.APIBase = "http://" + listener.Addr().String()
 
 	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
-		listener.Close()
 		return nil, err
 	}
 	sealKey, err := loadOrCreate(filepath.Join(opts.StateDir, "seal.key"), seal.NewKey)
 	if err != nil {
-		listener.Close()
 		return nil, err
 	}
 	params := map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LogLevel": "INFO"}
 	if s.Resources, err = Provision(ctx, cfg, payreq.Template, params, sealKey); err != nil {
-		listener.Close()
 		return nil, err
 	}
 	s.Info.Tables, s.Info.Queues, s.Info.Buckets = s.Resources.Tables, map[string]string{}, s.Resources.Buckets
@@ -151,11 +154,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.Store = dynamo.New(dynamodb.NewFromConfig(cfg), tables)
 	sealer, err := seal.New(sealKey)
 	if err != nil {
-		listener.Close()
 		return nil, err
 	}
 	if s.Info.Merchant, err = seedMerchant(ctx, s.Store, sealer, filepath.Join(opts.StateDir, "merchant.json"), s.Info.APIBase); err != nil {
-		listener.Close()
 		return nil, err
 	}
 
@@ -164,19 +165,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for id, fn := range HTTPFunctions {
 		getenv, err := env(id)
 		if err != nil {
-			listener.Close()
 			return nil, err
 		}
 		h, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
 		if err != nil {
-			listener.Close()
 			return nil, err
 		}
 		handlers[id] = h
 	}
 	sources, err := s.Resources.SQSSources()
 	if err != nil {
-		listener.Close()
 		return nil, err
 	}
 	pollCtx, stopPolling := context.WithCancel(context.Background())
@@ -186,17 +184,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for _, src := range sources {
 		fn, ok := SQSFunctions[src.FunctionID]
 		if !ok {
-			listener.Close()
 			return nil, fmt.Errorf("function %s has an SQS event but no entry in devstack.SQSFunctions", src.FunctionID)
 		}
 		getenv, err := env(src.FunctionID)
 		if err != nil {
-			listener.Close()
 			return nil, err
 		}
 		h, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
 		if err != nil {
-			listener.Close()
 			return nil, err
 		}
 		s.pollers.Add(1)
@@ -204,23 +199,19 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	schedules, err := s.Resources.Schedules()
 	if err != nil {
-		listener.Close()
 		return nil, err
 	}
 	for _, src := range schedules {
 		fn, ok := ScheduledFunctions[src.FunctionID]
 		if !ok {
-			listener.Close()
 			return nil, fmt.Errorf("function %s has a Schedule event but no entry in devstack.ScheduledFunctions", src.FunctionID)
 		}
 		getenv, err := env(src.FunctionID)
 		if err != nil {
-			listener.Close()
 			return nil, err
 		}
 		run, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
 		if err != nil {
-			listener.Close()
 			return nil, err
 		}
 		every := src.Every
@@ -231,7 +222,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		go func() { defer s.pollers.Done(); RunSchedule(pollCtx, src, every, run, log) }()
 	}
 	if err := s.startSFTP(ctx, opts, cfg, log); err != nil {
-		listener.Close()
 		return nil, err
 	}
 	s.gateway = NewGateway(s.Resources.Functions, handlers)

@@ -466,21 +466,7 @@ func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner str
 	u.set("leaseUntil", numberAV(r.LeaseUntil))
 	cond := u.name("owner") + " = " + u.value(sAV(prevOwner)) + " AND " + u.name("done") + " = " +
 		u.value(&types.AttributeValueMemberBOOL{Value: false})
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.t.Operations,
-		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
-		UpdateExpression:          aws.String(u.expression()),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  u.names,
-		ExpressionAttributeValues: u.values,
-	})
-	if isConditionFailed(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("take over batch row %d: %w", r.Row, err)
-	}
-	return nil
+	return s.updateBatchRow(ctx, r, u, cond, "take over")
 }
 
 // CompleteBatchRow stores the row's result and marks it done, if r.Owner
@@ -495,19 +481,8 @@ func (s *Store) CompleteBatchRow(ctx context.Context, r *BatchRow) error {
 	u.setOrRemove("message", sAV(r.Message), r.Message != "")
 	u.removes = append(u.removes, u.name("leaseUntil"))
 	cond := u.name("owner") + " = " + u.value(sAV(r.Owner))
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.t.Operations,
-		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
-		UpdateExpression:          aws.String(u.expression()),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  u.names,
-		ExpressionAttributeValues: u.values,
-	})
-	if isConditionFailed(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("complete batch row %d: %w", r.Row, err)
+	if err := s.updateBatchRow(ctx, r, u, cond, "complete"); err != nil {
+		return err
 	}
 	r.Done, r.LeaseUntil = true, 0
 	return nil
@@ -520,21 +495,7 @@ func (s *Store) ReleaseBatchRow(ctx context.Context, r *BatchRow) error {
 	u.set("leaseUntil", numberAV(0))
 	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("done") + " = " +
 		u.value(&types.AttributeValueMemberBOOL{Value: false})
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.t.Operations,
-		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
-		UpdateExpression:          aws.String(u.expression()),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  u.names,
-		ExpressionAttributeValues: u.values,
-	})
-	if isConditionFailed(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("release batch row %d: %w", r.Row, err)
-	}
-	return nil
+	return s.updateBatchRow(ctx, r, u, cond, "release")
 }
 
 // ReassignBatchRow gives r's row a new payment request id (the old one
@@ -545,6 +506,15 @@ func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) 
 	u.set("paymentRequestId", numberAV(newID))
 	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("paymentRequestId") + " = " +
 		u.value(numberAV(r.PaymentRequestID)) + " AND " + u.name("done") + " = " + u.value(&types.AttributeValueMemberBOOL{Value: false})
+	if err := s.updateBatchRow(ctx, r, u, cond, "reassign"); err != nil {
+		return err
+	}
+	r.PaymentRequestID = newID
+	return nil
+}
+
+// updateBatchRow applies u to r's row if cond holds; ErrConflict otherwise.
+func (s *Store) updateBatchRow(ctx context.Context, r *BatchRow, u *batchUpdate, cond, what string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.Operations,
 		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
@@ -557,9 +527,8 @@ func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) 
 		return ErrConflict
 	}
 	if err != nil {
-		return fmt.Errorf("reassign batch row %d: %w", r.Row, err)
+		return fmt.Errorf("%s batch row %d: %w", what, r.Row, err)
 	}
-	r.PaymentRequestID = newID
 	return nil
 }
 

@@ -79,18 +79,7 @@ func (s *Store) CreateMerchant(ctx context.Context, m *merchant.Merchant) error 
 	if err != nil {
 		return fmt.Errorf("marshal merchant %s: %w", m.ID, err)
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.t.Merchants,
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(merchantId)"),
-	})
-	if isConditionFailed(err) {
-		return ErrExists
-	}
-	if err != nil {
-		return fmt.Errorf("put merchant %s: %w", m.ID, err)
-	}
-	return nil
+	return s.putIfAbsent(ctx, s.t.Merchants, "merchantId", item, fmt.Sprintf("merchant %s", m.ID))
 }
 
 // UpdateMerchant replaces a merchant if nobody changed it since it was read

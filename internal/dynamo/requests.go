@@ -115,18 +115,7 @@ func (s *Store) CreatePaymentRequest(ctx context.Context, r *payment.Request) er
 	if err != nil {
 		return fmt.Errorf("marshal payment request %d: %w", r.ID, err)
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.t.PaymentRequests,
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(id)"),
-	})
-	if isConditionFailed(err) {
-		return ErrExists
-	}
-	if err != nil {
-		return fmt.Errorf("put payment request %d: %w", r.ID, err)
-	}
-	return nil
+	return s.putIfAbsent(ctx, s.t.PaymentRequests, "id", item, fmt.Sprintf("payment request %d", r.ID))
 }
 
 // PaymentRequest loads a request by id (strongly consistent: a client that

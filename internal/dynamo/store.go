@@ -5,7 +5,9 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -48,4 +50,21 @@ var (
 func isConditionFailed(err error) bool {
 	var cf *types.ConditionalCheckFailedException
 	return errors.As(err, &cf)
+}
+
+// putIfAbsent creates item unless an item with the same key exists
+// (keyAttr is the table's partition key): ErrExists then, never an overwrite.
+func (s *Store) putIfAbsent(ctx context.Context, table, keyAttr string, item map[string]types.AttributeValue, what string) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &table,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(" + keyAttr + ")"),
+	})
+	if isConditionFailed(err) {
+		return ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("put %s: %w", what, err)
+	}
+	return nil
 }

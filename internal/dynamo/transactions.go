@@ -197,18 +197,7 @@ func (s *Store) CreateTransaction(ctx context.Context, t *Transaction) error {
 	if err != nil {
 		return fmt.Errorf("marshal transaction %d: %w", t.ID, err)
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.t.Transactions,
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(id)"),
-	})
-	if isConditionFailed(err) {
-		return ErrExists
-	}
-	if err != nil {
-		return fmt.Errorf("put transaction %d: %w", t.ID, err)
-	}
-	return nil
+	return s.putIfAbsent(ctx, s.t.Transactions, "id", item, fmt.Sprintf("transaction %d", t.ID))
 }
 
 // Transaction loads a transaction by id (strongly consistent).
@@ -452,18 +441,7 @@ func (s *Store) CreateLeasedPaymentRequest(ctx context.Context, r *payment.Reque
 	}
 	item["attemptTx"] = numberAV(txID)
 	item["leaseUntil"] = numberAV(until.UnixMilli())
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.t.PaymentRequests,
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(id)"),
-	})
-	if isConditionFailed(err) {
-		return ErrExists
-	}
-	if err != nil {
-		return fmt.Errorf("put payment request %d: %w", r.ID, err)
-	}
-	return nil
+	return s.putIfAbsent(ctx, s.t.PaymentRequests, "id", item, fmt.Sprintf("payment request %d", r.ID))
 }
 
 // PaymentRequestLease loads a request together with its attempt lease.
