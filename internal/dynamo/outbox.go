@@ -15,9 +15,13 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 )
 
-// The outbox lives on the payment request: notifyShard + notifyDueAt index it
-// in the sparse GSI byNotifyDue (only requests with a due notification appear
-// there), notifyEvent holds the event. Shards spread the index's partitions.
+// The outbox lives on the transaction: one entry per transaction reaching a
+// final state, written by the same conditional write that makes it final, so
+// a second attempt on the same payment request can never overwrite the
+// first one's unsent notification. notifyShard + notifyDueAt index it in the
+// sparse GSI byNotifyDue of the transactions table (only transactions with a
+// due notification appear there), notifyEvent holds the event. Shards spread
+// the index's partitions.
 const (
 	OutboxIndex  = "byNotifyDue"
 	OutboxShards = 8
@@ -40,15 +44,15 @@ func OutboxSet(ev payment.NotifyEvent, now time.Time) (string, map[string]types.
 	}, nil
 }
 
-// PutOutbox stores ev in the outbox on its own (tests and repairs; the
-// normal path is OutboxSet inside the settling write).
+// PutOutbox stores ev in its transaction's outbox on its own (tests, audit
+// repairs and payctl; the normal path is OutboxSet inside the settling write).
 func (s *Store) PutOutbox(ctx context.Context, ev payment.NotifyEvent, now time.Time) error {
 	set, vals, err := OutboxSet(ev, now)
 	if err != nil {
 		return err
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(ev.RequestID)},
+		TableName: &s.t.Transactions, Key: txKey(ev.TransactionID),
 		UpdateExpression: aws.String("SET " + set), ConditionExpression: aws.String("attribute_exists(id)"),
 		ExpressionAttributeValues: vals,
 	})
@@ -56,22 +60,22 @@ func (s *Store) PutOutbox(ctx context.Context, ev payment.NotifyEvent, now time.
 		return ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("put outbox of request %d: %w", ev.RequestID, err)
+		return fmt.Errorf("put outbox of transaction %d: %w", ev.TransactionID, err)
 	}
 	return nil
 }
 
-// ClearOutbox removes the outbox entry once the notifier has the event,
-// unless a newer event replaced it meanwhile.
-func (s *Store) ClearOutbox(ctx context.Context, requestID int64, eventID string) error {
+// ClearOutbox removes a transaction's outbox entry once the notifier has
+// the event.
+func (s *Store) ClearOutbox(ctx context.Context, txID int64, eventID string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(requestID)},
+		TableName: &s.t.Transactions, Key: txKey(txID),
 		UpdateExpression:          aws.String("REMOVE notifyShard, notifyDueAt, notifyEvent"),
 		ConditionExpression:       aws.String("notifyEvent.eventId = :e"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": &types.AttributeValueMemberS{Value: eventID}},
 	})
 	if err != nil && !isConditionFailed(err) {
-		return fmt.Errorf("clear outbox of request %d: %w", requestID, err)
+		return fmt.Errorf("clear outbox of transaction %d: %w", txID, err)
 	}
 	return nil
 }
@@ -85,7 +89,7 @@ type OutboxEntry struct {
 // DueOutbox lists entries of one shard due before cutoff.
 func (s *Store) DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]OutboxEntry, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName: &s.t.PaymentRequests, IndexName: aws.String(OutboxIndex),
+		TableName: &s.t.Transactions, IndexName: aws.String(OutboxIndex),
 		KeyConditionExpression: aws.String("notifyShard = :s AND notifyDueAt < :c"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":s": numberAV(int64(shard)), ":c": &types.AttributeValueMemberS{Value: cutoff.UTC().Format(time.RFC3339Nano)},
@@ -113,7 +117,7 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, cutoff time.Time, limi
 // reconcilers enqueue it once; false when someone else changed it first.
 func (s *Store) LeaseOutbox(ctx context.Context, e OutboxEntry, now time.Time) (bool, error) {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(e.Event.RequestID)},
+		TableName: &s.t.Transactions, Key: txKey(e.Event.TransactionID),
 		UpdateExpression:    aws.String("SET notifyDueAt = :now"),
 		ConditionExpression: aws.String("notifyDueAt = :old"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -125,7 +129,7 @@ func (s *Store) LeaseOutbox(ctx context.Context, e OutboxEntry, now time.Time) (
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lease outbox of request %d: %w", e.Event.RequestID, err)
+		return false, fmt.Errorf("lease outbox of transaction %d: %w", e.Event.TransactionID, err)
 	}
 	return true, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +23,12 @@ import (
 const (
 	TransactionsByRequestIndex = "byPaymentRequest"
 	TransactionsByNumberIndex  = "byTransactionNumber"
+	// OpenAttemptsIndex is sparse: only transactions still waiting or
+	// pending, or with a refund in processing, carry openShard and openUntil
+	// (when the reconciler may step in), so the reconciler finds every
+	// attempt a crash left mid-way with one query per shard.
+	OpenAttemptsIndex = "byOpenAttempt"
+	OpenShards        = 8
 )
 
 // Values of Transaction.ThreeDS.
@@ -56,6 +64,12 @@ type Transaction struct {
 	Payer            *TxPayer
 	UPIID            string
 	ProviderRef      string
+	// Reference is the write-ahead reference sent to the provider with the
+	// charge (its idempotency key), fixed when the record is written.
+	Reference        string
+	// RecoverAfter, while the attempt is open (waiting, pending, or a refund
+	// in processing), is when the reconciler may drive it to a final state.
+	RecoverAfter     time.Time
 	NextAction       *TxNextAction // while pending
 	ThreeDS          string        // "" when no 3-D Secure challenge happened
 	PendingUntil     time.Time     // while pending: when the attempt is given up
@@ -134,6 +148,9 @@ type transactionRecord struct {
 	Payer            *TxPayer      `dynamodbav:"payer,omitempty"`
 	UPIID            string        `dynamodbav:"upiId,omitempty"`
 	ProviderRef      string        `dynamodbav:"providerRef,omitempty"`
+	Reference        string        `dynamodbav:"chargeRef,omitempty"`
+	OpenShard        *int          `dynamodbav:"openShard,omitempty"`
+	OpenUntil        int64         `dynamodbav:"openUntil,omitempty"` // unix ms
 	NextAction       *TxNextAction `dynamodbav:"nextAction,omitempty"`
 	ThreeDS          string        `dynamodbav:"threeDS,omitempty"`
 	PendingUntil     int64         `dynamodbav:"pendingUntil,omitempty"` // unix ms
@@ -149,11 +166,15 @@ func toTransactionRecord(t *Transaction) transactionRecord {
 		ID: t.ID, Number: t.Number, PaymentRequestID: t.PaymentRequestID, MerchantID: t.MerchantID,
 		Status: int(t.Status), Code: string(t.Code), Message: t.Message, Method: t.Method, Selector: t.Selector,
 		Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, Payer: t.Payer, UPIID: t.UPIID,
-		ProviderRef: t.ProviderRef, NextAction: t.NextAction, ThreeDS: t.ThreeDS, Limits: t.Limits, Refund: t.Refund,
+		ProviderRef: t.ProviderRef, Reference: t.Reference, NextAction: t.NextAction, ThreeDS: t.ThreeDS, Limits: t.Limits, Refund: t.Refund,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
 	}
 	if !t.PendingUntil.IsZero() {
 		rec.PendingUntil = t.PendingUntil.UnixMilli()
+	}
+	if !t.RecoverAfter.IsZero() && !t.Status.Final() {
+		shard := openShard(t.ID)
+		rec.OpenShard, rec.OpenUntil = &shard, t.RecoverAfter.UnixMilli()
 	}
 	return rec
 }
@@ -163,15 +184,20 @@ func (rec transactionRecord) transaction() *Transaction {
 		ID: rec.ID, Number: rec.Number, PaymentRequestID: rec.PaymentRequestID, MerchantID: rec.MerchantID,
 		Status: payment.TransactionStatus(rec.Status), Code: codes.Code(rec.Code), Message: rec.Message,
 		Method: rec.Method, Selector: rec.Selector, Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
-		Card: rec.Card, Payer: rec.Payer, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, NextAction: rec.NextAction,
+		Card: rec.Card, Payer: rec.Payer, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Reference: rec.Reference, NextAction: rec.NextAction,
 		ThreeDS: rec.ThreeDS, Limits: rec.Limits, Refund: rec.Refund,
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, SettledAt: rec.SettledAt,
 	}
 	if rec.PendingUntil != 0 {
 		t.PendingUntil = time.UnixMilli(rec.PendingUntil).UTC()
 	}
+	if rec.OpenUntil != 0 {
+		t.RecoverAfter = time.UnixMilli(rec.OpenUntil).UTC()
+	}
 	return t
 }
+
+func openShard(id int64) int { return int(uint64(id) % OpenShards) }
 
 func unmarshalTransaction(item map[string]types.AttributeValue) (*Transaction, error) {
 	var rec transactionRecord
@@ -191,7 +217,10 @@ func txKey(id int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": numberAV(id)}
 }
 
-// CreateTransaction stores a new transaction; ErrExists when the id is taken.
+// CreateTransaction stores a new transaction; ErrExists when the id is taken
+// (the caller draws another id: a transaction is never shared). The payment
+// path writes it ahead of the provider call, status waiting, with its
+// Reference and RecoverAfter.
 func (s *Store) CreateTransaction(ctx context.Context, t *Transaction) error {
 	item, err := attributevalue.MarshalMap(toTransactionRecord(t))
 	if err != nil {
@@ -262,7 +291,44 @@ func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*
 	}
 }
 
-// Settlement moves a pending transaction to its final state.
+// Pending moves a waiting transaction to pending (status 3) with what the
+// payer must do next.
+type Pending struct {
+	TransactionID int64
+	Message       string
+	ProviderRef   string
+	NextAction    *TxNextAction
+	ThreeDS       string
+	PendingUntil  time.Time
+	RecoverAfter  time.Time
+	Now           time.Time
+}
+
+// MarkPending applies p if the transaction is still waiting. ErrConflict
+// (with the current transaction) otherwise.
+func (s *Store) MarkPending(ctx context.Context, p Pending) (*Transaction, error) {
+	u := newUpdate().set("#status", numberAV(int64(payment.TxPending))).set("message", strAV(p.Message)).
+		set("updatedAt", timeAV(p.Now)).set("pendingUntil", numberAV(p.PendingUntil.UnixMilli())).
+		set("openUntil", numberAV(p.RecoverAfter.UnixMilli()))
+	if p.ProviderRef != "" {
+		u.set("providerRef", strAV(p.ProviderRef))
+	}
+	if p.ThreeDS != "" {
+		u.set("threeDS", strAV(p.ThreeDS))
+	}
+	if p.NextAction != nil {
+		av, err := attributevalue.Marshal(p.NextAction)
+		if err != nil {
+			return nil, fmt.Errorf("marshal next action: %w", err)
+		}
+		u.set("nextAction", av)
+	}
+	return s.updateTx(ctx, p.TransactionID, u, "#status = :waiting",
+		map[string]types.AttributeValue{":waiting": numberAV(int64(payment.TxWaiting))})
+}
+
+// Settlement moves an open (waiting or pending) transaction to its final
+// state and puts its merchant notification in the outbox, in one write.
 type Settlement struct {
 	TransactionID int64
 	Status        payment.TransactionStatus // TxApproved or TxDeclined
@@ -270,53 +336,114 @@ type Settlement struct {
 	Message       string
 	ProviderRef   string // kept when empty
 	ThreeDS       string // kept when empty
-	Now           time.Time
+	// Event is the notification of this final state (outbox entry).
+	Event payment.NotifyEvent
+	Now   time.Time
 }
 
-// SettleTransaction applies s if the transaction is still pending (status 3)
-// and returns the updated transaction. A transaction that is already final,
-// or missing, yields ErrConflict: a late or reordered result never changes a
-// final state.
+// SettleTransaction applies st if the transaction is still waiting or
+// pending and returns the updated transaction. A transaction that is already
+// final yields ErrConflict with the stored transaction: a late, repeated or
+// reordered result never changes a final state. ErrNotFound when missing.
 func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*Transaction, error) {
-	expr := "SET #status = :to, message = :msg, updatedAt = :now, settledAt = :now REMOVE nextAction, pendingUntil"
-	vals := map[string]types.AttributeValue{
-		":to": numberAV(int64(st.Status)), ":msg": strAV(st.Message), ":now": timeAV(st.Now),
-		":pending": numberAV(int64(payment.TxPending)),
-	}
+	u := newUpdate().set("#status", numberAV(int64(st.Status))).set("message", strAV(st.Message)).
+		set("updatedAt", timeAV(st.Now)).set("settledAt", timeAV(st.Now)).
+		remove("nextAction", "pendingUntil", "openShard", "openUntil")
 	if st.Code != "" {
-		expr = "SET code = :code, " + expr[len("SET "):]
-		vals[":code"] = strAV(string(st.Code))
+		u.set("code", strAV(string(st.Code)))
 	}
 	if st.ProviderRef != "" {
-		expr = "SET providerRef = :ref, " + expr[len("SET "):]
-		vals[":ref"] = strAV(st.ProviderRef)
+		u.set("providerRef", strAV(st.ProviderRef))
 	}
 	if st.ThreeDS != "" {
-		expr = "SET threeDS = :tds, " + expr[len("SET "):]
-		vals[":tds"] = strAV(st.ThreeDS)
+		u.set("threeDS", strAV(st.ThreeDS))
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.t.Transactions,
-		Key:                       txKey(st.TransactionID),
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("#status = :pending"),
-		ExpressionAttributeNames:  map[string]string{"#status": "status"},
-		ExpressionAttributeValues: vals,
-		ReturnValues:              types.ReturnValueAllNew,
-	})
-	if isConditionFailed(err) {
-		return nil, ErrConflict
+	if st.Event.EventID != "" {
+		if err := u.outbox(st.Event, st.Now); err != nil {
+			return nil, err
+		}
+	}
+	return s.updateTx(ctx, st.TransactionID, u, "#status IN (:waiting, :pending)", map[string]types.AttributeValue{
+		":waiting": numberAV(int64(payment.TxWaiting)), ":pending": numberAV(int64(payment.TxPending))})
+}
+
+// updateTx applies u to transaction id under cond. On a failed condition it
+// returns the current transaction with ErrConflict, or ErrNotFound.
+func (s *Store) updateTx(ctx context.Context, id int64, u *update, cond string, condVals map[string]types.AttributeValue) (*Transaction, error) {
+	in := u.input(s.t.Transactions, txKey(id))
+	in.ConditionExpression = aws.String("attribute_exists(id) AND " + cond)
+	for k, v := range condVals {
+		in.ExpressionAttributeValues[k] = v
+	}
+	if strings.Contains(cond, "#status") {
+		in.ExpressionAttributeNames["#status"] = "status"
+	}
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := s.db.UpdateItem(ctx, in)
+	var cf *types.ConditionalCheckFailedException
+	if errors.As(err, &cf) {
+		if len(cf.Item) == 0 {
+			cur, gerr := s.Transaction(ctx, id)
+			if gerr != nil {
+				return nil, gerr
+			}
+			return cur, ErrConflict
+		}
+		cur, uerr := unmarshalTransaction(cf.Item)
+		if uerr != nil {
+			return nil, uerr
+		}
+		return cur, ErrConflict
 	}
 	if err != nil {
-		return nil, fmt.Errorf("settle transaction %d: %w", st.TransactionID, err)
+		return nil, fmt.Errorf("update transaction %d: %w", id, err)
 	}
 	return unmarshalTransaction(out.Attributes)
+}
+
+// OpenAttempts lists transactions of one shard whose RecoverAfter is before
+// cutoff (OpenAttemptsIndex).
+func (s *Store) OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*Transaction, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: &s.t.Transactions, IndexName: aws.String(OpenAttemptsIndex),
+		KeyConditionExpression: aws.String("openShard = :s AND openUntil < :c"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": numberAV(int64(shard)), ":c": numberAV(cutoff.UnixMilli()),
+		},
+		Limit: aws.Int32(limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query open attempts shard %d: %w", shard, err)
+	}
+	txs := make([]*Transaction, 0, len(out.Items))
+	for _, it := range out.Items {
+		// The index projects keys only where the template says so; read the item.
+		id, ok := it["id"].(*types.AttributeValueMemberN)
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(id.Value, 10, 64)
+		tx, err := s.Transaction(ctx, n)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		txs = append(txs, tx)
+	}
+	return txs, nil
 }
 
 // BeginRefund records a refund in progress on an approved transaction of
 // merchantID that has none yet. ErrConflict when the transaction is not
 // approved, belongs to another merchant or already has a refund.
-func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, r Refund) (*Transaction, error) {
+//
+// recoverAfter opens the transaction (OpenAttemptsIndex) until the refund
+// completes, so a refund left in processing by a crash is finished by the
+// reconciler.
+func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, r Refund, recoverAfter time.Time) (*Transaction, error) {
 	rv, err := attributevalue.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("marshal refund: %w", err)
@@ -324,11 +451,12 @@ func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, 
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Transactions,
 		Key:                      txKey(txID),
-		UpdateExpression:         aws.String("SET refund = :r, updatedAt = :now"),
+		UpdateExpression:         aws.String("SET refund = :r, updatedAt = :now, openShard = :shard, openUntil = :open"),
 		ConditionExpression:      aws.String("#status = :approved AND merchantId = :m AND attribute_not_exists(refund)"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":r": rv, ":now": timeAV(r.CreatedAt), ":approved": numberAV(int64(payment.TxApproved)), ":m": strAV(merchantID),
+			":shard": numberAV(int64(openShard(txID))), ":open": numberAV(recoverAfter.UnixMilli()),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
@@ -347,7 +475,7 @@ func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Transactions,
 		Key:                      txKey(txID),
-		UpdateExpression:         aws.String("SET refund.#status = :st, refund.providerRef = :ref, refund.code = :code, refund.completedAt = :now, updatedAt = :now"),
+		UpdateExpression:         aws.String("SET refund.#status = :st, refund.providerRef = :ref, refund.code = :code, refund.completedAt = :now, updatedAt = :now REMOVE openShard, openUntil"),
 		ConditionExpression:      aws.String("refund.id = :rid AND refund.#status = :processing"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -392,12 +520,14 @@ type Lease struct {
 
 // LeasePaymentRequest takes the attempt lease with one conditional write and
 // returns the request: it must belong to the merchant, be unpaid, match the
-// expected amount and unit, and have no active lease. Any of these failing
-// yields ErrConflict; PaymentRequestLease tells which.
+// expected amount and unit, and no attempt may hold it. An expired lease is
+// not taken over here: its attempt may have charged, so the service first
+// drives it to a final state (which releases the lease). Any condition
+// failing yields ErrConflict; PaymentRequestLease tells which.
 func (s *Store) LeasePaymentRequest(ctx context.Context, l Lease) (*payment.Request, error) {
-	cond := "merchantId = :m AND #status = :unpaid AND (attribute_not_exists(attemptTx) OR leaseUntil < :nowms)"
+	cond := "merchantId = :m AND #status = :unpaid AND attribute_not_exists(attemptTx)"
 	vals := map[string]types.AttributeValue{
-		":m": strAV(l.MerchantID), ":unpaid": numberAV(int64(payment.RequestUnpaid)), ":nowms": numberAV(l.Now.UnixMilli()),
+		":m": strAV(l.MerchantID), ":unpaid": numberAV(int64(payment.RequestUnpaid)),
 		":tx": numberAV(l.TransactionID), ":until": numberAV(l.Until.UnixMilli()), ":now": timeAV(l.Now), ":one": numberAV(1),
 	}
 	if l.Amount != nil {
@@ -487,13 +617,6 @@ type AttemptCommit struct {
 	LeaseUntil time.Time
 }
 
-// NotifyEvent is the merchant notification of a final commit: the event the
-// commit stores in the outbox and the payment path then sends to the queue.
-func (c AttemptCommit) NotifyEvent() (payment.NotifyEvent, error) {
-	return payment.NewNotifyEvent(&payment.Request{ID: c.RequestID}, c.TransactionID, c.Status,
-		payment.LastLog{TransactionStatusID: c.Status, Message: c.Message, Code: c.Code}, c.Now)
-}
-
 // CommitAttempt is the state transition of a payment request for one
 // attempt, in one conditional write guarded by "#status = unpaid AND
 // attemptTx = the attempt's transaction":
@@ -503,10 +626,10 @@ func (c AttemptCommit) NotifyEvent() (payment.NotifyEvent, error) {
 //   - pending (3): the lease is extended until the attempt settles.
 //
 // It sets transactionId, transactionNumber, transactionStatusId and lastLog,
-// and for a final status releases the lease and puts the merchant
-// notification in the request's outbox (OutboxSet: notifyEvent, notifyShard,
-// notifyDueAt) in the same write; nothing is sent from here. Cancellation (status 3 guarded by status 2) and this
-// write exclude each other. ErrConflict when the guard fails.
+// and for a final status releases the lease. The notification goes into the
+// transaction's outbox when the transaction settles, not here: one entry per
+// transaction. Cancellation (status 3 guarded by status 2 and no attempt)
+// and this write exclude each other. ErrConflict when the guard fails.
 func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Request, error) {
 	ll, err := attributevalue.Marshal(lastLogRecord{TransactionStatus: int(c.Status), Message: c.Message, Code: string(c.Code)})
 	if err != nil {
@@ -527,18 +650,6 @@ func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Re
 		if c.Status == payment.TxApproved {
 			set += ", #status = :paid"
 			vals[":paid"] = numberAV(int64(payment.RequestPaid))
-		}
-		ev, err := c.NotifyEvent()
-		if err != nil {
-			return nil, err
-		}
-		obSet, obVals, err := OutboxSet(ev, c.Now)
-		if err != nil {
-			return nil, err
-		}
-		set += ", " + obSet
-		for k, v := range obVals {
-			vals[k] = v
 		}
 		expr = set + " REMOVE attemptTx, leaseUntil ADD version :one"
 	case payment.TxPending:
@@ -590,9 +701,11 @@ func (s *Store) ReleaseLease(ctx context.Context, requestID, txID int64) error {
 
 const callbackEventPrefix = "cbevt#"
 
-// MarkCallbackEvent records a provider event id with a conditional put;
-// ErrExists when it was recorded before (a duplicate delivery). The record
-// expires (TTL) after ttl.
+// MarkCallbackEvent records a provider event id after it was processed (for
+// the operator: which deliveries arrived); ErrExists when it was recorded
+// before. Processing never depends on it: a callback is an idempotent state
+// transition, so a record left by a crash cannot hide an unprocessed event.
+// The record expires (TTL) after ttl.
 func (s *Store) MarkCallbackEvent(ctx context.Context, eventID string, now time.Time, ttl time.Duration) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.t.Operations,

@@ -3,6 +3,7 @@
 package payment
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -40,6 +41,9 @@ const (
 	TxDeclined TransactionStatus = 2
 	TxPending  TransactionStatus = 3
 )
+
+// Final reports whether s ends a transaction (approved or declined).
+func (s TransactionStatus) Final() bool { return s == TxApproved || s == TxDeclined }
 
 // Client is the paying customer as the merchant describes it.
 type Client struct {
@@ -82,3 +86,9 @@ type Request struct {
 	UpdatedAt time.Time
 	Version   int64
 }
+
+// ChargeReference is the provider reference of transaction txID's charge:
+// written with the transaction before the provider is called, and sent as
+// the provider's idempotency key, so the same attempt can never be charged
+// twice.
+func ChargeReference(txID int64) string { return "ptx_" + strconv.FormatInt(txID, 10) }

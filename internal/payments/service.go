@@ -1,7 +1,10 @@
 // Package payments is the core of payment attempts: it takes the attempt
-// lease on a payment request, checks the merchant's limits, charges through
-// a provider.Provider, records the transaction and moves the request and the
-// transaction through their states with conditional writes only. It is
+// lease on a payment request, writes the transaction ahead of the charge,
+// checks the merchant's limits, charges through a provider.Provider with the
+// transaction's reference as idempotency key, and moves the request and the
+// transaction through their states with conditional writes only. Every step
+// may be repeated after a crash (recover.go): see docs/payments.md for the
+// state machine and what each crash point leaves behind. It is
 // transport-independent: the payments function's HTTP handler (this
 // package's Handler), the hosted checkout and the batch processor all call
 // Service.
@@ -11,13 +14,19 @@
 //	transaction  0 waiting → 3 pending → 1 approved | 2 declined   (or 0 → 1 | 2)
 //	request      2 unpaid → 1 paid          (3 cancelled by the merchant API)
 //
-// "Waiting" is the attempt lease: the request item names the transaction
-// that may charge it (attemptTx) until leaseUntil. One conditional UpdateItem
-// takes it, so a second concurrent attempt is refused (409). Every later
-// write is guarded by the current state: the request is paid only by the
-// transaction holding its lease and only while unpaid (so paying and
-// cancelling exclude each other), a transaction leaves pending exactly once,
-// and an approved transaction never changes status again.
+// The attempt lease: the request item names the transaction that may charge
+// it (attemptTx). One conditional UpdateItem takes it, so a second
+// concurrent attempt is refused (409); it is released only by the attempt's
+// final commit, so an attempt a crash left behind blocks the request until
+// it is driven to a final state (by the next attempt or the reconciler),
+// never skipped. The transaction record (status 0 waiting, with its provider
+// reference) is written before the provider is called. Every later write is
+// guarded by the current state: the request is paid only by the transaction
+// holding its lease and only while unpaid (so paying and cancelling exclude
+// each other), a transaction leaves waiting or pending exactly once, and an
+// approved transaction never changes status again. The request commit comes
+// before the transaction's settle: the commit decides whether a charge pays
+// the request; the settle then records that decision with its notification.
 package payments
 
 import (
@@ -35,6 +44,7 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
@@ -50,19 +60,20 @@ type Store interface {
 	LeasePaymentRequest(ctx context.Context, l dynamo.Lease) (*payment.Request, error)
 	CreateLeasedPaymentRequest(ctx context.Context, r *payment.Request, txID int64, until time.Time) error
 	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, dynamo.AttemptLease, error)
+	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
 	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
 	CreateTransaction(ctx context.Context, t *dynamo.Transaction) error
 	Transaction(ctx context.Context, id int64) (*dynamo.Transaction, error)
 	TransactionByNumber(ctx context.Context, num string) (*dynamo.Transaction, error)
+	MarkPending(ctx context.Context, p dynamo.Pending) (*dynamo.Transaction, error)
 	SettleTransaction(ctx context.Context, s dynamo.Settlement) (*dynamo.Transaction, error)
-	BeginRefund(ctx context.Context, txID int64, merchantID string, r dynamo.Refund) (*dynamo.Transaction, error)
+	OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*dynamo.Transaction, error)
+	BeginRefund(ctx context.Context, txID int64, merchantID string, r dynamo.Refund, recoverAfter time.Time) (*dynamo.Transaction, error)
 	CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*dynamo.Transaction, error)
 	ReserveLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal, caps dynamo.LimitCaps) error
 	ReleaseLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal) error
 	LimitUsageOf(ctx context.Context, w dynamo.LimitWindow) (dynamo.LimitUsage, error)
-	MarkCallbackEvent(ctx context.Context, eventID string, now time.Time, ttl time.Duration) error
-	ForgetCallbackEvent(ctx context.Context, eventID string) error
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 }
 
@@ -76,8 +87,6 @@ const (
 	DefaultSyncLease       = 30 * time.Second
 	DefaultChallengeWindow = 10 * time.Minute
 	DefaultPendingGrace    = time.Minute
-	// CallbackEventTTL is how long provider event ids are remembered.
-	CallbackEventTTL = 7 * 24 * time.Hour
 )
 
 // Deps are the service's collaborators.
@@ -285,54 +294,144 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 // attempt (approved, declined — limits included — or pending) is a Result;
 // invalid input, an unknown request, a paid or cancelled request and a
 // concurrent attempt are *problem.Problem errors (400, 404, 409).
+//
+// With an Idempotency-Key, the transaction id is derived from the key's
+// record (ids.SeedFrom), so a retry after a crash finds the attempt the first
+// try started and resumes it instead of charging again.
 func (s *Service) Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a Attempt) (Result, error) {
 	now := s.Now()
 	det, err := s.validate(m, &a, now)
 	if err != nil {
 		return Result{}, err
 	}
-	txID := ids.New(now)
-	req, err := s.Store.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: requestID, MerchantID: m.ID, TransactionID: txID,
-		Now: now, Until: now.Add(s.SyncLease), Amount: a.Amount, Unit: a.Unit})
+	txID := attemptID(ctx, now)
+	req, err := s.Store.LeasePaymentRequest(ctx, s.lease(requestID, m.ID, txID, a, now))
 	if errors.Is(err, dynamo.ErrConflict) {
-		return Result{}, s.leaseRefused(ctx, m, requestID, a, now)
+		return s.leaseRefused(ctx, m, requestID, txID, a, det, now)
 	}
 	if err != nil {
 		return Result{}, err
 	}
+	crashpoint.Hit(crashpoint.AfterLease)
 	return s.run(ctx, m, req, txID, a, det)
+}
+
+func (s *Service) lease(requestID int64, merchantID string, txID int64, a Attempt, now time.Time) dynamo.Lease {
+	return dynamo.Lease{RequestID: requestID, MerchantID: merchantID, TransactionID: txID,
+		Now: now, Until: now.Add(s.SyncLease), Amount: a.Amount, Unit: a.Unit}
+}
+
+// attemptID is the id of a new attempt's transaction: derived from the
+// Idempotency-Key record when there is one, else random.
+func attemptID(ctx context.Context, now time.Time) int64 {
+	if seed := ids.SeedFrom(ctx); seed != nil {
+		return ids.Derive(seed, "transaction")
+	}
+	return ids.New(now)
 }
 
 // CreateAndPay stores the validated request r (no id yet) for merchant m
 // with the attempt lease already taken, then runs a on it: the
-// "amount + unit" form of POST /payments/h2h/{n}.
+// "amount + unit" form of POST /payments/h2h/{n}. With an Idempotency-Key
+// both ids are derived from the key, so a retry resumes the same request.
 func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r payment.Request, a Attempt) (Result, error) {
 	now := s.Now()
 	det, err := s.validate(m, &a, now)
 	if err != nil {
 		return Result{}, err
 	}
-	txID := ids.New(now)
+	seed := ids.SeedFrom(ctx)
+	txID := attemptID(ctx, now)
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
 	for try := 0; ; try++ {
 		r.ID = ids.New(now)
+		if seed != nil && try == 0 {
+			r.ID = ids.Derive(seed, "payment-request")
+		}
 		err = s.Store.CreateLeasedPaymentRequest(ctx, &r, txID, now.Add(s.SyncLease))
-		if !errors.Is(err, dynamo.ErrExists) || try == 2 {
+		if errors.Is(err, dynamo.ErrExists) && seed != nil && try == 0 {
+			// Created by an earlier try with this key (or, astronomically
+			// rarely, a collision: then the request is not ours).
+			cur, lease, gerr := s.Store.PaymentRequestLease(ctx, r.ID)
+			if gerr != nil {
+				return Result{}, gerr
+			}
+			if cur.MerchantID == m.ID && (lease.TransactionID == txID || cur.TransactionID == txID) {
+				return s.resume(ctx, m, cur, txID, a, det)
+			}
+			s.Log.Error("derived payment request id taken by another request; drawing a random one", "payment_request_id", r.ID)
+		}
+		if !errors.Is(err, dynamo.ErrExists) || try == 3 {
 			break
 		}
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
 	}
+	crashpoint.Hit(crashpoint.AfterLease)
 	return s.run(ctx, m, &r, txID, a, det)
 }
 
-// leaseRefused explains a failed lease (one extra read, off the happy path).
-func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id int64, a Attempt, now time.Time) error {
+// leaseRefused explains a failed lease (one extra read, off the happy path),
+// resumes this attempt when a crashed try of it holds the lease, and drives
+// an expired attempt of someone else to its end before taking over.
+func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, txID int64, a Attempt, det *card.Details, now time.Time) (Result, error) {
 	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
 	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
-		return problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
+		return Result{}, problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
 	}
+	if err != nil {
+		return Result{}, err
+	}
+	if lease.TransactionID == txID || req.TransactionID == txID {
+		return s.resume(ctx, m, req, txID, a, det) // a retry of this very attempt
+	}
+	switch {
+	case req.Status == payment.RequestPaid:
+		return Result{}, problem.Conflict(fmt.Sprintf("Payment request %d is already paid.", id), "")
+	case req.Status == payment.RequestCancelled:
+		return Result{}, problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
+	case a.Amount != nil && !a.Amount.Equal(req.Amount):
+		return Result{}, problem.Validation([]problem.FieldError{{Field: "amount", Code: codes.InvalidAmount,
+			Detail: "amount does not match the payment request's amount " + req.Amount.String()}})
+	case a.Unit != "" && a.Unit != req.Unit:
+		return Result{}, problem.Validation([]problem.FieldError{{Field: "unit", Code: codes.InvalidCurrency,
+			Detail: "unit does not match the payment request's unit " + req.Unit}})
+	case lease.Active(now):
+		return Result{}, busy(id, time.UnixMilli(lease.Until).Sub(now))
+	case lease.TransactionID != 0:
+		// An attempt whose lease ran out: it may have charged, so it is
+		// finished first (asking the provider, never charging), then the
+		// lease is free.
+		if err := s.RecoverTransactionOf(ctx, id, lease.TransactionID); err != nil {
+			return Result{}, err
+		}
+		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
+		if errors.Is(err, dynamo.ErrConflict) {
+			return Result{}, s.stateProblem(ctx, id)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return s.run(ctx, m, req, txID, a, det)
+	}
+	return Result{}, busy(id, time.Second)
+}
+
+// busy is the 409 of a request another attempt holds, with the real wait.
+func busy(id int64, wait time.Duration) *problem.Problem {
+	p := problem.Conflict(fmt.Sprintf("Another payment attempt on payment request %d is in progress.", id), "")
+	secs := int64(wait.Round(time.Second) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	p.Headers = map[string][]string{"Retry-After": {strconv.FormatInt(secs, 10)}}
+	return p
+}
+
+// stateProblem is the 409 of a request that changed under a takeover.
+func (s *Service) stateProblem(ctx context.Context, id int64) error {
+	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -341,20 +440,8 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id int
 		return problem.Conflict(fmt.Sprintf("Payment request %d is already paid.", id), "")
 	case req.Status == payment.RequestCancelled:
 		return problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
-	case a.Amount != nil && !a.Amount.Equal(req.Amount):
-		return problem.Validation([]problem.FieldError{{Field: "amount", Code: codes.InvalidAmount,
-			Detail: "amount does not match the payment request's amount " + req.Amount.String()}})
-	case a.Unit != "" && a.Unit != req.Unit:
-		return problem.Validation([]problem.FieldError{{Field: "unit", Code: codes.InvalidCurrency,
-			Detail: "unit does not match the payment request's unit " + req.Unit}})
-	case lease.Active(now):
-		p := problem.Conflict(fmt.Sprintf("Another payment attempt on payment request %d is in progress.", id), "")
-		p.Headers = map[string][]string{"Retry-After": {"1"}}
-		return p
 	}
-	p := problem.Conflict(fmt.Sprintf("Payment request %d changed during the attempt; retry.", id), "")
-	p.Headers = map[string][]string{"Retry-After": {"1"}}
-	return p
+	return busy(id, time.UnixMilli(lease.Until).Sub(s.Now()))
 }
 
 // NewTransactionNumber returns a public transaction number: "TX" and 16
@@ -365,12 +452,15 @@ func NewTransactionNumber() string {
 	return "TX" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)
 }
 
+// run writes the attempt's transaction ahead of any charge, checks limits,
+// charges and records the outcome.
 func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
 	now := s.Now()
 	tx := &dynamo.Transaction{
 		ID: txID, Number: NewTransactionNumber(), PaymentRequestID: req.ID, MerchantID: m.ID,
-		Method: string(a.Method), Selector: a.Selector, Amount: req.Amount, Unit: req.Unit,
-		UPIID: a.UPIID, CreatedAt: now.UTC(), UpdatedAt: now.UTC(),
+		Status: payment.TxWaiting, Method: string(a.Method), Selector: a.Selector, Amount: req.Amount, Unit: req.Unit,
+		UPIID: a.UPIID, CreatedAt: now.UTC(), UpdatedAt: now.UTC(), Message: provider.Message(provider.Waiting, ""),
+		Reference: payment.ChargeReference(txID), RecoverAfter: now.Add(s.SyncLease),
 	}
 	if a.Method != provider.MethodUPI {
 		tx.UPIID = ""
@@ -384,36 +474,174 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 		tx.Payer = &dynamo.TxPayer{Name: a.Payer.Name, Email: a.Payer.Email, Phone: a.Payer.PhoneNumber, Country: a.Payer.Country}
 		country = a.Payer.Country
 	}
-	if code := StaticLimitCode(m.Limits, req.Amount, req.Unit, country); code != "" {
-		return s.finish(ctx, req, tx, provider.Final(provider.Declined, code, ""), a)
-	}
-	if caps := Caps(m.Limits); caps.Any() {
+	limitCode := StaticLimitCode(m.Limits, req.Amount, req.Unit, country)
+	if caps := Caps(m.Limits); limitCode == "" && caps.Any() {
 		w := dynamo.WindowAt(m.ID, req.Unit, now)
 		code, err := s.reserve(ctx, w, req.Amount, caps)
 		if err != nil {
 			s.giveUp(req.ID, txID)
 			return Result{}, err
 		}
-		if code != "" {
-			return s.finish(ctx, req, tx, provider.Final(provider.Declined, code, ""), a)
+		limitCode = code
+		if code == "" {
+			tx.Limits = dynamo.NewLimitHold(w.Month, w.Day, w.Unit, req.Amount)
 		}
-		tx.Limits = dynamo.NewLimitHold(w.Month, w.Day, w.Unit, req.Amount)
 	}
+	if err := s.writeAhead(ctx, req, tx); err != nil {
+		if tx.Limits != nil {
+			tx.Status = payment.TxDeclined
+			s.release(ctx, tx)
+		}
+		s.giveUp(req.ID, tx.ID)
+		return Result{}, err
+	}
+	crashpoint.Hit(crashpoint.AfterTxWrite)
+	if limitCode != "" {
+		return s.record(ctx, tx, provider.Final(provider.Declined, limitCode, ""), a)
+	}
+	return s.charge(ctx, req, tx, a, det)
+}
+
+// writeAhead stores the waiting transaction. On an id collision it draws a
+// new id and moves the lease to it: a transaction is never shared.
+func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *dynamo.Transaction) error {
+	for try := 0; ; try++ {
+		err := s.Store.CreateTransaction(ctx, tx)
+		if !errors.Is(err, dynamo.ErrExists) {
+			return err
+		}
+		if try == 3 {
+			return fmt.Errorf("write transaction of payment request %d: %w", req.ID, err)
+		}
+		old := tx.ID
+		tx.ID = ids.New(s.Now())
+		tx.Reference = payment.ChargeReference(tx.ID)
+		s.Log.Warn("transaction id collision; drawing another", "transaction_id", old)
+		if err := s.Store.ReleaseLease(ctx, req.ID, old); err != nil {
+			return err
+		}
+		now := s.Now()
+		if _, err := s.Store.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: req.ID, MerchantID: req.MerchantID,
+			TransactionID: tx.ID, Now: now, Until: now.Add(s.SyncLease)}); err != nil {
+			return err
+		}
+	}
+}
+
+// charge asks the provider with the transaction's reference and records the
+// outcome. When the provider gives no answer the outcome is unknown: the
+// reference is looked up, and if that fails too the transaction stays
+// waiting for the reconciler (the payer gets 503 and may retry with the same
+// Idempotency-Key); it is never guessed.
+func (s *Service) charge(ctx context.Context, req *payment.Request, tx *dynamo.Transaction, a Attempt, det *card.Details) (Result, error) {
 	email := ""
 	if a.Payer != nil {
 		email = a.Payer.Email
 	}
 	out, err := s.Provider.Charge(ctx, provider.ChargeRequest{
-		TransactionID: txID, PaymentRequestID: req.ID, Amount: req.Amount, Unit: req.Unit,
+		Reference: tx.Reference, TransactionID: tx.ID, PaymentRequestID: req.ID, Amount: req.Amount, Unit: req.Unit,
 		Method: a.Method, Selector: a.Selector, Card: det, CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
 		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo,
 	})
 	if err != nil {
-		// No answer from the provider: the attempt fails like a bank error.
-		s.Log.Error("provider charge failed", "transaction_id", txID, "error", err.Error())
-		out = provider.Final(provider.Declined, codes.BankSystemError, "")
+		s.Log.Error("provider charge failed; looking the reference up", "transaction_id", tx.ID, "error", err.Error())
+		out, err = s.lookup(ctx, tx)
+		if err != nil {
+			s.Log.Error("charge outcome unknown; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
+			return Result{}, problem.Unavailable("The payment provider did not answer. Retry with the same Idempotency-Key; you will not be charged twice.")
+		}
 	}
-	return s.finish(ctx, req, tx, out, a)
+	crashpoint.Hit(crashpoint.AfterCharge)
+	return s.record(ctx, tx, out, a)
+}
+
+// lookup asks the provider what became of tx's charge. A reference it never
+// charged is closed there and becomes a decline (001): no money moved.
+func (s *Service) lookup(ctx context.Context, tx *dynamo.Transaction) (provider.Outcome, error) {
+	out, err := s.Provider.Lookup(ctx, tx.Reference)
+	if errors.Is(err, provider.ErrUnknownReference) {
+		return provider.Final(provider.Declined, codes.BankSystemError, ""), nil
+	}
+	return out, err
+}
+
+// record applies a provider outcome to a waiting transaction.
+func (s *Service) record(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, a Attempt) (Result, error) {
+	var (
+		req *payment.Request
+		st  *dynamo.Transaction
+		err error
+	)
+	if out.Status == provider.Pending {
+		req, st, err = s.markPending(ctx, tx, out)
+	} else {
+		req, st, err = s.complete(ctx, tx, out, "")
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return resultOf(req, st, s.nextAction(st, a.BaseURL, a.ReturnTo)), nil
+}
+
+// resultOf is the response of an attempt from its stored transaction and
+// the request's current state.
+func (s *Service) resultOf(ctx context.Context, tx *dynamo.Transaction, a Attempt) (Result, error) {
+	req, err := s.Store.PaymentRequest(ctx, tx.PaymentRequestID)
+	if err != nil {
+		return Result{}, err
+	}
+	return resultOf(req, tx, s.nextAction(tx, a.BaseURL, a.ReturnTo)), nil
+}
+
+// markPending records a pending outcome: the transaction first (so its
+// callback finds it), then the request's lease is extended to the attempt's
+// window. Both writes are guarded, so repeating them is harmless.
+func (s *Service) markPending(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome) (*payment.Request, *dynamo.Transaction, error) {
+	now := s.Now()
+	window := s.ChallengeWindow
+	if out.Async != nil {
+		window = out.Async.After
+	}
+	p := dynamo.Pending{TransactionID: tx.ID, Message: out.Message, ProviderRef: out.ProviderRef,
+		PendingUntil: now.Add(window), Now: now.UTC()}
+	p.RecoverAfter = p.PendingUntil.Add(s.PendingGrace)
+	if p.Message == "" {
+		p.Message = provider.Message(provider.Pending, "")
+	}
+	if out.NextAction != nil {
+		p.NextAction = &dynamo.TxNextAction{Type: out.NextAction.Type, QRPayload: out.NextAction.QRPayload, Reference: out.NextAction.Reference}
+		if out.NextAction.Type == provider.ActionThreeDSRedirect {
+			p.ThreeDS = dynamo.ThreeDSChallenge
+			p.NextAction.Reference = ThreeDSID(tx.ID)
+		}
+	}
+	st, err := s.Store.MarkPending(ctx, p)
+	if errors.Is(err, dynamo.ErrConflict) && st.Status != payment.TxPending {
+		// Settled meanwhile (a fast callback, or a recovery).
+		req, err := s.Store.PaymentRequest(ctx, st.PaymentRequestID)
+		return req, st, err
+	}
+	if err != nil && !errors.Is(err, dynamo.ErrConflict) {
+		return nil, nil, err
+	}
+	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: st.PaymentRequestID, TransactionID: st.ID,
+		TransactionNumber: st.Number, Status: payment.TxPending, Message: st.Message, Now: now, LeaseUntil: st.RecoverAfter})
+	if errors.Is(err, dynamo.ErrConflict) {
+		if req, err = s.Store.PaymentRequest(ctx, st.PaymentRequestID); err != nil {
+			return nil, nil, err
+		}
+		if req.TransactionID != st.ID || req.Status != payment.RequestUnpaid {
+			// The request stopped waiting for this attempt (cancelled): the
+			// attempt ends here; a charge that completes later is voided.
+			return s.complete(ctx, st, provider.Final(provider.Declined, codes.TransactionCancelled, ""), "")
+		}
+	} else if err != nil {
+		return nil, nil, err
+	}
+	if out.Async != nil || p.ThreeDS != "" {
+		s.schedule(ctx, st, out, now)
+	}
+	return req, st, nil
 }
 
 func cvvOf(a Attempt) string {
@@ -424,93 +652,13 @@ func cvvOf(a Attempt) string {
 }
 
 // giveUp releases the lease of an attempt that failed before charging, so
-// the payer can retry at once (best effort: the lease expires anyway).
+// the payer can retry at once (best effort: recovery releases it otherwise).
 func (s *Service) giveUp(requestID, txID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, dynamo.ErrConflict) {
 		s.Log.Warn("release attempt lease failed", "payment_request_id", requestID, "error", err.Error())
 	}
-}
-
-// finish records the provider's outcome: the request commit first for a
-// final outcome (the commit decides whether this attempt pays the request),
-// the transaction first for a pending one (so its callback finds it).
-func (s *Service) finish(ctx context.Context, req *payment.Request, tx *dynamo.Transaction, out provider.Outcome, a Attempt) (Result, error) {
-	now := s.Now()
-	tx.Status, tx.Code, tx.ProviderRef = payment.TransactionStatus(out.Status), out.Code, out.ProviderRef
-	tx.Message = out.Message
-	if tx.Message == "" {
-		tx.Message = provider.Message(out.Status, out.Code)
-	}
-	if out.Status == provider.Pending {
-		return s.finishPending(ctx, req, tx, out, a, now)
-	}
-	cur, err := s.commit(ctx, dynamo.AttemptCommit{RequestID: req.ID, TransactionID: tx.ID,
-		TransactionNumber: tx.Number, Status: tx.Status, Code: tx.Code, Message: tx.Message, Now: now})
-	if errors.Is(err, dynamo.ErrConflict) {
-		return s.lostRace(ctx, tx, out, false)
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	settled := now.UTC()
-	tx.SettledAt, tx.UpdatedAt = &settled, settled
-	if err := s.createTx(ctx, tx); err != nil {
-		return Result{}, err
-	}
-	if tx.Status == payment.TxDeclined {
-		s.release(ctx, tx)
-	}
-	return resultOf(cur, tx, nil), nil
-}
-
-// createTx writes the transaction, once more on a transient failure: the
-// request already names it.
-func (s *Service) createTx(ctx context.Context, tx *dynamo.Transaction) error {
-	err := s.Store.CreateTransaction(ctx, tx)
-	if err != nil && !errors.Is(err, dynamo.ErrExists) {
-		err = s.Store.CreateTransaction(ctx, tx)
-	}
-	if errors.Is(err, dynamo.ErrExists) {
-		return nil
-	}
-	if err != nil {
-		s.Log.Error("transaction record not written", "transaction_id", tx.ID, "payment_request_id", tx.PaymentRequestID, "error", err.Error())
-	}
-	return err
-}
-
-func (s *Service) finishPending(ctx context.Context, req *payment.Request, tx *dynamo.Transaction, out provider.Outcome, a Attempt, now time.Time) (Result, error) {
-	window := s.ChallengeWindow
-	if out.Async != nil {
-		window = out.Async.After
-	}
-	tx.PendingUntil = now.Add(window)
-	threeDS := out.NextAction != nil && out.NextAction.Type == provider.ActionThreeDSRedirect
-	if threeDS {
-		tx.ThreeDS = dynamo.ThreeDSChallenge
-	}
-	if out.NextAction != nil {
-		tx.NextAction = &dynamo.TxNextAction{Type: out.NextAction.Type, QRPayload: out.NextAction.QRPayload, Reference: out.NextAction.Reference}
-		if threeDS {
-			tx.NextAction.Reference = ThreeDSID(tx.ID)
-		}
-	}
-	if err := s.Store.CreateTransaction(ctx, tx); err != nil {
-		return Result{}, err // the lease expires; nothing was committed
-	}
-	cur, err := s.commit(ctx, dynamo.AttemptCommit{RequestID: req.ID, TransactionID: tx.ID,
-		TransactionNumber: tx.Number, Status: payment.TxPending, Message: tx.Message, Now: now,
-		LeaseUntil: tx.PendingUntil.Add(s.PendingGrace)})
-	if errors.Is(err, dynamo.ErrConflict) {
-		return s.lostRace(ctx, tx, out, true)
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	s.schedule(ctx, tx, out, now)
-	return resultOf(cur, tx, s.nextAction(tx, a.BaseURL, a.ReturnTo)), nil
 }
 
 // schedule queues the sandbox's asynchronous side of a pending attempt: its
@@ -530,69 +678,20 @@ func (s *Service) schedule(ctx context.Context, tx *dynamo.Transaction, out prov
 	job.EventID = sandboxworker.EventIDFor(job.Kind, tx.ID)
 	job.DueAt = now.Add(after).UTC()
 	if err := s.Queue.Send(ctx, s.SandboxQueueURL, job, after); err != nil {
-		// The attempt stays pending until its lease expires.
+		// The reconciler resolves the attempt once its window has passed.
 		s.Log.Error("queue sandbox result failed", "transaction_id", tx.ID, "error", err.Error())
 	}
 }
 
-// lostRace handles an attempt whose request commit was refused: the request
-// was cancelled or its lease lapsed during the attempt — or, for a pending
-// attempt, its callback already settled it. A charge that can no longer pay
-// the request is voided and the transaction recorded as declined 012.
-func (s *Service) lostRace(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, created bool) (Result, error) {
-	cur, _, err := s.Store.PaymentRequestLease(ctx, tx.PaymentRequestID)
-	if err != nil {
-		return Result{}, err
-	}
-	if created && cur.TransactionID == tx.ID && cur.TransactionStatus != nil && *cur.TransactionStatus != payment.TxPending {
-		// Settled by its callback before this call returned.
-		if got, err := s.Store.Transaction(ctx, tx.ID); err == nil {
-			tx = got
-		}
-		if tx.Status == payment.TxPending {
-			tx.Status = *cur.TransactionStatus
-			if cur.LastLog != nil {
-				tx.Code, tx.Message = cur.LastLog.Code, cur.LastLog.Message
-			}
-		}
-		return resultOf(cur, tx, nil), nil
-	}
-	s.Log.Warn("attempt lost its payment request", "transaction_id", tx.ID, "payment_request_id", tx.PaymentRequestID,
-		"request_status", int(cur.Status), "outcome", out.Status.String())
-	if out.Status == provider.Approved {
-		s.void(ctx, tx)
-	}
-	now := s.Now().UTC()
-	cancelled := provider.Final(provider.Declined, codes.TransactionCancelled, tx.ProviderRef)
-	if created {
-		st, err := s.Store.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined,
-			Code: cancelled.Code, Message: cancelled.Message, Now: now})
-		if err == nil {
-			tx = st
-			s.release(ctx, tx)
-		} else if !errors.Is(err, dynamo.ErrConflict) {
-			return Result{}, err
-		}
-	} else {
-		if tx.Status == payment.TxApproved {
-			tx.Code, tx.Message = cancelled.Code, cancelled.Message
-		}
-		tx.Status, tx.SettledAt, tx.UpdatedAt = payment.TxDeclined, &now, now
-		if err := s.createTx(ctx, tx); err != nil {
-			return Result{}, err
-		}
-		s.release(ctx, tx)
-	}
-	return resultOf(cur, tx, nil), nil
-}
-
 // void returns the money of a charge that cannot pay its request.
-func (s *Service) void(ctx context.Context, tx *dynamo.Transaction) {
-	_, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: "void_" + tx.Number, TransactionID: tx.ID,
+func (s *Service) void(ctx context.Context, tx *dynamo.Transaction) error {
+	_, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: "void_" + tx.Reference, TransactionID: tx.ID,
+		ChargeReference: tx.Reference, Void: true,
 		ProviderRef: tx.ProviderRef, Amount: tx.Amount, Unit: tx.Unit, Reason: "payment request no longer payable"})
 	if err != nil {
-		s.Log.Error("void of an orphan charge failed; refund it manually", "transaction_id", tx.ID, "error", err.Error())
+		return fmt.Errorf("void charge of transaction %d: %w", tx.ID, err)
 	}
+	return nil
 }
 
 // release gives back the limit counters of a declined transaction.
@@ -626,23 +725,4 @@ func (s *Service) nextAction(tx *dynamo.Transaction, baseURL, returnTo string) *
 		na.URL = s.ChallengeURL(baseURL, tx.ID, returnTo)
 	}
 	return na
-}
-
-// commit writes an attempt's state transition and, for a final status, sends
-// the notification event the same write put in the request's outbox. A send
-// failure is only logged: the outbox keeps the event and the reconciler
-// enqueues it, so nothing is lost.
-func (s *Service) commit(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error) {
-	req, err := s.Store.CommitAttempt(ctx, c)
-	if err != nil || (c.Status != payment.TxApproved && c.Status != payment.TxDeclined) || s.NotificationsQueueURL == "" {
-		return req, err
-	}
-	ev, evErr := c.NotifyEvent()
-	if evErr == nil {
-		evErr = s.Queue.Send(ctx, s.NotificationsQueueURL, ev, 0)
-	}
-	if evErr != nil {
-		s.Log.Warn("notification not enqueued; the reconciler will send it", "payment_request_id", c.RequestID, "error", evErr.Error())
-	}
-	return req, nil
 }

@@ -147,7 +147,7 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		if tx.Status != payment.TxApproved {
 			return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
 		}
-		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, dynamo.NewRefund(newRefundID(), tx.Amount, tx.Unit, now))
+		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, dynamo.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
 		if errors.Is(err, dynamo.ErrConflict) { // a concurrent call began it
 			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
 				return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
@@ -159,32 +159,38 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		tx = got
 	}
 	if tx.Refund.Status == dynamo.RefundProcessing {
-		// First call, or a call that stopped before the provider answered:
-		// asking again with the same refund id cannot refund twice.
-		out, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: tx.Refund.ID, TransactionID: tx.ID,
-			ProviderRef: tx.ProviderRef, Amount: tx.Refund.AmountDecimal(), Unit: tx.Refund.Unit, Reason: "merchant refund"})
-		if err != nil {
-			return RefundView{}, fmt.Errorf("refund transaction %d: %w", tx.ID, err)
-		}
-		status := dynamo.RefundProcessing
-		switch out.Status {
-		case provider.Approved:
-			status = dynamo.RefundRefunded
-		case provider.Declined:
-			status = dynamo.RefundFailed
-		}
-		if status != dynamo.RefundProcessing {
-			got, err := s.Store.CompleteRefund(ctx, tx.ID, tx.Refund.ID, status, out.ProviderRef, out.Code, s.Now())
-			if errors.Is(err, dynamo.ErrConflict) {
-				got, err = s.Store.Transaction(ctx, tx.ID)
-			}
-			if err != nil {
-				return RefundView{}, err
-			}
-			tx = got
+		if tx, err = s.finishRefund(ctx, tx); err != nil {
+			return RefundView{}, err
 		}
 	}
 	return refundView(tx), nil
+}
+
+// finishRefund asks the provider for tx's processing refund (first call, or
+// one a crash cut short: asking again with the same refund id cannot refund
+// twice) and records its answer.
+func (s *Service) finishRefund(ctx context.Context, tx *dynamo.Transaction) (*dynamo.Transaction, error) {
+	out, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: tx.Refund.ID, TransactionID: tx.ID,
+		ChargeReference: tx.Reference, ProviderRef: tx.ProviderRef, Amount: tx.Refund.AmountDecimal(), Unit: tx.Refund.Unit,
+		Reason: "merchant refund"})
+	if err != nil {
+		return nil, fmt.Errorf("refund transaction %d: %w", tx.ID, err)
+	}
+	status := dynamo.RefundProcessing
+	switch out.Status {
+	case provider.Approved:
+		status = dynamo.RefundRefunded
+	case provider.Declined:
+		status = dynamo.RefundFailed
+	}
+	if status == dynamo.RefundProcessing {
+		return tx, nil
+	}
+	got, err := s.Store.CompleteRefund(ctx, tx.ID, tx.Refund.ID, status, out.ProviderRef, out.Code, s.Now())
+	if errors.Is(err, dynamo.ErrConflict) {
+		got, err = s.Store.Transaction(ctx, tx.ID)
+	}
+	return got, err
 }
 
 func newRefundID() string {

@@ -66,21 +66,37 @@ func (s Status) Final() bool { return s == Approved || s == Declined }
 //
 // A returned error means the provider could not give an answer (network,
 // misuse); a decline is an Outcome, not an error.
+//
+// Every call that can move money is idempotent by reference: Charge by
+// ChargeRequest.Reference and Refund by RefundRequest.RefundID. A second
+// call with a reference the provider has seen answers with the first call's
+// outcome and moves no money, so the service may repeat any call after a
+// crash or a time-out.
 type Provider interface {
 	Charge(ctx context.Context, req ChargeRequest) (Outcome, error)
 	CompleteChallenge(ctx context.Context, res ChallengeResult) (Outcome, error)
 	Refund(ctx context.Context, req RefundRequest) (RefundOutcome, error)
+	// Lookup reports the current outcome of the charge made with reference
+	// (pending until its result is known). For a reference it never charged
+	// it returns ErrUnknownReference and refuses every later Charge with
+	// that reference, so the service can close an attempt left behind by a
+	// crash without its charge arriving afterwards.
+	Lookup(ctx context.Context, reference string) (Outcome, error)
 }
 
 // Errors a Provider returns for requests the service should never send.
 var (
 	ErrInvalidRequest   = errors.New("provider: invalid request")
+	ErrUnknownReference = errors.New("provider: no charge was made with this reference")
 	ErrUnknownChallenge = errors.New("provider: no 3-D Secure challenge is pending for this transaction")
 )
 
 // ChargeRequest is one payment attempt. It carries card data, so it logs and
 // prints redacted (see String).
 type ChargeRequest struct {
+	// Reference is the write-ahead reference of the attempt (stored with its
+	// transaction before this call): the provider's idempotency key.
+	Reference        string
 	TransactionID    int64
 	PaymentRequestID int64
 	Amount           decimal.Decimal
@@ -144,6 +160,7 @@ type AsyncResult struct {
 // (the issuer's ACS, or the sandbox's approve/fail page), as reported to
 // POST /callbacks/3ds.
 type ChallengeResult struct {
+	Reference     string // ChargeRequest.Reference of the pending charge
 	TransactionID int64
 	ProviderRef   string // Outcome.ProviderRef of the pending charge
 	Approved      bool   // the payer authenticated successfully
@@ -151,7 +168,11 @@ type ChallengeResult struct {
 
 // RefundRequest returns money of an approved transaction.
 type RefundRequest struct {
-	RefundID      string // the service's id for this refund; the idempotency key with the provider
+	RefundID string // the service's id for this refund; the idempotency key with the provider
+	// ChargeReference is the ChargeRequest.Reference of the charge refunded.
+	ChargeReference string
+	// Void marks the return of a charge that could not pay its request.
+	Void          bool
 	TransactionID int64
 	ProviderRef   string // Outcome.ProviderRef of the approved charge
 	Amount        decimal.Decimal

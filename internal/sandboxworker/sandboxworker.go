@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider"
 	"io"
 	"log/slog"
 	"net/http"
@@ -90,6 +92,10 @@ type Deps struct {
 	// MaxWait is the longest a job that is almost due is waited for inside
 	// the invocation (SQS delays are whole seconds); later jobs are re-queued.
 	MaxWait time.Duration
+	// Provider, when set, is the sandbox acquirer: a result is looked up in
+	// its ledger (which books it as final) before the callback reports it,
+	// so the ledger and the callbacks never disagree.
+	Provider provider.Provider
 }
 
 // New returns the SQS handler (partial batch responses).
@@ -164,6 +170,16 @@ func (w *worker) deliver(ctx context.Context, job Job) error {
 	path := ResultPath
 	switch job.Kind {
 	case KindResult:
+		if w.Provider != nil {
+			out, err := w.Provider.Lookup(ctx, payment.ChargeReference(job.TransactionID))
+			if err != nil {
+				return fmt.Errorf("look up transaction %d: %w", job.TransactionID, err)
+			}
+			if out.Status == provider.Pending {
+				return fmt.Errorf("transaction %d is not due yet at the sandbox", job.TransactionID)
+			}
+			job.Status, job.Code = int(out.Status), string(out.Code)
+		}
 		switch job.Status {
 		case 1:
 			cb.Status = "approved"

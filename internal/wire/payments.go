@@ -104,7 +104,8 @@ func (b *base) paymentService(getenv config.Getenv, function string) (*payments.
 		if b.cfg.SandboxQueueURL == "" {
 			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
 		}
-		deps.Provider = sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1], UPICollectWindow: d[2]})
+		deps.Provider = sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1], UPICollectWindow: d[2],
+			ChallengeWindow: d[3], Ledger: b.store})
 		deps.Sandbox, deps.SandboxQueueURL = true, b.cfg.SandboxQueueURL
 	} else {
 		deps.Provider = noAcquirer{}
@@ -128,4 +129,9 @@ func (noAcquirer) CompleteChallenge(context.Context, provider.ChallengeResult) (
 
 func (noAcquirer) Refund(context.Context, provider.RefundRequest) (provider.RefundOutcome, error) {
 	return provider.RefundOutcome{}, errNoAcquirer
+}
+
+// Lookup finds nothing: noAcquirer never charges.
+func (noAcquirer) Lookup(context.Context, string) (provider.Outcome, error) {
+	return provider.Outcome{}, provider.ErrUnknownReference
 }

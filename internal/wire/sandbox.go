@@ -11,6 +11,7 @@ import (
 
 	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/sandboxworker"
 )
@@ -43,6 +44,7 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandle
 	return sandboxworker.New(sandboxworker.Deps{
 		BaseURL: base, Key: key, Client: client,
 		Queue: queue.New(sqs.NewFromConfig(b.aws)), QueueURL: b.cfg.SandboxQueueURL,
-		Log: b.cfg.NewLogger().With("function", "sandbox"),
+		Log:      b.cfg.NewLogger().With("function", "sandbox"),
+		Provider: sandbox.New(sandbox.Options{Ledger: b.store}),
 	}), nil
 }

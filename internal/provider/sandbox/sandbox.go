@@ -1,14 +1,16 @@
 // Package sandbox is the simulated provider of the test environment. The
 // outcome of an attempt is chosen by the input — card number, wallet token,
 // UPI id or payer e-mail — from the published test data (TestData,
-// docs/sandbox.md, DESIGN §4). It never touches the network and keeps no
-// state: results that come later are described in Outcome.Async for the
-// service's sandbox function to deliver through the signed /callbacks
-// endpoints, and challenge state travels in Outcome.ProviderRef.
+// docs/sandbox.md). Like a real acquirer it books every charge and refund in
+// its own ledger (ledger.go), keyed by the caller's reference, so a repeated
+// call never charges twice and Lookup can tell what happened to a reference.
+// Results that come later are described in Outcome.Async for the service's
+// sandbox function to deliver through the signed /callbacks endpoints.
 package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -41,7 +43,18 @@ type Options struct {
 	// UPICollectWindow is how long a collect request stays open; timeout@upi
 	// is declined with 013 when it closes.
 	UPICollectWindow time.Duration
+	// ChallengeWindow is how long a 3-D Secure challenge stays open; Lookup
+	// declines an unanswered one with 013 afterwards.
+	ChallengeWindow time.Duration
+	// Ledger books charges and refunds (required in deployments; a
+	// MemoryLedger when nil, for unit tests).
+	Ledger Ledger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
+
+// DefaultChallengeWindow matches the service's challenge window.
+const DefaultChallengeWindow = 10 * time.Minute
 
 // Sandbox implements provider.Provider. It is safe for concurrent use.
 type Sandbox struct{ opts Options }
@@ -62,6 +75,15 @@ func New(opts Options) *Sandbox {
 	if opts.UPICollectWindow <= 0 {
 		opts.UPICollectWindow = DefaultUPICollectWindow
 	}
+	if opts.ChallengeWindow <= 0 {
+		opts.ChallengeWindow = DefaultChallengeWindow
+	}
+	if opts.Ledger == nil {
+		opts.Ledger = NewMemoryLedger()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Sandbox{opts: opts}
 }
 
@@ -73,11 +95,73 @@ func (s *Sandbox) Charge(ctx context.Context, req provider.ChargeRequest) (provi
 	if !req.Amount.IsPositive() {
 		return provider.Outcome{}, fmt.Errorf("%w: amount must be positive", provider.ErrInvalidRequest)
 	}
+	if req.Reference == "" {
+		return provider.Outcome{}, fmt.Errorf("%w: charge without a reference", provider.ErrInvalidRequest)
+	}
 	e, err := effectOf(req)
 	if err != nil {
 		return provider.Outcome{}, err
 	}
-	return s.apply(req, e), nil
+	now := s.opts.Now().UTC()
+	out := s.apply(req, e)
+	entry := LedgerEntry{
+		Reference: req.Reference, Kind: KindCharge, TransactionID: req.TransactionID, Method: req.Method,
+		Amount: req.Amount.String(), Unit: req.Unit, Status: out.Status, Code: out.Code, Message: out.Message,
+		ProviderRef: out.ProviderRef, NextAction: out.NextAction, AlwaysFails: e.alwaysFails,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if out.Async != nil {
+		entry.AsyncStatus, entry.AsyncCode, entry.DueAt = out.Async.Status, out.Async.Code, now.Add(out.Async.After)
+	} else if out.Status == provider.Pending {
+		entry.DueAt = now.Add(s.opts.ChallengeWindow)
+	}
+	stored, created, err := s.opts.Ledger.PutLedgerEntry(ctx, entry)
+	if err != nil {
+		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+	}
+	if created {
+		return out, nil
+	}
+	// A reference seen before: the first call's outcome, no second charge.
+	return stored.outcome(now), nil
+}
+
+// Lookup reports the outcome booked for reference. An asynchronous result
+// whose time has come, and a challenge left unanswered past its window,
+// become final here. A reference never charged is closed (abandoned), so a
+// late Charge with it is declined without moving money.
+func (s *Sandbox) Lookup(ctx context.Context, reference string) (provider.Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Outcome{}, err
+	}
+	now := s.opts.Now().UTC()
+	e, err := s.opts.Ledger.LedgerEntry(ctx, reference)
+	if errors.Is(err, ErrNoEntry) {
+		stored, created, perr := s.opts.Ledger.PutLedgerEntry(ctx, LedgerEntry{Reference: reference, Kind: KindCharge,
+			Status: provider.Declined, Code: codes.TransactionCancelled, Abandoned: true, CreatedAt: now, UpdatedAt: now})
+		if perr != nil {
+			return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", perr)
+		}
+		if created {
+			return provider.Outcome{}, provider.ErrUnknownReference
+		}
+		e = stored // charged meanwhile
+	} else if err != nil {
+		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+	}
+	if e.Abandoned {
+		return provider.Outcome{}, provider.ErrUnknownReference
+	}
+	if e.Status == provider.Pending && !e.DueAt.IsZero() && !now.Before(e.DueAt) {
+		st, code := e.AsyncStatus, e.AsyncCode
+		if e.NextAction != nil && e.NextAction.Type == provider.ActionThreeDSRedirect {
+			st, code = provider.Declined, codes.AuthenticationTimeout
+		}
+		if e, err = s.opts.Ledger.SettleLedgerEntry(ctx, reference, st, code, provider.Message(st, code), now); err != nil {
+			return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+		}
+	}
+	return e.outcome(now), nil
 }
 
 // effectOf looks the request's test input up in the method's table.
@@ -186,38 +270,60 @@ func challengeRef(txID int64, alwaysFails bool) string {
 
 // CompleteChallenge maps the button pressed on the sandbox challenge page to
 // the final outcome: approve → approved, fail → declined 004. The
-// "3-D Secure failed" test inputs decline with 004 whatever was pressed.
+// "3-D Secure failed" test inputs decline with 004 whatever was pressed. The
+// first answer is booked; later answers get the booked outcome.
 func (s *Sandbox) CompleteChallenge(ctx context.Context, res provider.ChallengeResult) (provider.Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Outcome{}, err
 	}
-	id := strconv.FormatInt(res.TransactionID, 10)
-	var alwaysFails bool
-	switch res.ProviderRef {
-	case challengePrefix + id:
-	case failingChallengePrefix + id:
-		alwaysFails = true
-	default:
+	e, err := s.opts.Ledger.LedgerEntry(ctx, res.Reference)
+	if errors.Is(err, ErrNoEntry) || (err == nil && (e.Abandoned || e.NextAction == nil && e.Status == provider.Pending)) {
 		return provider.Outcome{}, provider.ErrUnknownChallenge
 	}
-	if res.Approved && !alwaysFails {
-		return provider.Final(provider.Approved, "", res.ProviderRef), nil
+	if err != nil {
+		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
 	}
-	return provider.Final(provider.Declined, codes.ThreeDSDecline, res.ProviderRef), nil
+	now := s.opts.Now().UTC()
+	if e.Status != provider.Pending {
+		return e.outcome(now), nil
+	}
+	if e.NextAction == nil || e.NextAction.Type != provider.ActionThreeDSRedirect {
+		return provider.Outcome{}, provider.ErrUnknownChallenge
+	}
+	st, code := provider.Declined, codes.ThreeDSDecline
+	if res.Approved && !e.AlwaysFails {
+		st, code = provider.Approved, ""
+	}
+	e, err = s.opts.Ledger.SettleLedgerEntry(ctx, res.Reference, st, code, provider.Message(st, code), now)
+	if err != nil {
+		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+	}
+	return e.outcome(now), nil
 }
 
 // Refund approves every well-formed refund: the sandbox has no balance to
 // run out of. Checking the amount against the charge is the service's job.
+// The refund id is booked, so a repeated refund returns money once; a void
+// also marks its charge voided.
 func (s *Sandbox) Refund(ctx context.Context, req provider.RefundRequest) (provider.RefundOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.RefundOutcome{}, err
 	}
-	if !req.Amount.IsPositive() {
-		return provider.RefundOutcome{}, fmt.Errorf("%w: refund amount must be positive", provider.ErrInvalidRequest)
+	if !req.Amount.IsPositive() || req.RefundID == "" {
+		return provider.RefundOutcome{}, fmt.Errorf("%w: a refund needs an id and a positive amount", provider.ErrInvalidRequest)
 	}
-	ref := "sbx_rf_" + strconv.FormatInt(req.TransactionID, 10)
-	if req.RefundID != "" {
-		ref += "_" + req.RefundID
+	now := s.opts.Now().UTC()
+	ref := "sbx_rf_" + strconv.FormatInt(req.TransactionID, 10) + "_" + req.RefundID
+	stored, _, err := s.opts.Ledger.PutLedgerEntry(ctx, LedgerEntry{Reference: "refund#" + req.RefundID, Kind: KindRefund,
+		TransactionID: req.TransactionID, Amount: req.Amount.String(), Unit: req.Unit, Status: provider.Approved,
+		Message: "Refunded", ProviderRef: ref, ChargeRef: req.ChargeReference, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return provider.RefundOutcome{}, fmt.Errorf("sandbox ledger: %w", err)
 	}
-	return provider.RefundOutcome{Status: provider.Approved, Message: "Refunded", ProviderRef: ref}, nil
+	if req.Void && req.ChargeReference != "" {
+		if err := s.opts.Ledger.VoidLedgerEntry(ctx, req.ChargeReference, now); err != nil && !errors.Is(err, ErrNoEntry) {
+			return provider.RefundOutcome{}, fmt.Errorf("sandbox ledger: %w", err)
+		}
+	}
+	return provider.RefundOutcome{Status: stored.Status, Message: stored.Message, ProviderRef: stored.ProviderRef}, nil
 }

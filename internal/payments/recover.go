@@ -1,0 +1,223 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/payreq/payreq/internal/card"
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider"
+)
+
+// complete drives transaction tx to the final outcome out, from any state a
+// crash may have left: the request commit (which decides whether a charge
+// pays the request), then the transaction's settle with its notification in
+// the outbox, then the notification send. Each step is a guarded write that
+// is a no-op when already done, so complete may run any number of times, in
+// any process: the payment path, a callback, a retry, the reconciler.
+//
+// It returns the request and the final transaction.
+func (s *Service) complete(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, threeDS string) (*payment.Request, *dynamo.Transaction, error) {
+	now := s.Now().UTC()
+	status, code, msg := payment.TransactionStatus(out.Status), out.Code, out.Message
+	if msg == "" {
+		msg = provider.Message(out.Status, code)
+	}
+	if tx.Status.Final() {
+		status, code, msg = tx.Status, tx.Code, tx.Message // the settle already decided
+	}
+	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
+		TransactionNumber: tx.Number, Status: status, Code: code, Message: msg, Now: now})
+	if errors.Is(err, dynamo.ErrConflict) {
+		if req, err = s.Store.PaymentRequest(ctx, tx.PaymentRequestID); err != nil {
+			return nil, nil, err
+		}
+		committed := req.TransactionID == tx.ID && req.TransactionStatus != nil && req.TransactionStatus.Final()
+		switch {
+		case committed:
+			// An earlier run committed; its decision stands.
+			status = *req.TransactionStatus
+			if req.LastLog != nil {
+				code, msg = req.LastLog.Code, req.LastLog.Message
+			}
+		case status == payment.TxApproved && !tx.Status.Final():
+			// The request stopped waiting for this attempt (cancelled, or
+			// paid by another): the charge cannot pay it and is voided.
+			s.Log.Warn("charge cannot pay its request; voiding it", "transaction_id", tx.ID,
+				"payment_request_id", tx.PaymentRequestID, "request_status", int(req.Status))
+			if err := s.void(ctx, tx); err != nil {
+				return nil, nil, err // the transaction stays open; retried
+			}
+			status, code, msg = payment.TxDeclined, codes.TransactionCancelled, codes.TransactionCancelled.Message()
+		}
+	} else if err != nil {
+		return nil, nil, err
+	}
+	crashpoint.Hit(crashpoint.AfterRequestCommit)
+	reqStatus := payment.RequestUnpaid
+	if status == payment.TxApproved {
+		reqStatus = payment.RequestPaid
+	}
+	ev, err := payment.NewNotifyEvent(&payment.Request{ID: tx.PaymentRequestID}, tx.ID, status,
+		payment.LastLog{TransactionStatusID: status, Message: msg, Code: code}, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev.PaymentRequestStatusID = reqStatus
+	st, err := s.Store.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: status, Code: code,
+		Message: msg, ProviderRef: out.ProviderRef, ThreeDS: threeDS, Event: ev, Now: now})
+	if errors.Is(err, dynamo.ErrConflict) {
+		if st.Status != status {
+			s.Log.Error("transaction final status differs from its request commit", "transaction_id", tx.ID,
+				"transaction_status", int(st.Status), "commit_status", int(status))
+		}
+		return req, st, nil // settled by an earlier run; its notification is in the outbox
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	crashpoint.Hit(crashpoint.AfterTxSettle)
+	crashpoint.Hit(crashpoint.AfterOutboxWrite)
+	s.release(ctx, st)
+	s.notify(ctx, ev)
+	return req, st, nil
+}
+
+// notify sends the event the settle put in the outbox. A failure is only
+// logged: the reconciler enqueues what stays in the outbox.
+func (s *Service) notify(ctx context.Context, ev payment.NotifyEvent) {
+	if s.NotificationsQueueURL == "" || s.Queue == nil {
+		return
+	}
+	if err := s.Queue.Send(ctx, s.NotificationsQueueURL, ev, 0); err != nil {
+		s.Log.Warn("notification not enqueued; the reconciler will send it", "transaction_id", ev.TransactionID, "error", err.Error())
+		return
+	}
+	crashpoint.Hit(crashpoint.AfterQueueSend)
+}
+
+// resume continues attempt txID of a retried request (same Idempotency-Key):
+// nothing written yet → run it; waiting → charge again with the same
+// reference (the provider answers with the first outcome, charging once);
+// pending or final → finish what is left and answer with it.
+func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
+	tx, err := s.Store.Transaction(ctx, txID)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return s.run(ctx, m, req, txID, a, det)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if tx.PaymentRequestID != req.ID || tx.MerchantID != m.ID {
+		return Result{}, fmt.Errorf("resume: transaction %d belongs to another payment request", txID)
+	}
+	switch tx.Status {
+	case payment.TxWaiting:
+		return s.charge(ctx, req, tx, a, det)
+	case payment.TxPending:
+		if _, err := s.ensurePendingCommit(ctx, tx); err != nil {
+			return Result{}, err
+		}
+		return s.resultOf(ctx, tx, a)
+	}
+	if _, tx, err = s.complete(ctx, tx, provider.Outcome{Status: provider.Status(tx.Status), Code: tx.Code, Message: tx.Message}, ""); err != nil {
+		return Result{}, err
+	}
+	return s.resultOf(ctx, tx, a)
+}
+
+// ensurePendingCommit makes the request show a pending transaction (a crash
+// may have come between the transaction's pending write and the request's).
+func (s *Service) ensurePendingCommit(ctx context.Context, tx *dynamo.Transaction) (*payment.Request, error) {
+	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
+		TransactionNumber: tx.Number, Status: payment.TxPending, Message: tx.Message, Now: s.Now(), LeaseUntil: tx.RecoverAfter})
+	if errors.Is(err, dynamo.ErrConflict) {
+		return s.Store.PaymentRequest(ctx, tx.PaymentRequestID)
+	}
+	return req, err
+}
+
+// Recover drives one transaction a crash may have left open to a final,
+// consistent state by asking the provider what became of its reference —
+// never by charging again. An attempt still pending at the provider within
+// its window is left alone. A refund left processing is asked again with
+// the same refund id (the provider refunds once).
+func (s *Service) Recover(ctx context.Context, tx *dynamo.Transaction) error {
+	switch {
+	case tx.Status == payment.TxApproved && tx.Refund != nil && tx.Refund.Status == dynamo.RefundProcessing:
+		_, err := s.finishRefund(ctx, tx)
+		return err
+	case tx.Status.Final():
+		_, _, err := s.complete(ctx, tx, provider.Outcome{Status: provider.Status(tx.Status), Code: tx.Code, Message: tx.Message}, "")
+		return err
+	}
+	out, err := s.lookup(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("look up transaction %d: %w", tx.ID, err)
+	}
+	if out.Status == provider.Pending {
+		if tx.Status == payment.TxWaiting {
+			_, _, err := s.markPending(ctx, tx, out)
+			return err
+		}
+		_, err := s.ensurePendingCommit(ctx, tx)
+		return err
+	}
+	tds := ""
+	if tx.ThreeDS == dynamo.ThreeDSChallenge {
+		tds = dynamo.ThreeDSFailed
+		if out.Status == provider.Approved {
+			tds = dynamo.ThreeDSAuthenticated
+		} else if out.Code == codes.AuthenticationTimeout {
+			tds = dynamo.ThreeDSTimedOut
+		}
+	}
+	_, _, err = s.complete(ctx, tx, out, tds)
+	return err
+}
+
+// RecoverTransactionOf finishes attempt txID that holds request requestID's
+// expired lease. An attempt with no transaction record never reached the
+// provider (the record is written first): its lease is simply released.
+func (s *Service) RecoverTransactionOf(ctx context.Context, requestID, txID int64) error {
+	tx, err := s.Store.Transaction(ctx, txID)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+			return err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.Recover(ctx, tx)
+}
+
+// RecoverOpen runs Recover on every open attempt whose recovery time has
+// passed (the reconciler's schedule). It returns how many it finished.
+func (s *Service) RecoverOpen(ctx context.Context, now time.Time) (int, error) {
+	n := 0
+	var errs []error
+	for shard := 0; shard < dynamo.OpenShards; shard++ {
+		txs, err := s.Store.OpenAttempts(ctx, shard, now, 200)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, tx := range txs {
+			if err := s.Recover(ctx, tx); err != nil {
+				s.Log.Error("recovering an attempt failed; the next run retries", "transaction_id", tx.ID, "error", err.Error())
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
