@@ -150,7 +150,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Info.Queues[id] = q.URL
 	}
 	tables := dynamo.Tables{Merchants: s.Resources.Tables["MerchantsTable"],
-		PaymentRequests: s.Resources.Tables["PaymentRequestsTable"], Operations: s.Resources.Tables["OperationsTable"]}
+		PaymentRequests: s.Resources.Tables["PaymentRequestsTable"], Operations: s.Resources.Tables["OperationsTable"],
+		Transactions: s.Resources.Tables["TransactionsTable"]}
 	s.Store = dynamo.New(dynamodb.NewFromConfig(cfg), tables)
 	sealer, err := seal.New(sealKey)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -285,6 +286,8 @@ func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*
 			txs = append(txs, t)
 		}
 		if len(out.LastEvaluatedKey) == 0 {
+			// Ids are random: order by creation time.
+			sort.SliceStable(txs, func(i, j int) bool { return txs[i].CreatedAt.Before(txs[j].CreatedAt) })
 			return txs, nil
 		}
 		start = out.LastEvaluatedKey

@@ -195,13 +195,13 @@ func TestTransactionStates(t *testing.T) {
 	}
 	// Refund once.
 	rf := dynamo.NewRefund("RF1", tx.Amount, tx.Unit, now)
-	if _, err := s.BeginRefund(ctx, tx.ID, "mer_b", rf); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_b", rf, now); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("another merchant's refund: %v", err)
 	}
-	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", rf); err != nil {
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", rf, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", dynamo.NewRefund("RF2", tx.Amount, tx.Unit, now)); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", dynamo.NewRefund("RF2", tx.Amount, tx.Unit, now), now); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("second refund: %v", err)
 	}
 	done, err := s.CompleteRefund(ctx, tx.ID, "RF1", dynamo.RefundRefunded, "ref", "", now)

@@ -3,8 +3,10 @@
 // function, on a schedule).
 //
 // Delivery is at least once. A queue message carries a payment.NotifyEvent:
-// ids and statuses only. Each attempt reads the payment request and the
-// merchant, builds the spec's body, signs it (X-Signature with the merchant's
+// ids only count. Each attempt re-reads the transaction, the payment request
+// and the merchant and builds the spec's body from what is stored, never
+// from the message's claims (a message naming an unknown or non-final
+// transaction is dropped and logged), signs it signs it (X-Signature with the merchant's
 // API key; Standard Webhooks headers with its webhook secret), posts it with
 // an SSRF-guarded client, and records the attempt. A failed attempt is
 // re-enqueued with the next delay of the schedule (long delays travel in
@@ -37,8 +39,9 @@ import (
 // Store is the persistence the notifier needs.
 type Store interface {
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
+	Transaction(ctx context.Context, id int64) (*dynamo.Transaction, error)
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
-	ClearOutbox(ctx context.Context, requestID int64, eventID string) error
+	ClearOutbox(ctx context.Context, txID int64, eventID string) error
 	RecordDelivery(ctx context.Context, a dynamo.DeliveryAttempt) error
 }
 
@@ -103,7 +106,7 @@ func (n *Notifier) now() time.Time {
 
 func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 	var ev payment.NotifyEvent
-	if err := json.Unmarshal([]byte(rec.Body), &ev); err != nil || ev.EventID == "" || ev.RequestID == 0 {
+	if err := json.Unmarshal([]byte(rec.Body), &ev); err != nil || ev.EventID == "" || ev.TransactionID == 0 {
 		// Unreadable: retrying cannot help; park it for a human.
 		n.Log.Error("malformed notification message parked in the DLQ", "message_id", rec.MessageId)
 		return n.Queue.Send(ctx, n.DLQURL, json.RawMessage(rec.Body), 0)
@@ -111,7 +114,7 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1)
 	if ev.Attempts == 0 && ev.DueAt.IsZero() {
 		// The event left the outbox: the reconciler need not resend it.
-		if err := n.Store.ClearOutbox(ctx, ev.RequestID, ev.EventID); err != nil {
+		if err := n.Store.ClearOutbox(ctx, ev.TransactionID, ev.EventID); err != nil {
 			return err
 		}
 	}
@@ -119,7 +122,16 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 	if delay, due := notify.Hop(ev.DueAt, now); !due {
 		return n.Queue.Send(ctx, n.QueueURL, ev, delay)
 	}
-	req, err := n.Store.PaymentRequest(ctx, ev.RequestID)
+	tx, err := n.Store.Transaction(ctx, ev.TransactionID)
+	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && (!tx.Status.Final() || tx.PaymentRequestID != ev.RequestID)) {
+		log.Error("notification message for an unknown or unsettled transaction dropped", "transaction_id", ev.TransactionID,
+			"metric", "NotificationsDropped")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	req, err := n.Store.PaymentRequest(ctx, tx.PaymentRequestID)
 	if errors.Is(err, dynamo.ErrNotFound) {
 		log.Error("notification for a missing payment request dropped")
 		return nil
@@ -127,6 +139,9 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 	if err != nil {
 		return err
 	}
+	// What is signed comes from the store: the event's own statuses are
+	// only routing.
+	ev = payment.EventOf(ev, tx.ID, tx.Status, req.Status, tx.Code, tx.Message)
 	m, err := n.Store.Merchant(ctx, req.MerchantID)
 	if err != nil {
 		return fmt.Errorf("load merchant %s: %w", req.MerchantID, err)

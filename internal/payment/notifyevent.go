@@ -45,3 +45,15 @@ func NewNotifyEvent(r *Request, txID int64, tx TransactionStatus, log LastLog, a
 		Code: log.Code, Message: log.Message, OccurredAt: at.UTC(),
 	}, nil
 }
+
+// EventOf returns ev with the stored state of its transaction: the
+// notifier signs only what the store says, whatever a queue message claims.
+// A cancelled request is reported as unpaid (the spec's values are 1 and 2).
+func EventOf(ev NotifyEvent, txID int64, tx TransactionStatus, req RequestStatus, code codes.Code, message string) NotifyEvent {
+	ev.TransactionID, ev.TransactionStatusID, ev.Code, ev.Message = txID, tx, code, message
+	ev.PaymentRequestStatusID = RequestUnpaid
+	if req == RequestPaid && tx == TxApproved {
+		ev.PaymentRequestStatusID = RequestPaid
+	}
+	return ev
+}

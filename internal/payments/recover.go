@@ -24,6 +24,13 @@ import (
 //
 // It returns the request and the final transaction.
 func (s *Service) complete(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, threeDS string) (*payment.Request, *dynamo.Transaction, error) {
+	req, st, _, err := s.completeOnce(ctx, tx, out, threeDS)
+	return req, st, err
+}
+
+// completeOnce is complete, also telling whether this call settled the
+// transaction (exactly one of concurrent calls does).
+func (s *Service) completeOnce(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, threeDS string) (*payment.Request, *dynamo.Transaction, bool, error) {
 	now := s.Now().UTC()
 	status, code, msg := payment.TransactionStatus(out.Status), out.Code, out.Message
 	if msg == "" {
@@ -36,7 +43,7 @@ func (s *Service) complete(ctx context.Context, tx *dynamo.Transaction, out prov
 		TransactionNumber: tx.Number, Status: status, Code: code, Message: msg, Now: now})
 	if errors.Is(err, dynamo.ErrConflict) {
 		if req, err = s.Store.PaymentRequest(ctx, tx.PaymentRequestID); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		committed := req.TransactionID == tx.ID && req.TransactionStatus != nil && req.TransactionStatus.Final()
 		switch {
@@ -52,12 +59,12 @@ func (s *Service) complete(ctx context.Context, tx *dynamo.Transaction, out prov
 			s.Log.Warn("charge cannot pay its request; voiding it", "transaction_id", tx.ID,
 				"payment_request_id", tx.PaymentRequestID, "request_status", int(req.Status))
 			if err := s.void(ctx, tx); err != nil {
-				return nil, nil, err // the transaction stays open; retried
+				return nil, nil, false, err // the transaction stays open; retried
 			}
 			status, code, msg = payment.TxDeclined, codes.TransactionCancelled, codes.TransactionCancelled.Message()
 		}
 	} else if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	crashpoint.Hit(crashpoint.AfterRequestCommit)
 	reqStatus := payment.RequestUnpaid
@@ -67,7 +74,7 @@ func (s *Service) complete(ctx context.Context, tx *dynamo.Transaction, out prov
 	ev, err := payment.NewNotifyEvent(&payment.Request{ID: tx.PaymentRequestID}, tx.ID, status,
 		payment.LastLog{TransactionStatusID: status, Message: msg, Code: code}, now)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	ev.PaymentRequestStatusID = reqStatus
 	st, err := s.Store.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: status, Code: code,
@@ -77,16 +84,16 @@ func (s *Service) complete(ctx context.Context, tx *dynamo.Transaction, out prov
 			s.Log.Error("transaction final status differs from its request commit", "transaction_id", tx.ID,
 				"transaction_status", int(st.Status), "commit_status", int(status))
 		}
-		return req, st, nil // settled by an earlier run; its notification is in the outbox
+		return req, st, false, nil // settled by an earlier run; its notification is in the outbox
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	crashpoint.Hit(crashpoint.AfterTxSettle)
 	crashpoint.Hit(crashpoint.AfterOutboxWrite)
 	s.release(ctx, st)
 	s.notify(ctx, ev)
-	return req, st, nil
+	return req, st, true, nil
 }
 
 // notify sends the event the settle put in the outbox. A failure is only

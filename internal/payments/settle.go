@@ -52,17 +52,21 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 	if r.PaymentRequestID != 0 && tx.PaymentRequestID != r.PaymentRequestID {
 		return Settled{}, ErrMismatch
 	}
+	if tx.Status.Final() {
+		// The request commit always precedes the settle, so nothing is left
+		// to do: a duplicate (or a result for an attempt already closed).
+		return Settled{Duplicate: true, Transaction: tx}, nil
+	}
 	crashpoint.Hit(crashpoint.InCallback)
 	return s.settleWith(ctx, tx, provider.Outcome{Status: r.Status, Code: r.Code, Message: r.Message, ProviderRef: r.ProviderRef}, r.ThreeDS)
 }
 
 func (s *Service) settleWith(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, threeDS string) (Settled, error) {
-	wasFinal := tx.Status.Final()
-	req, st, err := s.complete(ctx, tx, out, threeDS)
+	req, st, changed, err := s.completeOnce(ctx, tx, out, threeDS)
 	if err != nil {
 		return Settled{}, err
 	}
-	return Settled{Duplicate: wasFinal, Changed: !wasFinal && st.Status.Final(), Transaction: st, Request: req}, nil
+	return Settled{Duplicate: !changed, Changed: changed, Transaction: st, Request: req}, nil
 }
 
 func (s *Service) loadTx(ctx context.Context, id int64) (*dynamo.Transaction, error) {

@@ -60,7 +60,11 @@ func Reconciler(ctx context.Context, getenv config.Getenv, opts Options) (func(c
 			return nil, fmt.Errorf("OUTBOX_GRACE: %w", err)
 		}
 	}
-	r := &notifier.Reconciler{Store: b.store, Queue: queue.New(sqs.NewFromConfig(b.aws)),
+	svc, err := b.paymentService(getenv, "reconciler")
+	if err != nil {
+		return nil, fmt.Errorf("wire reconciler: %w", err)
+	}
+	r := &notifier.Reconciler{Store: b.store, Queue: queue.New(sqs.NewFromConfig(b.aws)), Recover: svc.RecoverOpen,
 		QueueURL: getenv("NOTIFICATIONS_QUEUE_URL"), Grace: grace, Log: b.cfg.NewLogger().With("function", "reconciler")}
 	return func(ctx context.Context) error {
 		_, err := r.Run(ctx)

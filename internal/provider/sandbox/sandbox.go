@@ -284,11 +284,11 @@ func (s *Sandbox) CompleteChallenge(ctx context.Context, res provider.ChallengeR
 		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
 	}
 	now := s.opts.Now().UTC()
+	if !strings.HasPrefix(e.ProviderRef, challengePrefix) && !strings.HasPrefix(e.ProviderRef, failingChallengePrefix) {
+		return provider.Outcome{}, provider.ErrUnknownChallenge // no challenge was ever opened
+	}
 	if e.Status != provider.Pending {
 		return e.outcome(now), nil
-	}
-	if e.NextAction == nil || e.NextAction.Type != provider.ActionThreeDSRedirect {
-		return provider.Outcome{}, provider.ErrUnknownChallenge
 	}
 	st, code := provider.Declined, codes.ThreeDSDecline
 	if res.Approved && !e.AlwaysFails {

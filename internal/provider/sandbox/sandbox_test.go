@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,8 +47,12 @@ func cardRequest(t *testing.T, number string) provider.ChargeRequest {
 	return r
 }
 
+var refs atomic.Int64
+
+// baseRequest has a fresh reference: every test charge is a new attempt.
 func baseRequest(m provider.Method) provider.ChargeRequest {
 	return provider.ChargeRequest{
+		Reference:     "ptx_test_" + strconv.FormatInt(refs.Add(1), 10),
 		TransactionID: txID, PaymentRequestID: 1, Amount: decimal.RequireFromString("12.34"), Unit: "INR",
 		Method: m, CardholderPresent: true, Email: "payer@example.com",
 	}
@@ -143,8 +149,11 @@ func TestDesignTable(t *testing.T) {
 					t.Fatalf("next action = %+v", o.NextAction)
 				}
 				for _, approve := range []bool{true, false} {
+					again := req
+					again.Reference += fmt.Sprint(approve) // a new attempt per answer
+					charge(t, s, again)
 					res, err := s.CompleteChallenge(context.Background(), provider.ChallengeResult{
-						TransactionID: txID, ProviderRef: o.ProviderRef, Approved: approve})
+						Reference: again.Reference, TransactionID: txID, ProviderRef: o.ProviderRef, Approved: approve})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -175,7 +184,8 @@ func TestTestData(t *testing.T) {
 			if tc.Status == provider.Approved && tc.Code != "" || tc.Status == provider.Declined && !tc.Code.Known() {
 				t.Errorf("final %v with code %q", tc.Status, tc.Code)
 			}
-			o := charge(t, s, requestFor(t, tc))
+			req := requestFor(t, tc)
+			o := charge(t, s, req)
 			if o.Status != tc.First {
 				t.Fatalf("first status = %v, want %v", o.Status, tc.First)
 			}
@@ -197,7 +207,7 @@ func TestTestData(t *testing.T) {
 				}
 				var err error
 				got, err = s.CompleteChallenge(context.Background(), provider.ChallengeResult{
-					TransactionID: txID, ProviderRef: o.ProviderRef, Approved: tc.Answer == AnswerApprove})
+					Reference: req.Reference, TransactionID: txID, ProviderRef: o.ProviderRef, Approved: tc.Answer == AnswerApprove})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -284,12 +294,14 @@ func TestNoCardholderDeclinesChallenges(t *testing.T) {
 
 func TestCompleteChallengeRejectsForeignReferences(t *testing.T) {
 	s := testSandbox()
-	o := charge(t, s, cardRequest(t, "4000 0000 0000 3220"))
+	req := cardRequest(t, "4000 0000 0000 3220")
+	charge(t, s, req)
+	plain := cardRequest(t, "4111 1111 1111 1111")
+	charge(t, s, plain)
 	for _, res := range []provider.ChallengeResult{
-		{TransactionID: txID + 1, ProviderRef: o.ProviderRef, Approved: true}, // another transaction
-		{TransactionID: txID, ProviderRef: "sbx_card_4242", Approved: true},   // not a challenge
-		{TransactionID: txID, ProviderRef: "", Approved: true},
-		{TransactionID: txID, ProviderRef: o.ProviderRef + "0", Approved: true},
+		{Reference: req.Reference + "0", TransactionID: txID, Approved: true}, // never charged
+		{Reference: plain.Reference, TransactionID: txID, Approved: true},     // not a challenge
+		{Reference: "", TransactionID: txID, Approved: true},
 	} {
 		if _, err := s.CompleteChallenge(context.Background(), res); !errors.Is(err, provider.ErrUnknownChallenge) {
 			t.Errorf("CompleteChallenge(%+v) error = %v, want ErrUnknownChallenge", res, err)
@@ -418,7 +430,7 @@ func TestAlternative(t *testing.T) {
 		if o := charge(t, s, r); o.Status != provider.Approved || o.Async != nil || o.NextAction != nil {
 			t.Errorf("selector %d: %+v, want approved now", sel, o)
 		}
-		r.Email = "DECLINE@example.com"
+		r.Email, r.Reference = "DECLINE@example.com", r.Reference+"-2"
 		if o := charge(t, s, r); o.Status != provider.Declined || o.Code != "999" {
 			t.Errorf("selector %d decline e-mail: %v/%q", sel, o.Status, o.Code)
 		}
@@ -432,7 +444,7 @@ func TestDefaultDelays(t *testing.T) {
 	if o := charge(t, s, r); o.Async.After != DefaultUPICollectWindow {
 		t.Errorf("collect window = %v", o.Async.After)
 	}
-	r.UPIID = "success@upi"
+	r.UPIID, r.Reference = "success@upi", r.Reference+"-2"
 	if o := charge(t, s, r); o.Async.After != DefaultUPIDelay {
 		t.Errorf("UPI delay = %v", o.Async.After)
 	}
@@ -488,5 +500,74 @@ func TestRefund(t *testing.T) {
 	}
 	if _, err := s.Refund(context.Background(), provider.RefundRequest{TransactionID: txID}); !errors.Is(err, provider.ErrInvalidRequest) {
 		t.Errorf("zero refund: %v", err)
+	}
+}
+
+// The ledger makes the sandbox behave like an acquirer with idempotency
+// keys: a reference is charged once, whatever the calls that follow say.
+func TestLedgerChargesAReferenceOnce(t *testing.T) {
+	ledger := NewMemoryLedger()
+	clock := now
+	s := New(Options{Ledger: ledger, UPIDelay: time.Minute, Now: func() time.Time { return clock }})
+	ctx := context.Background()
+	r := cardRequest(t, "4111 1111 1111 1111")
+	first := charge(t, s, r)
+	again := r
+	again.Card = cardRequest(t, "4000 0000 0000 0002").Card // a retry cannot change the outcome
+	if o := charge(t, s, again); o.Status != first.Status || o.ProviderRef != first.ProviderRef {
+		t.Fatalf("second charge of %s = %+v, want the first outcome %+v", r.Reference, o, first)
+	}
+	if n := len(ledger.Entries()); n != 1 {
+		t.Fatalf("ledger has %d entries after two charges of one reference, want 1", n)
+	}
+	if o, err := s.Lookup(ctx, r.Reference); err != nil || o.Status != provider.Approved {
+		t.Fatalf("Lookup = %+v, %v", o, err)
+	}
+
+	// A reference never charged is closed by Lookup: a late charge moves no money.
+	late := cardRequest(t, "4111 1111 1111 1111")
+	if _, err := s.Lookup(ctx, late.Reference); !errors.Is(err, provider.ErrUnknownReference) {
+		t.Fatalf("Lookup of an unknown reference: %v", err)
+	}
+	if o := charge(t, s, late); o.Status != provider.Declined || o.Code != codes.TransactionCancelled {
+		t.Fatalf("charge after Lookup closed the reference = %v/%q, want declined 012", o.Status, o.Code)
+	}
+
+	// An asynchronous result becomes final at the ledger once it is due.
+	upi := baseRequest(provider.MethodUPI)
+	upi.UPIID = "insufficient@upi"
+	if o := charge(t, s, upi); o.Status != provider.Pending {
+		t.Fatalf("UPI first = %v", o.Status)
+	}
+	if o, _ := s.Lookup(ctx, upi.Reference); o.Status != provider.Pending {
+		t.Fatalf("UPI before due = %v, want pending", o.Status)
+	}
+	clock = clock.Add(time.Minute)
+	if o, _ := s.Lookup(ctx, upi.Reference); o.Status != provider.Declined || o.Code != codes.InsufficientFunds {
+		t.Fatalf("UPI after due = %v/%q, want declined 005", o.Status, o.Code)
+	}
+
+	// A refund id refunds once; a void marks its charge.
+	rf := provider.RefundRequest{RefundID: "void_" + r.Reference, TransactionID: txID, ChargeReference: r.Reference,
+		Void: true, Amount: decimal.RequireFromString("12.34"), Unit: "INR"}
+	a, err := s.Refund(ctx, rf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Refund(ctx, rf)
+	if err != nil || b.ProviderRef != a.ProviderRef {
+		t.Fatalf("second refund = %+v, %v; want the first %+v", b, err, a)
+	}
+	refunds, voided := 0, false
+	for _, e := range ledger.Entries() {
+		if e.Kind == KindRefund {
+			refunds++
+		}
+		if e.Reference == r.Reference {
+			voided = e.Voided
+		}
+	}
+	if refunds != 1 || !voided {
+		t.Fatalf("refund entries = %d, charge voided = %v; want 1, true", refunds, voided)
 	}
 }
