@@ -152,6 +152,27 @@ func TestCheckoutPage(t *testing.T) {
 		wantNoCSPViolations(t, tab)
 	})
 
+	t.Run("a merchant API key as the token is refused, never stored, never sent", func(t *testing.T) {
+		api := newFakeAPI(t, merchant.Origin).start()
+		key := "prk_test_" + strings.Repeat("a", 40)
+		for _, q := range []string{"requestId=42&token=" + key, "requestId=42&token=tok-123&x=" + strings.ToUpper(key)} {
+			tab := open(t, api, q)
+			bt.WaitJS(t, tab, visible("#result-title"), 10*time.Second)
+			got := bt.Eval[map[string]any](t, tab, `({title: `+text("#result-title")+`, form: `+visible("#pay")+`,
+				search: location.search, stored: Object.keys(sessionStorage).map(k => sessionStorage.getItem(k)).join('|')})`)
+			if got["title"] != "This checkout link is invalid" || got["form"] != false || strings.Contains(got["search"].(string), "prk_test_") ||
+				strings.Contains(strings.ToLower(got["stored"].(string)), "prk_test_") {
+				t.Errorf("%s: page state %v", q, got)
+			}
+			wantNoCSPViolations(t, tab)
+		}
+		for _, r := range api.requests() {
+			if strings.HasPrefix(r.Path, "/checkout/api/") || strings.Contains(strings.ToLower(r.Token+r.Referer), "prk_") {
+				t.Errorf("request after a refused token: %+v", r)
+			}
+		}
+	})
+
 	t.Run("the CSP hook sees violations", func(t *testing.T) {
 		// Guards the CSP checks above: an inline style under this CSP must be reported.
 		api := newFakeAPI(t, merchant.Origin).start()

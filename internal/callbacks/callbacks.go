@@ -131,9 +131,10 @@ func parseBody(contentType string, body []byte) (url.Values, error) {
 		return v, nil
 	case "application/json", "":
 		var obj map[string]any
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.UseNumber()
-		if err := dec.Decode(&obj); err != nil || obj == nil {
+		if err := httpapi.Unmarshal(body, &obj); err != nil {
+			return nil, err
+		}
+		if obj == nil {
 			return nil, problem.BadRequest("The body must be a JSON object.", "")
 		}
 		v := url.Values{}

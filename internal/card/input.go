@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/problem"
 )
 
@@ -60,6 +61,8 @@ func (in Input) Validate(now time.Time) (Details, []problem.FieldError) {
 		add(FieldHolder, codes.InvalidName, "holderName is required")
 	case utf8.RuneCountInString(holder) > MaxHolderLen:
 		add(FieldHolder, codes.InvalidName, "holderName must be at most "+strconv.Itoa(MaxHolderLen)+" characters")
+	case !payer.PlainText(holder):
+		add(FieldHolder, codes.InvalidName, "holderName must not contain control, bidirectional-override or zero-width characters")
 	}
 
 	digits := Normalize(in.Number)

@@ -42,8 +42,11 @@ func (h *handler) pay(w http.ResponseWriter, r *http.Request, s *session) error 
 	if s.req.Status != payment.RequestUnpaid {
 		return notUnpaid(s.req)
 	}
+	// Pages reached without the token in their address carry a frame ticket
+	// instead, so their framing policy still comes from the token.
+	frame := h.Tokens.FrameTicket(s.claims)
 	a := payments.Attempt{Hosted: true, CardholderPresent: true, BaseURL: h.baseURL(r),
-		ReturnTo: "/checkout?" + url.Values{"requestId": {strconv.FormatInt(s.req.ID, 10)}, "resume": {"1"}}.Encode()}
+		ReturnTo: "/checkout?" + url.Values{"requestId": {strconv.FormatInt(s.req.ID, 10)}, "resume": {"1"}, "frame": {frame}}.Encode()}
 	switch r.PathValue("method") {
 	case "card":
 		var b cardBody
@@ -98,7 +101,7 @@ func (h *handler) pay(w http.ResponseWriter, r *http.Request, s *session) error 
 	if na := res.NextAction; na != nil && na.Type == provider.ActionThreeDSRedirect {
 		// The challenge runs in the hosted page's own frame, on our ACS page.
 		na.URL = "/checkout/3ds?" + url.Values{"transactionId": {strconv.FormatInt(res.TransactionID, 10)},
-			"requestId": {strconv.FormatInt(s.req.ID, 10)}}.Encode()
+			"requestId": {strconv.FormatInt(s.req.ID, 10)}, "frame": {frame}}.Encode()
 	}
 	httpapi.WriteJSON(w, http.StatusOK, res)
 	return nil
@@ -162,7 +165,7 @@ func (h *handler) completeChallenge(w http.ResponseWriter, r *http.Request, s *s
 	if s.req.TransactionStatus == nil || *s.req.TransactionStatus != payment.TxPending {
 		return problem.Conflict("This challenge was already answered.", "")
 	}
-	if err := h.Challenges.CompleteChallenge(r.Context(), h.baseURL(r), s.req.ID, txID, b.Result == "approve"); err != nil {
+	if err := h.Challenges.CompleteChallenge(r.Context(), s.req.ID, txID, b.Result == "approve"); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

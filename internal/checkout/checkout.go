@@ -23,9 +23,11 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/web"
 )
 
@@ -41,9 +43,11 @@ type Payer interface {
 }
 
 // Challenges completes sandbox 3-D Secure challenges through the provider
-// callback endpoint (the result must arrive through /callbacks/3ds).
+// callback endpoint (the result must arrive through /callbacks/3ds). The
+// implementation knows its target from configuration only, never from the
+// request being served (its Host header is the caller's to choose).
 type Challenges interface {
-	CompleteChallenge(ctx context.Context, baseURL string, requestID, transactionID int64, approve bool) error
+	CompleteChallenge(ctx context.Context, requestID, transactionID int64, approve bool) error
 }
 
 // AttemptLimiter counts payment attempts per request (card-testing guard).
@@ -53,11 +57,17 @@ type AttemptLimiter interface {
 
 // Deps are the handler's collaborators.
 type Deps struct {
-	Store         Store
-	Payments      Payer
-	Challenges    Challenges
-	Limiter       AttemptLimiter
-	Tokens        *checkouttoken.Issuer
+	Store      Store
+	Payments   Payer
+	Challenges Challenges
+	Limiter    AttemptLimiter
+	Tokens     *checkouttoken.Issuer
+	// Links opens the slugs of payment links (/pay/{slug}).
+	Links *paylink.Signer
+	// Public rate-limits the unauthenticated routes (payment links and the
+	// hosted page's API) per client IP and per link or token; nil means
+	// ratelimit.NewPublic(Limiter).
+	Public        *ratelimit.Public
 	Log           *slog.Logger
 	PublicBaseURL string
 	Sandbox       bool
@@ -92,18 +102,23 @@ func New(d Deps) http.Handler {
 	if d.MaxAttempts == 0 {
 		d.MaxAttempts = 10
 	}
+	if d.Public == nil {
+		d.Public = ratelimit.NewPublic(d.Limiter)
+	}
 	h := &handler{d}
+	byLink := d.Public.Middleware(func(r *http.Request) string { return r.PathValue("id") })
+	byToken := d.Public.Middleware(func(r *http.Request) string { return r.Header.Get(checkouttoken.Header) })
 	handlers := map[string]http.Handler{
 		"GET /checkout":                   httpapi.HandlerFunc(h.page("checkout/index.html")),
 		"GET /checkout/3ds":               httpapi.HandlerFunc(h.page("checkout/acs.html")),
 		"GET /checkout/assets/{file}":     http.HandlerFunc(h.asset),
 		"GET /paycheckout.js":             http.HandlerFunc(h.sdk("sdk/paycheckout.js")),
 		"GET /paycheckout.d.ts":           http.HandlerFunc(h.sdk("sdk/paycheckout.d.ts")),
-		"GET /pay/{id}":                   httpapi.HandlerFunc(h.payLink),
-		"GET /checkout/api/session":       h.api(h.session),
-		"GET /checkout/api/status":        h.api(h.status),
-		"POST /checkout/api/pay/{method}": h.api(h.pay),
-		"POST /checkout/api/3ds/complete": h.api(h.completeChallenge),
+		"GET /pay/{id}":                   byLink(httpapi.HandlerFunc(h.payLink)),
+		"GET /checkout/api/session":       byToken(h.api(h.session)),
+		"GET /checkout/api/status":        byToken(h.api(h.status)),
+		"POST /checkout/api/pay/{method}": byToken(h.api(h.pay)),
+		"POST /checkout/api/3ds/complete": byToken(h.api(h.completeChallenge)),
 	}
 	mux := http.NewServeMux()
 	for _, r := range Routes() {
@@ -125,17 +140,16 @@ const pageCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-sr
 	"form-action 'self'; object-src 'none'; base-uri 'none'; frame-ancestors "
 
 // page serves a hosted page with a CSP whose frame-ancestors lists the
-// merchant's registered origins, so an unregistered site cannot frame it.
+// registered origins of the merchant whose request the verified checkout
+// token (`token`) or frame ticket (`frame`) names, so an unregistered site
+// cannot frame it. The requestId parameter never chooses the policy: when it
+// names another request than the token, only this service may frame the page.
 func (h *handler) page(file string) httpapi.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ancestors := "'self'"
-		if id, err := strconv.ParseInt(r.URL.Query().Get("requestId"), 10, 64); err == nil && id > 0 {
-			if req, err := h.Store.PaymentRequest(r.Context(), id); err == nil {
-				if m, err := h.Store.Merchant(r.Context(), req.MerchantID); err == nil {
-					for _, o := range m.AllowedOrigins {
-						ancestors += " " + o
-					}
-				}
+		if m := h.framingMerchant(r); m != nil {
+			for _, o := range m.AllowedOrigins {
+				ancestors += " " + o
 			}
 		}
 		body, err := fs.ReadFile(web.Files, file)
@@ -152,6 +166,40 @@ func (h *handler) page(file string) httpapi.HandlerFunc {
 		_, _ = w.Write(body)
 		return nil
 	}
+}
+
+// framingMerchant is the merchant whose origins may frame the page r asks
+// for, or nil.
+func (h *handler) framingMerchant(r *http.Request) *merchant.Merchant {
+	q := r.URL.Query()
+	var c checkouttoken.Claims
+	var err error
+	switch {
+	case q.Get("token") != "":
+		c, err = h.Tokens.Open(q.Get("token"))
+		if errors.Is(err, checkouttoken.ErrExpired) {
+			err = nil // an expired session may still say so inside the merchant's frame
+		}
+	case q.Get("frame") != "":
+		c, err = h.Tokens.OpenFrameTicket(q.Get("frame"))
+	default:
+		return nil
+	}
+	if err != nil || c.RequestID <= 0 {
+		return nil
+	}
+	if rid := q.Get("requestId"); rid != "" && rid != strconv.FormatInt(c.RequestID, 10) {
+		return nil
+	}
+	req, err := h.Store.PaymentRequest(r.Context(), c.RequestID)
+	if err != nil || req.MerchantID != c.MerchantID {
+		return nil
+	}
+	m, err := h.Store.Merchant(r.Context(), req.MerchantID)
+	if err != nil {
+		return nil
+	}
+	return m
 }
 
 func contentType(name string) string {
@@ -194,22 +242,25 @@ func serveFile(w http.ResponseWriter, r *http.Request, file, cache string) {
 	_, _ = w.Write(body)
 }
 
-// payLink is the payment request's `link`: anyone holding it may pay, so it
-// mints a session token and sends the browser to the hosted page.
+// payLink is the payment request's `link` (/pay/{slug}, see paylink): anyone
+// holding it may pay, so it mints a session token and sends the browser to
+// the hosted page. A bare request id, a forged slug, an unknown request and
+// a paid or cancelled one all get the same 404 with the same body, so the
+// link tells a stranger nothing about which requests exist.
 func (h *handler) payLink(w http.ResponseWriter, r *http.Request) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return problem.NotFound("No such payment link.")
+	id, err := h.Links.Open(r.PathValue("id"))
+	if err != nil {
+		return linkGone()
 	}
 	req, err := h.Store.PaymentRequest(r.Context(), id)
 	if errors.Is(err, dynamo.ErrNotFound) {
-		return problem.NotFound("No such payment link.")
+		return linkGone()
 	}
 	if err != nil {
 		return err
 	}
 	if req.Status != payment.RequestUnpaid {
-		return notUnpaid(req)
+		return linkGone()
 	}
 	token, _ := h.Tokens.Mint(req.ID, req.MerchantID)
 	q := url.Values{"requestId": {strconv.FormatInt(req.ID, 10)}, "token": {token}}
@@ -261,6 +312,14 @@ func (h *handler) api(f apiFunc) http.Handler {
 		r = httpapi.AddLogAttrs(r, slog.String("merchant_id", m.ID), slog.Int64("payment_request_id", req.ID))
 		return f(w, r, &session{claims: claims, req: req, merchant: m})
 	})
+}
+
+// linkGone is the one answer for every link that opens no checkout; its
+// instance is fixed so that the body does not even echo the slug.
+func linkGone() *problem.Problem {
+	p := problem.NotFound("This payment link does not exist or can no longer be paid.")
+	p.Instance = "/pay"
+	return p
 }
 
 func tokenProblem(detail string) *problem.Problem {

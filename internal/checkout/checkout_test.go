@@ -55,7 +55,8 @@ func TestHostedPageHeadersAndPaymentLink(t *testing.T) {
 	}
 	// The payment link mints a session and opens the hosted page.
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	link, err := noFollow.Get(base(t) + "/pay/" + id)
+	st := testenv.Do(t, "GET", base(t)+"/payment-requests/status/"+id, m.APIKey, nil).JSON(t)
+	link, err := noFollow.Get(st["link"].(string))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,9 +66,37 @@ func (i *Issuer) Mint(requestID int64, merchantID string) (string, time.Time) {
 	n := make([]byte, 9)
 	_, _ = rand.Read(n)
 	c := Claims{RequestID: requestID, MerchantID: merchantID, ExpiresAt: exp.Unix(), Nonce: base64.RawURLEncoding.EncodeToString(n)}
+	return i.sign(prefix, c), exp
+}
+
+func (i *Issuer) sign(prefix string, c Claims) string {
 	body, _ := json.Marshal(c)
 	payload := prefix + base64.RawURLEncoding.EncodeToString(body)
-	return payload + "." + base64.RawURLEncoding.EncodeToString(i.mac(payload)), exp
+	return payload + "." + base64.RawURLEncoding.EncodeToString(i.mac(payload))
+}
+
+// framePrefix marks a frame ticket; a ticket is never a token (Open checks
+// the prefix), so it authorises no API call.
+const framePrefix = "pcf_"
+
+// FrameGrace is how long a frame ticket outlives its token: a page that
+// comes back from 3-D Secure after the token expired can still be shown in
+// the merchant's frame, to say that the session expired.
+const FrameGrace = time.Hour
+
+// FrameTicket binds the pages that carry no token in their address (the
+// 3-D Secure page, the page the payer returns to afterwards) to the token's
+// payment request, so their framing policy comes from a signed value and
+// never from the requestId parameter. It grants nothing else and is not
+// secret.
+func (i *Issuer) FrameTicket(c Claims) string {
+	return i.sign(framePrefix, Claims{RequestID: c.RequestID, MerchantID: c.MerchantID,
+		ExpiresAt: c.ExpiresAt + int64(FrameGrace/time.Second), Nonce: "f"})
+}
+
+// OpenFrameTicket verifies a frame ticket and returns its claims.
+func (i *Issuer) OpenFrameTicket(ticket string) (Claims, error) {
+	return i.open(framePrefix, ticket)
 }
 
 func (i *Issuer) mac(payload string) []byte {
@@ -101,6 +129,10 @@ func (i *Issuer) Verify(token string, requestID int64) (Claims, error) {
 // Open checks signature and expiry and returns the claims; the request the
 // token is for is the one its claims name.
 func (i *Issuer) Open(token string) (Claims, error) {
+	return i.open(prefix, token)
+}
+
+func (i *Issuer) open(prefix, token string) (Claims, error) {
 	var c Claims
 	payload, sig, ok := strings.Cut(token, ".")
 	if !ok || !strings.HasPrefix(payload, prefix) || len(token) > 512 {

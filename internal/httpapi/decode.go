@@ -1,13 +1,18 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/payreq/payreq/internal/problem"
 )
@@ -15,12 +20,23 @@ import (
 // MaxBody is the largest request body accepted (64 KiB).
 const MaxBody = 64 << 10
 
+// maxDepth bounds nesting; no body of this API nests more than three levels.
+const maxDepth = 32
+
 // JSONTypes are the media types accepted for JSON bodies; the spec's payment
 // operations use application/json-patch+json for a plain JSON object.
 var JSONTypes = []string{"application/json", "application/json-patch+json"}
 
-// DecodeJSON reads one JSON object into v: checks the media type, limits the
-// size, refuses unknown fields and trailing data. Errors are problems.
+// DecodeJSON is the one strict JSON decoder of every endpoint. It reads one
+// JSON object into v and refuses, with a 400 problem:
+//   - a body that is not valid UTF-8 (encoding/json would turn it into U+FFFD);
+//   - a duplicate key in any object (encoding/json lets the last one win, so
+//     {"amount":1,"amount":1000} would be read as 1000);
+//   - a key that is not exactly a field name of the target (encoding/json
+//     matches case-insensitively, so "notifyURL" would set notifyUrl);
+//   - unknown fields, trailing data, nesting deeper than 32 levels.
+//
+// It also checks the media type (415) and the size (413).
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
@@ -35,15 +51,167 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return problem.BadRequest("The request body could not be read.", "")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	return Unmarshal(body, v)
+}
+
+// Unmarshal applies DecodeJSON's rules to a body already read.
+func Unmarshal(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		return problem.BadRequest("The body is not valid UTF-8.", "")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return problem.BadRequest("The request body is empty.", "")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := walk(dec, reflect.TypeOf(v), "", 0); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return problem.BadRequest("The body must contain exactly one JSON object.", "")
+	}
+	dec = json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
+	dec.UseNumber() // numbers in untyped values stay exact
 	if err := dec.Decode(v); err != nil {
 		return decodeProblem(err)
 	}
-	if dec.More() {
-		return problem.BadRequest("The body must contain exactly one JSON object.", "")
+	return nil
+}
+
+// walk reads one JSON value from dec, checking keys against t (the Go type
+// the value decodes into; nil when unknown or custom-decoded).
+func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
+	if depth > maxDepth {
+		return problem.BadRequest("The body is nested too deeply.", "")
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return decodeProblem(err)
+	}
+	t = target(t)
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		if t != nil {
+			switch t.Kind() {
+			case reflect.Struct:
+				fields = fieldsOf(t)
+			case reflect.Map:
+				elem = t.Elem()
+			}
+		}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return decodeProblem(err)
+			}
+			key := kt.(string)
+			name := joinPath(path, key)
+			if seen[key] {
+				return problem.Validation([]problem.FieldError{{Field: name, Detail: "duplicate key " + name}})
+			}
+			seen[key] = true
+			ft := elem
+			if fields != nil {
+				var ok bool
+				if ft, ok = fields[key]; !ok {
+					return problem.Validation([]problem.FieldError{{Field: name, Detail: "unknown field " + name +
+						" (field names are case-sensitive)"}})
+				}
+			}
+			if err := walk(dec, ft, name, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return err
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walk(dec, elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return err
 	}
 	return nil
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// target dereferences pointers and returns nil for types whose JSON form is
+// not checked here (interfaces, custom unmarshalers such as json.RawMessage).
+func target(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		if t.Implements(unmarshalerType) {
+			return nil
+		}
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType) ||
+		reflect.PointerTo(t).Implements(textUnmarshalerType) {
+		return nil
+	}
+	return t
+}
+
+var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
+
+// fieldsOf lists the exact JSON names of a struct's fields, with the fields
+// of embedded structs promoted as encoding/json does.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range fieldsOf(ft) {
+					if _, dup := out[k]; !dup {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	fieldCache.Store(t, out)
+	return out
 }
 
 func decodeProblem(err error) *problem.Problem {
@@ -60,8 +228,8 @@ func decodeProblem(err error) *problem.Problem {
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return problem.Validation([]problem.FieldError{{Field: f, Detail: "unknown field " + f}})
-	case errors.Is(err, io.EOF):
-		return problem.BadRequest("The request body is empty.", "")
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return problem.BadRequest("The body is not valid JSON (it ends too early).", "")
 	}
 	return problem.BadRequest("The body is not valid JSON.", "")
 }

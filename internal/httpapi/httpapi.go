@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
@@ -79,7 +80,18 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Wrap adds request id, access logging and panic recovery around h.
+// HSTS is the Strict-Transport-Security value of every response: browsers
+// that once reached the service use HTTPS only, for a year, on subdomains too.
+const HSTS = "max-age=31536000; includeSubDomains"
+
+// IdempotencyKeyHeader is the header whose repetition Wrap refuses.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// Wrap adds request id, access logging, panic recovery and the headers every
+// response carries (Strict-Transport-Security, X-Request-Id) around h. It
+// refuses a repeated Idempotency-Key header with 400: API Gateway joins
+// repeated headers with a comma, so "a,b" is refused too (a key is an opaque
+// token, never a list).
 func Wrap(h http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -101,6 +113,7 @@ func Wrap(h http.Handler, log *slog.Logger) http.Handler {
 		ctx = context.WithValue(ctx, keyLogAttrs, la)
 		r = r.WithContext(ctx)
 		w.Header().Set("X-Request-Id", id)
+		w.Header().Set("Strict-Transport-Security", HSTS)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
@@ -116,6 +129,13 @@ func Wrap(h http.Handler, log *slog.Logger) http.Handler {
 			}
 			reqLog.Info("request", attrs...)
 		}()
+		if k := r.Header.Values(IdempotencyKeyHeader); len(k) > 1 || (len(k) == 1 && strings.Contains(k[0], ",")) {
+			p := problem.New(http.StatusBadRequest, "invalid-idempotency-key", "Bad Request",
+				"Send exactly one Idempotency-Key header; its value must not contain a comma.", "")
+			p.Errors = []problem.FieldError{{Field: IdempotencyKeyHeader, Detail: "must be sent once"}}
+			problem.Write(sw, r, p)
+			return
+		}
 		h.ServeHTTP(sw, r)
 	})
 }

@@ -75,7 +75,9 @@ func TestCreateAndStatusRoundTrip(t *testing.T) {
 	if _, ok := got["lastLog"]; ok {
 		t.Error("lastLog present before any attempt")
 	}
-	if link, _ := got["link"].(string); !strings.HasSuffix(link, "/pay/"+strconv.FormatInt(id, 10)) || !strings.HasPrefix(link, base(t)) {
+	// The link carries a signed slug, never the id (see internal/paylink).
+	if link, _ := got["link"].(string); !strings.HasPrefix(link, base(t)+"/pay/") || len(strings.TrimPrefix(link, base(t)+"/pay/")) != 32 ||
+		strings.Contains(link, strconv.FormatInt(id, 10)) {
 		t.Errorf("link = %q", link)
 	}
 }

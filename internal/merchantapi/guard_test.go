@@ -30,26 +30,21 @@ func TestRateLimitThroughTheStack(t *testing.T) {
 	}
 }
 
-func TestIdempotencyKeyWithCommaSurvivesTheAdapter(t *testing.T) {
+// API Gateway joins repeated headers with a comma, so "a,b" may be two
+// Idempotency-Key headers: it is refused, like a repeated header.
+func TestIdempotencyKeyWithCommaIsRefused(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	key := "order-77, attempt,2"
 	body := `{"amount":12,"unit":"EUR","referenceId":"order-77"}`
+	for _, key := range []string{"order-77, attempt,2", "a,b"} {
+		if r := testenv.Do(t, "POST", base(t)+"/payment-requests", m.APIKey, body, "Idempotency-Key", key); r.Status != http.StatusBadRequest {
+			t.Fatalf("key %q: %d %s", key, r.Status, r.Body)
+		}
+	}
+	key := "order-77 attempt 2"
 	first := testenv.Do(t, "POST", base(t)+"/payment-requests", m.APIKey, body, "Idempotency-Key", key)
-	if first.Status != 201 || first.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("first: %d %v", first.Status, first.Header)
-	}
 	again := testenv.Do(t, "POST", base(t)+"/payment-requests", m.APIKey, body, "Idempotency-Key", key)
-	if again.Status != 201 || again.Header.Get("Idempotent-Replayed") != "true" || string(again.Body) != string(first.Body) {
-		t.Fatalf("replay: %d %v\n%s\n%s", again.Status, again.Header, again.Body, first.Body)
-	}
-	// A key that differs only after the comma is a different key.
-	other := testenv.Do(t, "POST", base(t)+"/payment-requests", m.APIKey, body, "Idempotency-Key", "order-77, attempt,3")
-	if other.Status != 201 || other.Header.Get("Idempotent-Replayed") != "" || other.JSON(t)["id"] == first.JSON(t)["id"] {
-		t.Fatalf("different key replayed: %d %s", other.Status, other.Body)
-	}
-	changed := testenv.Do(t, "POST", base(t)+"/payment-requests", m.APIKey, `{"amount":13,"unit":"EUR"}`, "Idempotency-Key", key)
-	if changed.Status != http.StatusUnprocessableEntity {
-		t.Fatalf("same key, different body: %d %s", changed.Status, changed.Body)
+	if first.Status != 201 || again.Status != 201 || again.Header.Get("Idempotent-Replayed") != "true" || string(again.Body) != string(first.Body) {
+		t.Fatalf("replay: %d %d %v", first.Status, again.Status, again.Header)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/problem"
 )
@@ -35,6 +36,9 @@ type Deps struct {
 	Store  Store
 	Auth   *apikey.Authenticator
 	Tokens *checkouttoken.Issuer
+	// Links signs the slug of each request's payment link; without it the
+	// link field is empty (never a link built from the bare id).
+	Links *paylink.Signer
 	// Guard wraps every route: API-key authentication first, then rate
 	// limiting and idempotency. Defaults to Auth.Require alone.
 	Guard func(http.Handler) http.Handler
@@ -114,7 +118,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpapi.AddLogAttrs(r, slog.Int64("payment_request_id", req.ID))
 	w.Header().Set("Location", "/payment-requests/status/"+strconv.FormatInt(req.ID, 10))
-	httpapi.WriteJSON(w, http.StatusCreated, payment.ViewOf(&req, a.baseURL(r)))
+	httpapi.WriteJSON(w, http.StatusCreated, a.view(&req, r))
 	return nil
 }
 
@@ -145,7 +149,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpapi.WriteJSON(w, http.StatusOK, payment.ViewOf(req, a.baseURL(r)))
+	httpapi.WriteJSON(w, http.StatusOK, a.view(req, r))
 	return nil
 }
 
@@ -195,7 +199,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return fmt.Errorf("cancel payment request %d: %w", id, err)
 	}
-	httpapi.WriteJSON(w, http.StatusOK, payment.ViewOf(req, a.baseURL(r)))
+	httpapi.WriteJSON(w, http.StatusOK, a.view(req, r))
 	return nil
 }
 
@@ -223,6 +227,16 @@ func ParseID(s string) (int64, error) {
 		return 0, problem.BadRequest("The id must be a positive 64-bit integer, got "+strconv.Quote(s)+".", "")
 	}
 	return id, nil
+}
+
+// view renders req with its signed payment link (`/pay/{slug}`, never the id).
+func (a *api) view(req *payment.Request, r *http.Request) payment.View {
+	v := payment.ViewOf(req, a.baseURL(r))
+	v.Link = ""
+	if a.Links != nil {
+		v.Link = a.Links.URL(a.baseURL(r), req.ID)
+	}
+	return v
 }
 
 func (a *api) baseURL(r *http.Request) string {

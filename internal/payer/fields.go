@@ -71,8 +71,8 @@ func textProblem(field, s string, max int) string {
 		return field + " must be at most " + strconv.Itoa(max) + " characters"
 	case !utf8.ValidString(s):
 		return field + " must be valid UTF-8 text"
-	case strings.ContainsFunc(s, unicode.IsControl):
-		return field + " must not contain control characters"
+	case !PlainText(s):
+		return field + " must not contain control, bidirectional-override or zero-width characters"
 	}
 	return ""
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
@@ -88,8 +87,10 @@ func (in CreateInput) Validate(rules CreateRules) (Request, []problem.FieldError
 		add("referenceId", codes.InvalidReference, "referenceId must be printable text of at most 100 characters")
 	}
 	r.Notes = in.Notes
-	if utf8.RuneCountInString(r.Notes) > MaxNotesLen || !utf8.ValidString(r.Notes) {
-		add("notes", "", "notes must be at most 1000 characters")
+	// notes has no code of its own in the spec; 028 (invalid reference) is
+	// the closest: both are the merchant's free text about the payment.
+	if utf8.RuneCountInString(r.Notes) > MaxNotesLen || !payer.PlainText(r.Notes) {
+		add("notes", codes.InvalidReference, "notes must be printable text of at most 1000 characters, without control, bidirectional-override or zero-width characters")
 	}
 	if in.Client != nil {
 		c := *in.Client
@@ -186,15 +187,7 @@ func ValidURL(raw string, allowHTTP bool) bool {
 	return u.Scheme == "https" || (allowHTTP && u.Scheme == "http")
 }
 
-// validText: valid UTF-8, at most max characters, no control characters.
+// validText: at most max characters of plain text (payer.PlainText).
 func validText(s string, max int) bool {
-	if !utf8.ValidString(s) || utf8.RuneCountInString(s) > max {
-		return false
-	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return false
-		}
-	}
-	return true
+	return utf8.RuneCountInString(s) <= max && payer.PlainText(s)
 }

@@ -36,6 +36,10 @@ const (
 	// KindThreeDSTimeout ends an unanswered 3-D Secure challenge through
 	// POST /callbacks/3ds (declined, 013).
 	KindThreeDSTimeout = "threeds_timeout"
+	// KindThreeDSAnswer carries the payer's answer on the sandbox 3-D Secure
+	// page to POST /callbacks/3ds (Result approve or fail), when the hosted
+	// checkout has no configured public base URL to post it to itself.
+	KindThreeDSAnswer = "threeds_answer"
 )
 
 // Paths the worker calls.
@@ -53,6 +57,7 @@ type Job struct {
 	Status           int       `json:"status,omitempty"` // 1 approved, 2 declined (KindResult)
 	Code             string    `json:"code,omitempty"`
 	ProviderRef      string    `json:"providerRef,omitempty"`
+	Result           string    `json:"result,omitempty"` // approve | fail (KindThreeDSAnswer)
 	DueAt            time.Time `json:"dueAt"`
 }
 
@@ -191,6 +196,12 @@ func (w *worker) deliver(ctx context.Context, job Job) error {
 		}
 	case KindThreeDSTimeout:
 		path, cb.Result = ThreeDSPath, "timeout"
+	case KindThreeDSAnswer:
+		if job.Result != "approve" && job.Result != "fail" {
+			w.Log.Error("sandbox 3-D Secure answer with invalid result dropped", "transaction_id", job.TransactionID)
+			return nil
+		}
+		path, cb.Result = ThreeDSPath, job.Result
 	default:
 		w.Log.Error("sandbox job of unknown kind dropped", "kind", job.Kind)
 		return nil

@@ -6,10 +6,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/checkout"
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/paylink"
+	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/safehttp"
 	"github.com/payreq/payreq/internal/sandboxworker"
 )
 
@@ -28,32 +33,65 @@ func Checkout(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
+	links, err := paylink.New(b.cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("wire checkout: %w", err)
+	}
 	callbackKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
+	// The sandbox 3-D Secure answer goes to the configured public base URL
+	// only, through the SSRF-safe client. Without one (the template's
+	// default: the function cannot name its own HTTP API), the sandbox
+	// function delivers it to its configured callback base instead.
+	var challenges checkout.Challenges = acsQueue{queue: queue.New(sqs.NewFromConfig(b.aws)), url: b.cfg.SandboxQueueURL}
+	if b.cfg.PublicBaseURL != "" {
+		challenges = acsPoster{base: b.cfg.PublicBaseURL, key: callbackKey, client: safehttp.NewClient(safehttp.Options{
+			Timeout: 10 * time.Second, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Local})}
+	}
 	return checkout.New(checkout.Deps{
-		Store: b.store, Payments: svc, Limiter: b.store, Tokens: tokens,
-		Challenges: acsPoster{key: callbackKey, client: &http.Client{Timeout: 10 * time.Second}},
+		Store: b.store, Payments: svc, Limiter: b.store, Tokens: tokens, Links: links,
+		Challenges: challenges,
 		Log:        b.cfg.NewLogger().With("function", "checkout"), PublicBaseURL: b.cfg.PublicBaseURL, Sandbox: b.cfg.Sandbox(),
 	}), nil
 }
 
 // acsPoster answers a sandbox 3-D Secure challenge the way an ACS does:
-// a signed result on the service's /callbacks/3ds endpoint.
+// a signed result on the service's /callbacks/3ds endpoint at base.
 type acsPoster struct {
+	base   string
 	key    []byte
 	client *http.Client
 }
 
-func (a acsPoster) CompleteChallenge(ctx context.Context, baseURL string, requestID, txID int64, approve bool) error {
-	result := "fail"
-	if approve {
-		result = "approve"
-	}
+func (a acsPoster) CompleteChallenge(ctx context.Context, requestID, txID int64, approve bool) error {
 	now := time.Now()
-	return sandboxworker.Post(ctx, a.client, baseURL, sandboxworker.ThreeDSPath, a.key, sandboxworker.Callback{
+	return sandboxworker.Post(ctx, a.client, a.base, sandboxworker.ThreeDSPath, a.key, sandboxworker.Callback{
 		EventID: sandboxworker.EventIDFor("3ds", txID), TransactionID: txID, PaymentRequestID: requestID,
-		Result: result, Timestamp: now.UTC().Format(time.RFC3339),
+		Result: challengeResult(approve), Timestamp: now.UTC().Format(time.RFC3339),
 	}, now)
+}
+
+// acsQueue hands the answer to the sandbox function, which posts the same
+// signed callback to its own configured base URL.
+type acsQueue struct {
+	queue *queue.Client
+	url   string
+}
+
+func (a acsQueue) CompleteChallenge(ctx context.Context, requestID, txID int64, approve bool) error {
+	if a.url == "" {
+		return fmt.Errorf("no PUBLIC_BASE_URL and no SANDBOX_QUEUE_URL: cannot deliver the 3-D Secure answer of transaction %d", txID)
+	}
+	return a.queue.Send(ctx, a.url, sandboxworker.Job{Kind: sandboxworker.KindThreeDSAnswer,
+		EventID: sandboxworker.EventIDFor("3ds", txID), TransactionID: txID, PaymentRequestID: requestID,
+		Result: challengeResult(approve), DueAt: time.Now()}, 0)
+}
+
+func challengeResult(approve bool) string {
+	if approve {
+		return "approve"
+	}
+	return "fail"
 }

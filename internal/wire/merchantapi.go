@@ -9,6 +9,7 @@ import (
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/merchantapi"
+	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payments"
 )
 
@@ -22,6 +23,10 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 	if err != nil {
 		return nil, fmt.Errorf("wire merchant API: %w", err)
 	}
+	links, err := paylink.New(b.cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("wire merchant API: %w", err)
+	}
 	svc, err := b.paymentService(getenv, "merchantapi")
 	if err != nil {
 		return nil, fmt.Errorf("wire merchant API: %w", err)
@@ -30,6 +35,7 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 	return merchantapi.New(merchantapi.Deps{
 		Store:         b.store,
 		Tokens:        tokens,
+		Links:         links,
 		Auth:          auth,
 		Guard:         b.merchantGuard(auth),
 		Transactions:  payments.TransactionLookup(svc, b.cfg.PublicBaseURL),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -13,6 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/safehttp"
 	"github.com/payreq/payreq/internal/sandboxworker"
 )
 
@@ -35,12 +35,9 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandle
 	if err != nil {
 		return nil, fmt.Errorf("wire sandbox: SEAL_KEY: %w", err)
 	}
-	client := &http.Client{
-		Timeout: 5 * time.Second,
-		// A callback endpoint never redirects; following one would send the
-		// signed body elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	// The SSRF-safe client: no redirects (following one would send the
+	// signed body elsewhere), public addresses only outside the local stack.
+	client := safehttp.NewClient(safehttp.Options{Timeout: 5 * time.Second, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Local})
 	return sandboxworker.New(sandboxworker.Deps{
 		BaseURL: base, Key: key, Client: client,
 		Queue: queue.New(sqs.NewFromConfig(b.aws)), QueueURL: b.cfg.SandboxQueueURL,

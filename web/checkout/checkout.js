@@ -12,16 +12,29 @@
     set(k, v) { try { sessionStorage.setItem(k, v); } catch (e) { /* storage blocked: keep it in memory */ } }
   };
 
+  // A merchant API key (prk_test_... / prk_live_...) is never a checkout credential: a page address
+  // carrying one is refused, and the key is neither stored nor sent anywhere.
+  const API_KEY = /prk_(test|live)_/i;
+  const tokenLike = (t) => typeof t === 'string' && t !== '' && t.length <= 1024 && !API_KEY.test(t);
+
   // The token arrives once in the URL; keep it in session storage and take it out of the address bar.
   let token = q.get('token');
+  let refused = false;
   if (token !== null) {
-    store.set(KEY, token);
     q.delete('token');
     const qs = q.toString();
     history.replaceState(history.state, '', location.pathname + (qs ? '?' + qs : '') + location.hash);
+    if (tokenLike(token)) {
+      store.set(KEY, token);
+    } else {
+      token = null;
+      refused = true;
+    }
   } else {
     token = store.get(KEY);
+    if (!tokenLike(token)) token = null;
   }
+  for (const v of q.values()) if (API_KEY.test(v)) refused = true;
 
   // What we knew before a 3-D Secure round trip (parent origin, return URLs).
   let saved = null;
@@ -497,8 +510,18 @@
 
   async function boot() {
     wire();
+    if (refused) {
+      done = true;
+      return result('bad', 'This checkout link is invalid',
+        'This link does not carry a checkout session. Go back to the merchant and start the payment again.');
+    }
     if (!requestId || !token) return expired();
     const r = await api('/checkout/api/session?origin=' + encodeURIComponent(originParam));
+    if (r.status === 200 && r.data && str(r.data.requestId) !== requestId) {
+      // The token names another payment request than the address: show neither.
+      done = true;
+      return result('bad', 'This checkout link is invalid', 'Go back to the merchant and start the payment again.');
+    }
     if (r.status === 200 && r.data) {
       S = r.data;
     } else if (r.status === 409 && resume && saved && saved.s) {

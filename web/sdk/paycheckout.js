@@ -13,6 +13,8 @@
   };
   var CALLBACKS = ['onSuccess', 'onFailure', 'onCancel', 'onPending', 'onReady'];
   var LOCAL = /^(localhost|127\.0\.0\.1|\[::1\])$/;
+  // Merchant API keys start with prk_test_ or prk_live_ (the service's key format).
+  var API_KEY = /prk_(test|live)_/i;
   var cur = null; // the open session
 
   function fail(msg) {
@@ -88,6 +90,12 @@
       fail('paymentUrl must carry the requestId and token query parameters');
     }
     if (/api[-_]?key/i.test(u.search)) fail('paymentUrl must never carry the merchant API key');
+    // A value shaped like a merchant API key (prk_test_..., prk_live_...) in any parameter, under any
+    // name, would put the key in the iframe's address; refuse it without echoing it.
+    u.searchParams.forEach(function (v, k) {
+      if (API_KEY.test(v) || API_KEY.test(k)) fail('paymentUrl must never carry the merchant API key');
+    });
+    if (API_KEY.test(decodeURIComponent(u.hash))) fail('paymentUrl must never carry the merchant API key');
     var host = null;
     if (!d.body) fail('call init once the document body exists');
     if (mode === 'inline') {
