@@ -24,8 +24,13 @@ const (
 type IdempotencyRecord struct {
 	MerchantID  string
 	Key         string
-	Fingerprint string // hex SHA-256 of method, path and body
-	State       string // IdempotencyInProgress or IdempotencyCompleted
+	Fingerprint string // keyed HMAC of method, path and the canonical body without card data
+	// Nonce is drawn when the key is first claimed and kept when a retry
+	// takes over a claim a crash left behind: the ids of what the request
+	// creates are derived from it, which binds the key to its resources
+	// before any money moves.
+	Nonce string
+	State string // IdempotencyInProgress or IdempotencyCompleted
 	// Token identifies the claim: only its holder may complete or release it,
 	// so a holder whose lease ran out cannot overwrite its successor.
 	Token      string
@@ -54,6 +59,7 @@ type idempotencyItem struct {
 	State       string            `dynamodbav:"state"`
 	Fingerprint string            `dynamodbav:"fingerprint"`
 	Token       string            `dynamodbav:"token"`
+	Nonce       string            `dynamodbav:"nonce,omitempty"`
 	LeaseUntil  int64             `dynamodbav:"leaseUntil,omitempty"` // Unix milliseconds
 	ExpiresAt   int64             `dynamodbav:"expiresAt"`            // Unix seconds (the table's TTL attribute)
 	CreatedAt   time.Time         `dynamodbav:"createdAt"`
@@ -77,7 +83,7 @@ func idempotencyKey(merchantID, key string) map[string]types.AttributeValue {
 func (it idempotencyItem) record() *IdempotencyRecord {
 	r := &IdempotencyRecord{
 		MerchantID: it.PK[min(len(idempotencyPrefix), len(it.PK)):], Key: it.SK,
-		Fingerprint: it.Fingerprint, State: it.State, Token: it.Token,
+		Fingerprint: it.Fingerprint, State: it.State, Token: it.Token, Nonce: it.Nonce,
 		ExpiresAt: time.Unix(it.ExpiresAt, 0), CreatedAt: it.CreatedAt,
 		Status: it.Status, Headers: it.Headers, Body: it.Body,
 	}
@@ -95,10 +101,11 @@ func unmarshalIdempotency(item map[string]types.AttributeValue) (*IdempotencyRec
 	return it.record(), nil
 }
 
-// ClaimIdempotencyKey stores rec (state in progress, with its token, lease
-// and expiry) with one conditional PutItem that succeeds only when the key is
-// free at now: no record, an expired record, or an in-progress record whose
-// lease ran out (a crashed first attempt must not block retries forever).
+// ClaimIdempotencyKey stores rec (state in progress, with its token, nonce,
+// lease and expiry) with one conditional PutItem that succeeds only when the
+// key is free at now: no record, or an expired one. An in-progress record
+// whose lease ran out (a crashed or released first attempt) is taken over
+// with TakeOverIdempotencyKey instead, which keeps its nonce.
 //
 // When the key is held it returns ErrConflict and, when DynamoDB sends it
 // with the failure (ReturnValuesOnConditionCheckFailure; AWS does, dynalite
@@ -108,22 +115,19 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *IdempotencyRecord,
 	rec.State = IdempotencyInProgress
 	item, err := attributevalue.MarshalMap(idempotencyItem{
 		PK: idempotencyPrefix + rec.MerchantID, SK: rec.Key, State: rec.State,
-		Fingerprint: rec.Fingerprint, Token: rec.Token,
+		Fingerprint: rec.Fingerprint, Token: rec.Token, Nonce: rec.Nonce,
 		LeaseUntil: rec.LeaseUntil.UnixMilli(), ExpiresAt: rec.ExpiresAt.Unix(), CreatedAt: rec.CreatedAt.UTC(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("marshal idempotency record: %w", err)
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.t.Operations,
-		Item:      item,
-		ConditionExpression: aws.String("attribute_not_exists(pk) OR #exp <= :nowS OR " +
-			"(#st = :inProgress AND #lease <= :nowMs)"),
-		ExpressionAttributeNames: map[string]string{"#exp": "expiresAt", "#st": "state", "#lease": "leaseUntil"},
+		TableName:                &s.t.Operations,
+		Item:                     item,
+		ConditionExpression:      aws.String("attribute_not_exists(pk) OR #exp <= :nowS"),
+		ExpressionAttributeNames: map[string]string{"#exp": "expiresAt"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":nowS":       numberAV(now.Unix()),
-			":nowMs":      numberAV(now.UnixMilli()),
-			":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress},
+			":nowS": numberAV(now.Unix()),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -142,6 +146,34 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *IdempotencyRecord,
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
 	return nil, nil
+}
+
+// TakeOverIdempotencyKey gives the in-progress claim of held (whose lease
+// ran out) to rec: new token and lease, the same nonce and fingerprint. One
+// conditional UpdateItem on held's token, so of two retries racing for it
+// one wins; ErrConflict for the other.
+func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *IdempotencyRecord, now time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                &s.t.Operations,
+		Key:                      idempotencyKey(rec.MerchantID, rec.Key),
+		UpdateExpression:         aws.String("SET #token = :token, #lease = :lease"),
+		ConditionExpression:      aws.String("#token = :held AND #st = :inProgress AND #lease <= :nowMs AND fingerprint = :fp"),
+		ExpressionAttributeNames: map[string]string{"#token": "token", "#lease": "leaseUntil", "#st": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":token": &types.AttributeValueMemberS{Value: rec.Token}, ":lease": numberAV(rec.LeaseUntil.UnixMilli()),
+			":held": &types.AttributeValueMemberS{Value: held.Token}, ":nowMs": numberAV(now.UnixMilli()),
+			":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress},
+			":fp":         &types.AttributeValueMemberS{Value: rec.Fingerprint},
+		},
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("take over idempotency key: %w", err)
+	}
+	rec.Nonce, rec.State = held.Nonce, IdempotencyInProgress
+	return nil
 }
 
 // IdempotencyRecord reads the record of a key (strongly consistent: it
@@ -208,16 +240,19 @@ func (s *Store) CompleteIdempotencyKey(ctx context.Context, rec *IdempotencyReco
 	return nil
 }
 
-// ReleaseIdempotencyKey deletes an in-progress claim held by token, so the
-// key can be used again at once (after a failure the client should retry);
-// ErrConflict when token no longer holds it.
+// ReleaseIdempotencyKey ends an in-progress claim held by token without a
+// stored response, so a retry with the key executes again at once: the lease
+// is cleared, the record and its nonce stay, so the retry resumes what this
+// request started instead of starting anew. ErrConflict when token no longer
+// holds it.
 func (s *Store) ReleaseIdempotencyKey(ctx context.Context, merchantID, key, token string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.Operations,
 		Key:                       idempotencyKey(merchantID, key),
+		UpdateExpression:          aws.String("SET #lease = :zero"),
 		ConditionExpression:       aws.String("#token = :token AND #st = :inProgress"),
-		ExpressionAttributeNames:  map[string]string{"#token": "token", "#st": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: token}, ":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress}},
+		ExpressionAttributeNames:  map[string]string{"#token": "token", "#st": "state", "#lease": "leaseUntil"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: token}, ":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress}, ":zero": numberAV(0)},
 	})
 	if isConditionFailed(err) {
 		return ErrConflict

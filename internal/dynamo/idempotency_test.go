@@ -16,7 +16,7 @@ import (
 var idemT0 = time.Date(2031, 7, 8, 9, 0, 0, 0, time.UTC)
 
 func newClaim(merchantID, key, token string, now time.Time) *dynamo.IdempotencyRecord {
-	return &dynamo.IdempotencyRecord{MerchantID: merchantID, Key: key, Token: token, Fingerprint: "fp-" + token,
+	return &dynamo.IdempotencyRecord{MerchantID: merchantID, Key: key, Token: token, Fingerprint: "fp-" + key, Nonce: "nonce-" + token,
 		LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour), CreatedAt: now}
 }
 
@@ -42,7 +42,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != dynamo.IdempotencyInProgress || rec.Token != "t1" || rec.Fingerprint != "fp-t1" || rec.MerchantID != mid || rec.Key != key ||
+	if rec.State != dynamo.IdempotencyInProgress || rec.Token != "t1" || rec.Fingerprint != "fp-"+key || rec.MerchantID != mid || rec.Key != key ||
 		!rec.LeaseUntil.Equal(idemT0.Add(time.Minute)) || !rec.ExpiresAt.Equal(idemT0.Add(24*time.Hour)) || !rec.CreatedAt.Equal(idemT0) {
 		t.Fatalf("in-progress record %+v", rec)
 	}
@@ -97,16 +97,19 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 	if rec.Token != "t4" || rec.State != dynamo.IdempotencyInProgress || rec.Body != nil || rec.Status != 0 {
 		t.Fatalf("the new claim did not replace the old record: %+v", rec)
 	}
-	// Released: gone.
+	// Released: still there with its nonce, its lease over, so a retry takes
+	// it over at once and keeps the binding.
 	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "t4"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.IdempotencyRecord(ctx, mid, key); !errors.Is(err, dynamo.ErrNotFound) {
-		t.Fatalf("after release: %v", err)
+	held, err := s.IdempotencyRecord(ctx, mid, key)
+	if err != nil || !held.LeaseExpired(later) || held.Nonce != "nonce-t4" {
+		t.Fatalf("after release: %+v %v", held, err)
 	}
-	// Another merchant's identical key is another record.
-	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t5", later), later); err != nil {
-		t.Fatal(err)
+	retry := newClaim(mid, key, "t5", later)
+	retry.Nonce = "other"
+	if err := s.TakeOverIdempotencyKey(ctx, retry, held, later); err != nil || retry.Nonce != "nonce-t4" {
+		t.Fatalf("take over a released key: %v, nonce %q", err, retry.Nonce)
 	}
 	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid+"b", key, "t6", later), later); err != nil {
 		t.Fatalf("same key, other merchant: %v", err)
@@ -122,8 +125,15 @@ func TestIdempotencyLeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := idemT0.Add(time.Minute) // the lease ends
-	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), at); err != nil {
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), at); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("a fresh claim over a lapsed one: %v (want ErrConflict: a takeover keeps the nonce)", err)
+	}
+	held, _ := s.IdempotencyRecord(ctx, mid, "k")
+	if err := s.TakeOverIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), held, at); err != nil {
 		t.Fatalf("takeover after the lease: %v", err)
+	}
+	if err := s.TakeOverIdempotencyKey(ctx, newClaim(mid, "k", "late", at), held, at); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("a second takeover of the same claim: %v", err)
 	}
 	dead.Status = 200
 	if err := s.CompleteIdempotencyKey(ctx, dead, at); !errors.Is(err, dynamo.ErrConflict) {
@@ -185,7 +195,7 @@ func TestIdempotencyClaimReturnsHolderWhenDynamoDBSendsIt(t *testing.T) {
 	if !errors.Is(err, dynamo.ErrConflict) || held == nil {
 		t.Fatalf("held %v, err %v", held, err)
 	}
-	if held.Token != "t1" || held.Fingerprint != "fp-t1" || held.State != dynamo.IdempotencyInProgress || held.MerchantID != mid || held.Key != "k" {
+	if held.Token != "t1" || held.Fingerprint != "fp-k" || held.State != dynamo.IdempotencyInProgress || held.MerchantID != mid || held.Key != "k" {
 		t.Fatalf("held record %+v", held)
 	}
 }

@@ -67,18 +67,18 @@ type Transaction struct {
 	ProviderRef      string
 	// Reference is the write-ahead reference sent to the provider with the
 	// charge (its idempotency key), fixed when the record is written.
-	Reference        string
+	Reference string
 	// RecoverAfter, while the attempt is open (waiting, pending, or a refund
 	// in processing), is when the reconciler may drive it to a final state.
-	RecoverAfter     time.Time
-	NextAction       *TxNextAction // while pending
-	ThreeDS          string        // "" when no 3-D Secure challenge happened
-	PendingUntil     time.Time     // while pending: when the attempt is given up
-	Limits           *LimitHold    // counters to release if the attempt ends declined
-	Refund           *Refund
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	SettledAt        *time.Time
+	RecoverAfter time.Time
+	NextAction   *TxNextAction // while pending
+	ThreeDS      string        // "" when no 3-D Secure challenge happened
+	PendingUntil time.Time     // while pending: when the attempt is given up
+	Limits       *LimitHold    // counters to release if the attempt ends declined
+	Refund       *Refund
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	SettledAt    *time.Time
 }
 
 // TxPayer is the part of the payer data kept with a transaction.

@@ -69,10 +69,18 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	if err != nil || l.TransactionID != 1 || !l.Active(now) {
 		t.Fatalf("%+v %v", l, err)
 	}
-	// The lease expired: another attempt may take over, and the first can no
-	// longer commit.
+	// The lease expired: still no takeover, since the first attempt may have
+	// charged; once it is finished (here: released, as for an attempt that
+	// never wrote its transaction) another attempt may lease, and the first
+	// can no longer commit.
+	if err := lease(2, now.Add(2*time.Second), "mer_a", nil); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("lease after expiry while the first attempt is unfinished: %v", err)
+	}
+	if err := s.ReleaseLease(ctx, r.ID, 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := lease(2, now.Add(2*time.Second), "mer_a", nil); err != nil {
-		t.Fatalf("lease after expiry: %v", err)
+		t.Fatalf("lease after the first attempt was finished: %v", err)
 	}
 	commit := func(tx int64, st payment.TransactionStatus) (*payment.Request, error) {
 		return s.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: r.ID, TransactionID: tx, TransactionNumber: "TX" + strconv.FormatInt(tx, 10),
@@ -91,33 +99,42 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	if err := lease(3, now.Add(time.Hour), "mer_a", nil); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("lease on a paid request: %v", err)
 	}
-	// The settling write put the notification in the outbox.
-	entries, err := s.DueOutbox(ctx, shardOf(t, s, r.ID), time.Now().Add(time.Hour), 1000)
+	// The request commit writes no notification: the transaction's settle
+	// does, one outbox entry per transaction.
+	if hasOutbox(t, s, r.ID, 2) {
+		t.Fatal("the request commit wrote an outbox entry")
+	}
+	tx := &dynamo.Transaction{ID: ids.New(now), Number: "TXO", PaymentRequestID: r.ID, MerchantID: "mer_a", Status: payment.TxWaiting,
+		Method: "wallet", Amount: r.Amount, Unit: r.Unit, Reference: "ptx_o", RecoverAfter: now.Add(time.Minute), CreatedAt: now, UpdatedAt: now}
+	if err := s.CreateTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := payment.NewNotifyEvent(r, tx.ID, payment.TxApproved, payment.LastLog{TransactionStatusID: 1, Message: "Approved"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, e := range entries {
-		found = found || (e.Event.RequestID == r.ID && e.Event.TransactionID == 2 && e.Event.PaymentRequestStatusID == payment.RequestPaid)
+	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
+		t.Fatal(err)
 	}
-	if !found {
-		t.Fatalf("no outbox entry for request %d", r.ID)
+	if !hasOutbox(t, s, r.ID, tx.ID) {
+		t.Fatalf("no outbox entry for transaction %d", tx.ID)
 	}
 }
 
-func shardOf(t *testing.T, s *dynamo.Store, id int64) int {
+func hasOutbox(t *testing.T, s *dynamo.Store, requestID, txID int64) bool {
+	t.Helper()
 	for shard := 0; shard < dynamo.OutboxShards; shard++ {
 		es, err := s.DueOutbox(context.Background(), shard, time.Now().Add(time.Hour), 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range es {
-			if e.Event.RequestID == id {
-				return shard
+			if e.Event.RequestID == requestID && e.Event.TransactionID == txID {
+				return true
 			}
 		}
 	}
-	return 0
+	return false
 }
 
 // Cancelling and approving race on the same request: exactly one wins.
@@ -182,7 +199,7 @@ func TestTransactionStates(t *testing.T) {
 	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined, Code: "999", Now: now}); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("an approved transaction moved again: %v", err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: 12345, Status: payment.TxDeclined, Now: now}); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: 12345, Status: payment.TxDeclined, Now: now}); !errors.Is(err, dynamo.ErrNotFound) {
 		t.Fatalf("unknown transaction: %v", err)
 	}
 	byNum, err := s.TransactionByNumber(ctx, tx.Number)

@@ -20,8 +20,19 @@
 // When the claim fails, the record that holds the key decides (AWS returns it
 // with the failed PutItem; otherwise one consistent GetItem reads it): a
 // different fingerprint is 422, in_progress is 409, completed is a replay.
-// The fingerprint is SHA-256 over the method, the path and the raw body; the
-// request body itself is never stored (it may carry card data).
+// The fingerprint is a keyed HMAC-SHA256 over the method, the path and a
+// canonical form of the body with card data left out (so whitespace and key
+// order do not matter, and no hash of a card number or security code is
+// ever stored); the request body itself is never stored. A stored response
+// is sealed (AES-GCM), since some carry a secret (a checkout token).
+//
+// Binding to resources: the first claim draws a random nonce, kept in the
+// record. The handler derives the ids of what it creates from it (ids.Derive
+// through ids.SeedFrom), so they are fixed before any money moves. A retry
+// after a crash (the claim's lease lapsed, or it was released after a 5xx)
+// takes the record over with the same fingerprint and keeps the nonce, so
+// it finds and resumes the same payment request and transaction instead of
+// creating a second one.
 //
 // Which responses are kept (Stripe-like): every response that reflects a
 // decision the API made about the request — 2xx, and 4xx such as 400
@@ -67,10 +78,11 @@
 //	  same key executes the request again. All other responses, including
 //	  400 validation errors, are replayed.
 //	- After 24 hours the key is forgotten and may be used again.
-//	- If a request was interrupted (timeout, network error), retry with the
-//	  same key: you either get the result of the first attempt or the request
-//	  runs once. A first attempt that never finished blocks its key for at
-//	  most 60 seconds (409 meanwhile).
+//	- If a request was interrupted (timeout, network error, 5xx), retry with
+//	  the same key and the same body: you get the result of the first
+//	  attempt, or the first attempt is resumed where it stopped. A payment is
+//	  never made twice for one key. A first attempt that never finished
+//	  blocks its key for at most 60 seconds (409 meanwhile).
 //	- If the idempotency store is unavailable you get `503` and nothing was
 //	  executed; retry with the same key.
 package idempotency
@@ -78,10 +90,12 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -89,9 +103,12 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/seal"
 )
 
 // Header is the request header carrying the key.
@@ -99,6 +116,9 @@ const Header = "Idempotency-Key"
 
 // ReplayedHeader marks a replayed response.
 const ReplayedHeader = "Idempotent-Replayed"
+
+// FingerprintKeyInfo derives the fingerprint key from the service secret.
+const FingerprintKeyInfo = "payreq/idempotency-fingerprint/v1"
 
 // MaxKeyLength is the longest accepted key.
 const MaxKeyLength = 255
@@ -119,11 +139,16 @@ type Store interface {
 	IdempotencyRecord(ctx context.Context, merchantID, key string) (*dynamo.IdempotencyRecord, error)
 	CompleteIdempotencyKey(ctx context.Context, rec *dynamo.IdempotencyRecord, now time.Time) error
 	ReleaseIdempotencyKey(ctx context.Context, merchantID, key, token string) error
+	TakeOverIdempotencyKey(ctx context.Context, rec, held *dynamo.IdempotencyRecord, now time.Time) error
 }
 
 // Guard is the Idempotency-Key middleware.
 type Guard struct {
 	store Store
+	// FingerprintKey keys the request fingerprints (HMAC-SHA256).
+	FingerprintKey []byte
+	// Sealer seals stored responses; owner is the merchant and the key.
+	Sealer *seal.Sealer
 	// Now is the clock (tests inject one).
 	Now func() time.Time
 	// Lease is how long an in-progress claim blocks the key; it must exceed
@@ -137,9 +162,11 @@ type Guard struct {
 	MaxResponse int
 }
 
-// New returns a Guard over s with the defaults.
-func New(s Store) *Guard {
-	return &Guard{store: s, Now: time.Now, Lease: DefaultLease, TTL: DefaultTTL, MaxResponse: DefaultMaxResponse}
+// New returns a Guard over s with the defaults. fingerprintKey keys the
+// request fingerprints; sealer seals the stored responses.
+func New(s Store, fingerprintKey []byte, sealer *seal.Sealer) *Guard {
+	return &Guard{store: s, FingerprintKey: fingerprintKey, Sealer: sealer, Now: time.Now,
+		Lease: DefaultLease, TTL: DefaultTTL, MaxResponse: DefaultMaxResponse}
 }
 
 // ValidKey reports whether key is 1 to 255 printable ASCII characters.
@@ -155,12 +182,51 @@ func ValidKey(key string) bool {
 	return true
 }
 
-// Fingerprint identifies a request: SHA-256 over the length-prefixed method,
-// path and raw body (hex).
-func Fingerprint(method, path string, body []byte) string {
-	h := sha256.New()
+// cardFields are the body members that carry card data: left out of the
+// fingerprint wherever they appear.
+var cardFields = map[string]bool{"card": true, "cardNumber": true, "number": true, "cvv": true, "cvc": true, "securityCode": true}
+
+// Canonical returns body with card data removed and a canonical JSON
+// encoding (sorted keys, no insignificant whitespace; numbers as written).
+// A body that is not JSON is returned as it is.
+func Canonical(body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return body
+	}
+	out, err := json.Marshal(stripCard(v))
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func stripCard(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if cardFields[k] {
+				delete(t, k)
+				continue
+			}
+			t[k] = stripCard(x)
+		}
+	case []any:
+		for i, x := range t {
+			t[i] = stripCard(x)
+		}
+	}
+	return v
+}
+
+// Fingerprint identifies a request: HMAC-SHA256 keyed with key over the
+// length-prefixed method, path and canonical body (hex).
+func Fingerprint(key []byte, method, path string, body []byte) string {
+	h := hmac.New(sha256.New, key)
 	var n [8]byte
-	for _, part := range [][]byte{[]byte(method), []byte(path), body} {
+	for _, part := range [][]byte{[]byte(method), []byte(path), Canonical(body)} {
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:])
 		h.Write(part)
@@ -211,10 +277,12 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 
 		now := g.Now()
 		rec := &dynamo.IdempotencyRecord{
-			MerchantID: m.ID, Key: key, Fingerprint: Fingerprint(r.Method, r.URL.Path, body),
-			Token: newToken(), LeaseUntil: now.Add(g.Lease), ExpiresAt: now.Add(g.TTL), CreatedAt: now,
+			MerchantID: m.ID, Key: key, Fingerprint: Fingerprint(g.FingerprintKey, r.Method, r.URL.Path, body),
+			Token: newToken(), Nonce: newToken(), LeaseUntil: now.Add(g.Lease), ExpiresAt: now.Add(g.TTL), CreatedAt: now,
 		}
 		if g.claimOrAnswer(w, r, rec, now) {
+			crashpoint.Hit(crashpoint.AfterIdemBind)
+			r = r.WithContext(ids.WithSeed(r.Context(), []byte(rec.Nonce)))
 			g.execute(w, r, rec, next)
 		}
 	})
@@ -243,14 +311,32 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 				return false
 			}
 		}
-		if held == nil || held.Expired(now) || held.LeaseExpired(now) {
+		if held == nil || held.Expired(now) {
 			continue // freed between the claim and the read: claim again
+		}
+		if held.LeaseExpired(now) && held.Fingerprint == rec.Fingerprint {
+			// A retry of a request a crash (or a 5xx) cut short: take it over
+			// with its nonce, so the work it began is resumed, not repeated.
+			err := g.store.TakeOverIdempotencyKey(ctx, rec, held, now)
+			if err == nil {
+				return true
+			}
+			if !errors.Is(err, dynamo.ErrConflict) {
+				g.unavailable(w, r, "take over", err)
+				return false
+			}
+			continue // another retry took it: look again
 		}
 		switch {
 		case held.Fingerprint != rec.Fingerprint:
 			problem.Write(w, r, problem.New(http.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Content",
 				"This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.", ""))
 		case held.State == dynamo.IdempotencyCompleted:
+			body, err := g.open(held)
+			if err != nil {
+				g.unavailable(w, r, "open", err)
+				return false
+			}
 			httpapi.AddLogAttrs(r, slog.Bool("idempotent_replay", true))
 			h := w.Header()
 			for k, v := range held.Headers {
@@ -258,7 +344,7 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 			}
 			h.Set(ReplayedHeader, "true")
 			w.WriteHeader(held.Status)
-			_, _ = w.Write(held.Body)
+			_, _ = w.Write(body)
 		default:
 			g.inProgress(w, r)
 		}
@@ -308,7 +394,7 @@ func (g *Guard) execute(w http.ResponseWriter, r *http.Request, rec *dynamo.Idem
 		log.Error("response too large to keep for idempotent replay; key released", "bytes", len(body), "max", g.MaxResponse)
 		g.release(ctx, log, rec)
 	default:
-		rec.Status, rec.Body, rec.Headers = status, body, map[string]string{}
+		rec.Status, rec.Body, rec.Headers = status, g.seal(rec, body), map[string]string{}
 		for _, k := range storedHeaders {
 			if v := w.Header().Get(k); v != "" {
 				rec.Headers[k] = v
@@ -325,6 +411,25 @@ func (g *Guard) execute(w http.ResponseWriter, r *http.Request, rec *dynamo.Idem
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// seal protects a stored response: some carry a secret (a checkout
+// session's token), and none needs to be readable at rest.
+func (g *Guard) seal(rec *dynamo.IdempotencyRecord, body []byte) []byte {
+	if g.Sealer == nil || len(body) == 0 {
+		return body
+	}
+	return []byte(g.Sealer.Seal(string(body), sealOwner(rec)))
+}
+
+func (g *Guard) open(rec *dynamo.IdempotencyRecord) ([]byte, error) {
+	if g.Sealer == nil || len(rec.Body) == 0 {
+		return rec.Body, nil
+	}
+	b, err := g.Sealer.Open(string(rec.Body), sealOwner(rec))
+	return []byte(b), err
+}
+
+func sealOwner(rec *dynamo.IdempotencyRecord) string { return "idem:" + rec.MerchantID + ":" + rec.Key }
 
 func (g *Guard) release(ctx context.Context, log *slog.Logger, rec *dynamo.IdempotencyRecord) {
 	err := g.store.ReleaseIdempotencyKey(ctx, rec.MerchantID, rec.Key, rec.Token)

@@ -28,6 +28,7 @@ import (
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/ratelimit"
+	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -73,7 +74,7 @@ func newHarness(t *testing.T, handler http.Handler) *harness {
 	tables := tablesOf(t)
 	h := &harness{clock: &clock{t: t0}, calls: calls, ops: tables.Operations}
 	h.store = dynamo.New(dynamodb.NewFromConfig(cfg), tables)
-	h.guard = idempotency.New(h.store)
+	h.guard = idempotency.New(h.store, testFPKey, testSealer(t))
 	h.guard.Now = h.clock.Now
 	rawCfg, _ := testenv.CountingAWSConfig(t)
 	h.raw = dynamodb.NewFromConfig(rawCfg)
@@ -175,8 +176,7 @@ func TestSameKeyDifferentRequestIs422(t *testing.T) {
 		t.Fatalf("first: %d", resp.Status)
 	}
 	for name, send := range map[string]func() testenv.Response{
-		"other body":       func() testenv.Response { return post(t, h.url+"/payment-requests", m.APIKey, k, `{"amount": 11}`) },
-		"whitespace added": func() testenv.Response { return post(t, h.url+"/payment-requests", m.APIKey, k, `{"amount": 10} `) },
+		"other body": func() testenv.Response { return post(t, h.url+"/payment-requests", m.APIKey, k, `{"amount": 11}`) },
 		"other path": func() testenv.Response {
 			return post(t, h.url+"/payment-requests/1/cancel", m.APIKey, k, `{"amount": 10}`)
 		},
@@ -335,7 +335,7 @@ func TestCrashedAttemptBlocksOnlyForTheLease(t *testing.T) {
 	k := key(t)
 	body := `{"amount": 5}`
 	crashed := &dynamo.IdempotencyRecord{MerchantID: m.ID, Key: k, Token: "dead",
-		Fingerprint: idempotency.Fingerprint("POST", "/x", []byte(body)),
+		Fingerprint: idempotency.Fingerprint(testFPKey, "POST", "/x", []byte(body)),
 		LeaseUntil:  t0.Add(idempotency.DefaultLease), ExpiresAt: t0.Add(24 * time.Hour), CreatedAt: t0}
 	if _, err := h.store.ClaimIdempotencyKey(context.Background(), crashed, t0); err != nil {
 		t.Fatal(err)
@@ -447,7 +447,8 @@ func TestOnlyPOSTIsGuarded(t *testing.T) {
 	}
 }
 
-// Responses that must not be replayed release the key: the retry executes.
+// Responses that must not be replayed release the key: the retry executes,
+// with the same nonce, so it resumes what the first try began.
 func TestFailuresAreNotStored(t *testing.T) {
 	for _, status := range []int{500, 502, 503, http.StatusConflict, http.StatusTooManyRequests} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
@@ -465,14 +466,18 @@ func TestFailuresAreNotStored(t *testing.T) {
 			if resp := post(t, h.url+"/x", m.APIKey, k, `{}`); resp.Status != status {
 				t.Fatalf("first: %d", resp.Status)
 			}
-			if calls := h.calls.Calls(); strings.Join(calls, ",") != "DynamoDB.PutItem,DynamoDB.DeleteItem" {
-				t.Errorf("AWS calls for a %d: %v, want claim + delete", status, calls)
+			if calls := h.calls.Calls(); strings.Join(calls, ",") != "DynamoDB.PutItem,DynamoDB.UpdateItem" {
+				t.Errorf("AWS calls for a %d: %v, want claim + release", status, calls)
 			}
 			item := h.item(t, m.ID, k)
-			if item != nil {
-				t.Errorf("record kept after %d: %v", status, item)
+			if item == nil || item["body"] != nil || item["nonce"] == nil {
+				t.Fatalf("after %d the record must stay, released, with its nonce and no response: %v", status, item)
 			}
+			nonce := item["nonce"].(*types.AttributeValueMemberS).Value
 			retry := post(t, h.url+"/x", m.APIKey, k, `{}`)
+			if got := h.item(t, m.ID, k)["nonce"].(*types.AttributeValueMemberS).Value; got != nonce {
+				t.Errorf("retry drew a new nonce: the key lost its binding")
+			}
 			if retry.Status != http.StatusCreated || retry.Header.Get(idempotency.ReplayedHeader) != "" {
 				t.Fatalf("retry: %d replayed=%q", retry.Status, retry.Header.Get(idempotency.ReplayedHeader))
 			}
@@ -576,7 +581,7 @@ func TestComposedWithRateLimiter(t *testing.T) {
 	limiter := ratelimit.New(store)
 	clk := &clock{t: t0.Add(10 * time.Second)}
 	limiter.Now = clk.Now
-	guard := idempotency.New(store)
+	guard := idempotency.New(store, []byte("k"), nil)
 	guard.Now = clk.Now
 	auth := apikey.New(st.Store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) })
 	srv := httptest.NewServer(httpapi.Wrap(auth.Require(limiter.Middleware(guard.Middleware(c))), slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -602,7 +607,7 @@ func TestStoreUnavailableIs503AndNothingRuns(t *testing.T) {
 	st := testenv.Stack(t)
 	tables := tablesOf(t)
 	tables.Operations = "no-such-table"
-	guard := idempotency.New(dynamo.New(dynamodb.NewFromConfig(mustCfg(t)), tables))
+	guard := idempotency.New(dynamo.New(dynamodb.NewFromConfig(mustCfg(t)), tables), []byte("k"), nil)
 	auth := apikey.New(st.Store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) })
 	srv := httptest.NewServer(httpapi.Wrap(auth.Require(guard.Middleware(c)), slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
@@ -634,7 +639,7 @@ func TestRequestBodyIsNeverStored(t *testing.T) {
 	if strings.Contains(dump, pan) || strings.Contains(dump, "737\"") {
 		t.Fatalf("the record contains request data: %s", dump)
 	}
-	if fp := item["fingerprint"].(*types.AttributeValueMemberS).Value; fp != idempotency.Fingerprint("POST", "/payments/h2h/1", []byte(body)) {
+	if fp := item["fingerprint"].(*types.AttributeValueMemberS).Value; fp != idempotency.Fingerprint(testFPKey, "POST", "/payments/h2h/1", []byte(body)) {
 		t.Fatalf("fingerprint %s", fp)
 	}
 }
@@ -651,14 +656,30 @@ func TestValidKey(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	a := idempotency.Fingerprint("POST", "/a", []byte("b"))
-	if a != idempotency.Fingerprint("POST", "/a", []byte("b")) || len(a) != 64 {
+	fp := func(method, path, body string) string {
+		return idempotency.Fingerprint(testFPKey, method, path, []byte(body))
+	}
+	a := fp("POST", "/a", "b")
+	if a != fp("POST", "/a", "b") || len(a) != 64 {
 		t.Fatal("fingerprint not stable")
 	}
 	// Field boundaries matter: no two different requests share a fingerprint
 	// by shifting bytes between path and body.
-	if a == idempotency.Fingerprint("POST", "/ab", nil) || a == idempotency.Fingerprint("POST/", "a", []byte("b")) {
+	if a == fp("POST", "/ab", "") || a == fp("POST/", "a", "b") {
 		t.Fatal("fingerprint ignores field boundaries")
+	}
+	// Keyed: without the service's key nobody can recompute it.
+	if a == idempotency.Fingerprint([]byte("another key"), "POST", "/a", []byte("b")) {
+		t.Fatal("fingerprint is not keyed")
+	}
+	// Canonical: whitespace and member order do not matter; card data is
+	// left out, so two bodies differing only in the card share it.
+	x := fp("POST", "/p", `{"amount": 1, "unit":"EUR", "card": {"number": "4111111111111111", "cvv": "123"}}`)
+	if y := fp("POST", "/p", `{"unit":"EUR","amount":1,"card":{"number":"4000000000000002","cvv":"999"}}`); x != y {
+		t.Fatal("fingerprint depends on whitespace, order or card data")
+	}
+	if x == fp("POST", "/p", `{"unit":"EUR","amount":2}`) {
+		t.Fatal("fingerprint ignores the amount")
 	}
 }
 
@@ -675,6 +696,16 @@ func (h *harness) item(t *testing.T, merchantID, k string) map[string]types.Attr
 		t.Fatal(err)
 	}
 	return out.Item
+}
+
+var testFPKey = []byte("test-fingerprint-key")
+
+func testSealer(t *testing.T) *seal.Sealer {
+	s, err := seal.New(seal.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func mustCfg(t *testing.T) aws.Config {

@@ -18,6 +18,7 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/idempotency"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payment"
@@ -104,12 +105,29 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := a.Now().UTC()
 	req.MerchantID, req.CreatedAt, req.UpdatedAt = m.ID, now, now
-	// Ids are random in their low bits; a collision is astronomically rare and
-	// the conditional put turns it into a retry, never an overwrite.
+	// Ids are random; a collision is astronomically rare and the conditional
+	// put turns it into a retry, never an overwrite. With an Idempotency-Key
+	// the first id is derived from the key's record: a retry after a crash
+	// finds the request the first try created and answers with it.
+	seed := ids.SeedFrom(r.Context())
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < 4; attempt++ {
 		req.ID = ids.New(now)
-		if err = a.Store.CreatePaymentRequest(r.Context(), &req); !errors.Is(err, dynamo.ErrExists) {
+		if seed != nil && attempt == 0 {
+			req.ID = ids.Derive(seed, "payment-request")
+		}
+		err = a.Store.CreatePaymentRequest(r.Context(), &req)
+		if errors.Is(err, dynamo.ErrExists) && seed != nil && attempt == 0 {
+			cur, gerr := a.Store.PaymentRequest(r.Context(), req.ID)
+			if gerr != nil {
+				return gerr
+			}
+			if cur.MerchantID == m.ID && cur.CreatedAt.After(now.Add(-idempotency.DefaultTTL)) {
+				req, err = *cur, nil // created by an earlier try with this key
+				break
+			}
+		}
+		if !errors.Is(err, dynamo.ErrExists) {
 			break
 		}
 	}

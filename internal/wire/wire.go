@@ -16,6 +16,7 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/idempotency"
@@ -63,7 +64,9 @@ func isNotFound(err error) bool { return errors.Is(err, dynamo.ErrNotFound) }
 // Idempotency-Key handling (POST only). Wrong keys never reach the counter.
 func (b *base) merchantGuard(auth *apikey.Authenticator) func(http.Handler) http.Handler {
 	limiter := ratelimit.New(b.store)
-	idem := idempotency.New(b.store)
+	// SEAL_KEY was validated by newBase, so the derivation cannot fail.
+	fpKey, _ := sig.DeriveKey(b.cfg.SealKey, idempotency.FingerprintKeyInfo)
+	idem := idempotency.New(b.store, fpKey, b.sealer)
 	return func(route http.Handler) http.Handler {
 		return auth.Require(limiter.Middleware(idem.Middleware(route)))
 	}
