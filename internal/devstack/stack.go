@@ -37,6 +37,9 @@ type Options struct {
 	ScheduleEvery time.Duration
 	// Env overrides function environment variables (tests scale retry schedules).
 	Env map[string]string
+	// Params override template parameters (paydev -param Name=Value, as
+	// sam local's --parameter-overrides).
+	Params map[string]string
 	// SFTPPort is the local SFTP server's port: 0 means DefaultSFTPPort (2222)
 	// when APIPort is fixed, any free port when APIPort is 0 (tests).
 	SFTPPort int
@@ -98,7 +101,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}()
 	external := os.Getenv("AWS_ENDPOINT_URL")
-	if external == "" {
+	perService := Endpoints{DynamoDB: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), SQS: os.Getenv("AWS_ENDPOINT_URL_SQS"),
+		S3: os.Getenv("AWS_ENDPOINT_URL_S3")}
+	switch {
+	case external == "" && perService.DynamoDB != "" && perService.SQS != "" && perService.S3 != "":
+		// Emulators already running outside this process (make chaos, the
+		// crash tests): they outlive the stack, as DynamoDB outlives Lambda.
+		s.Info.External = true
+		s.Info.Endpoints = perService
+		UseEndpoints(perService)
+	case external == "":
 		infra, err := InfraDir()
 		if err != nil {
 			return nil, err
@@ -112,7 +124,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Info.Endpoints = Endpoints{DynamoDB: s.emu.DynamoDB, SQS: s.emu.SQS, S3: s.emu.S3}
 		s.Info.PIDs = s.emu.PIDs()
 		UseEndpoints(s.Info.Endpoints)
-	} else {
+	default:
 		s.Info.External = true
 		s.Info.Endpoints = Endpoints{DynamoDB: external, SQS: external, S3: external}
 		setDefault("AWS_REGION", Region)
@@ -142,6 +154,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	params := map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LogLevel": "INFO"}
+	for k, v := range opts.Params {
+		params[k] = v
+	}
 	if s.Resources, err = Provision(ctx, cfg, payreq.Template, params, sealKey); err != nil {
 		return nil, err
 	}

@@ -32,12 +32,16 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 		return nil, fmt.Errorf("wire merchant API: %w", err)
 	}
 	auth := apikey.New(b.store, isNotFound)
+	guard, err := b.merchantGuard(getenv, auth)
+	if err != nil {
+		return nil, fmt.Errorf("wire merchant API: %w", err)
+	}
 	return merchantapi.New(merchantapi.Deps{
 		Store:         b.store,
 		Tokens:        tokens,
 		Links:         links,
 		Auth:          auth,
-		Guard:         b.merchantGuard(auth),
+		Guard:         guard,
 		Transactions:  payments.TransactionLookup(svc, b.cfg.PublicBaseURL),
 		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
 		PublicBaseURL: b.cfg.PublicBaseURL,

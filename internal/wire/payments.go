@@ -30,9 +30,13 @@ func Payments(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 		return nil, fmt.Errorf("wire payments: %w", err)
 	}
 	auth := apikey.New(b.store, isNotFound)
+	guard, err := b.merchantGuard(getenv, auth)
+	if err != nil {
+		return nil, fmt.Errorf("wire payments: %w", err)
+	}
 	return payments.NewHandler(payments.HandlerDeps{
 		Service:       svc,
-		Guard:         b.merchantGuard(auth),
+		Guard:         guard,
 		Log:           b.cfg.NewLogger().With("function", "payments"),
 		PublicBaseURL: b.cfg.PublicBaseURL,
 		AllowHTTPURLs: b.cfg.Local,

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,14 +63,21 @@ func isNotFound(err error) bool { return errors.Is(err, dynamo.ErrNotFound) }
 // merchantGuard is what every merchant-server route goes through: API-key
 // authentication, then the shared per-merchant rate limit, then
 // Idempotency-Key handling (POST only). Wrong keys never reach the counter.
-func (b *base) merchantGuard(auth *apikey.Authenticator) func(http.Handler) http.Handler {
+func (b *base) merchantGuard(getenv config.Getenv, auth *apikey.Authenticator) (func(http.Handler) http.Handler, error) {
 	limiter := ratelimit.New(b.store)
 	// SEAL_KEY was validated by newBase, so the derivation cannot fail.
 	fpKey, _ := sig.DeriveKey(b.cfg.SealKey, idempotency.FingerprintKeyInfo)
 	idem := idempotency.New(b.store, fpKey, b.sealer)
+	if v := getenv("IDEMPOTENCY_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("IDEMPOTENCY_LEASE: %q is not a duration", v)
+		}
+		idem.Lease = d
+	}
 	return func(route http.Handler) http.Handler {
 		return auth.Require(limiter.Middleware(idem.Middleware(route)))
-	}
+	}, nil
 }
 
 // SQSHandler is a Lambda SQS handler with partial batch responses

@@ -1,0 +1,314 @@
+// Package crashtest kills the local stack at each named crash point of the
+// money paths (internal/crashpoint), restarts it, retries as the docs tell
+// merchants to, and checks that nothing was charged twice, nothing was lost
+// and every invariant holds. The stack runs as a separate process, built
+// with the crashtest tag (the only build in which a crash point can fire),
+// against emulators that outlive it, as DynamoDB outlives a Lambda sandbox.
+package crashtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider"
+)
+
+var (
+	paydevBin string
+	emu       *devstack.Emulators
+	stateRoot string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if stateRoot, err = os.MkdirTemp("", "payreq-crash-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(stateRoot)
+	paydevBin = filepath.Join(stateRoot, "paydev")
+	build := exec.Command("go", "build", "-tags", "crashtest", "-o", paydevBin, "github.com/payreq/payreq/cmd/paydev")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build paydev with crash points:", err)
+		return 1
+	}
+	infra, err := devstack.InfraDir()
+	if err == nil {
+		err = devstack.EnsureNodeModules(infra, io.Discard)
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		emu, err = devstack.StartEmulators(ctx, infra, filepath.Join(stateRoot, "logs"), 0, 0)
+		cancel()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start emulators:", err)
+		return 1
+	}
+	defer emu.Stop()
+	devstack.UseEndpoints(devstack.Endpoints{DynamoDB: emu.DynamoDB, SQS: emu.SQS, S3: emu.S3})
+	return m.Run()
+}
+
+// proc is one run of the local stack.
+type proc struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	info     devstack.Info
+	exited   chan error
+	logs     *bytes.Buffer
+	stateDir string
+}
+
+// startStack runs the stack on stateDir (kept across restarts: same seal
+// key, same merchant) and dies at crashAt ("" = never).
+func startStack(t *testing.T, stateDir, crashAt string) *proc {
+	t.Helper()
+	port, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sftpPort, err := devstack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(filepath.Join(stateDir, "stack.json"))
+	cmd := exec.Command(paydevBin, "-port", strconv.Itoa(port), "-sftp-port", strconv.Itoa(sftpPort), "-state-dir", stateDir,
+		// A key whose request died blocks its retries for one lease: 60 s
+		// deployed, 2 s here, so the retries below need not wait a minute.
+		"-param", "IdempotencyLease=2s")
+	cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+crashAt, "SANDBOX_UPI_DELAY=1s", "SANDBOX_QR_DELAY=1s")
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = io.Discard, &lockedWriter{w: logs}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, exited: make(chan error, 1), logs: logs, stateDir: stateDir}
+	go func() { p.exited <- cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if info, err := devstack.ReadInfo(stateDir); err == nil {
+			p.info = info
+			break
+		}
+		select {
+		case err := <-p.exited:
+			t.Fatalf("stack exited during start-up: %v\n%s", err, logs)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stack did not start\n%s", logs)
+		}
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+// died waits for the crash point to kill the process (SIGKILL).
+func (p *proc) died() {
+	p.t.Helper()
+	select {
+	case err := <-p.exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			p.t.Fatalf("stack ended with %v, want death by SIGKILL at the crash point\n%s", err, p.logs)
+		}
+		if !strings.Contains(p.logs.String(), "crashpoint: SIGKILL at") {
+			p.t.Fatalf("the stack died, but not at a crash point\n%s", p.logs)
+		}
+		p.exited <- err // stop() sees it ended
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("the crash point was never reached\n%s", p.logs)
+	}
+}
+
+func (p *proc) stop() {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// response of one HTTP call; err is set when the connection broke (the
+// process died under it).
+type response struct {
+	status int
+	body   []byte
+	err    error
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("response %d is not JSON: %s", r.status, r.body)
+	}
+	return m
+}
+
+func (p *proc) call(method, path, idemKey, body string, headers ...string) response {
+	req, err := http.NewRequest(method, p.info.APIBase+path, strings.NewReader(body))
+	if err != nil {
+		return response{err: err}
+	}
+	req.Header.Set("X-API-Key", p.info.Merchant.APIKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return response{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, body: b, err: err}
+}
+
+// store reads the tables directly, as the audit does.
+func (p *proc) store(t *testing.T) *dynamo.Store {
+	t.Helper()
+	cfg, err := awsconfig.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dynamo.New(dynamodb.NewFromConfig(cfg), dynamo.Tables{
+		Merchants: p.info.Tables["MerchantsTable"], PaymentRequests: p.info.Tables["PaymentRequestsTable"],
+		Operations: p.info.Tables["OperationsTable"], Transactions: p.info.Tables["TransactionsTable"]})
+}
+
+// checkPaidOnce asserts the invariants of one paid request: it is paid by
+// exactly one approved transaction, the sandbox acquirer's ledger has
+// exactly one live charge for it (no double charge, no charge without its
+// transaction), no attempt is left open, and the approved transaction's
+// notification is recorded (outbox entry or delivery).
+func checkPaidOnce(t *testing.T, p *proc, requestID int64) {
+	t.Helper()
+	ctx := context.Background()
+	s := p.store(t)
+	req, err := s.PaymentRequest(ctx, requestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs, err := s.TransactionsOfRequest(ctx, requestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var approved []*dynamo.Transaction
+	refs := map[string]bool{}
+	for _, tx := range txs {
+		refs[tx.Reference] = true
+		if tx.Status == payment.TxApproved {
+			approved = append(approved, tx)
+		}
+		if !tx.Status.Final() {
+			t.Errorf("transaction %d left open in status %d", tx.ID, tx.Status)
+		}
+	}
+	if len(approved) != 1 {
+		t.Fatalf("request %d has %d approved transactions, want exactly 1 (%d attempts)", requestID, len(approved), len(txs))
+	}
+	if req.Status != payment.RequestPaid || req.TransactionID != approved[0].ID {
+		t.Fatalf("request %d: status %d, transactionId %d; want paid by %d", requestID, req.Status, req.TransactionID, approved[0].ID)
+	}
+	entries, err := s.LedgerEntries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	charges := 0
+	for _, e := range entries {
+		if e.Kind == "charge" && refs[e.Reference] && e.Status == provider.Approved && !e.Voided && !e.Abandoned {
+			charges++
+		}
+	}
+	if charges != 1 {
+		t.Fatalf("the sandbox acquirer holds %d live charges for request %d, want exactly 1", charges, requestID)
+	}
+	waitNotified(t, s, requestID, approved[0].ID)
+}
+
+// waitNotified waits until the transaction's notification is recorded:
+// still in the outbox (the reconciler will send it) or delivered.
+func waitNotified(t *testing.T, s *dynamo.Store, requestID, txID int64) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ds, err := s.Deliveries(ctx, requestID, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if strings.HasPrefix(d.EventID, fmt.Sprintf("evt_%d_", txID)) {
+				return
+			}
+		}
+		for shard := 0; shard < dynamo.OutboxShards; shard++ {
+			es, err := s.DueOutbox(ctx, shard, time.Now().Add(24*time.Hour), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range es {
+				if e.Event.TransactionID == txID {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %d has neither an outbox entry nor a delivery: its notification is lost", txID)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
