@@ -58,7 +58,7 @@ func connect(ctx context.Context, g globals) (*env, error) {
 		return nil, err
 	}
 	tables := dynamo.Tables{Merchants: outputs["MerchantsTableName"], PaymentRequests: outputs["PaymentRequestsTableName"],
-		Operations: outputs["OperationsTableName"]}
+		Operations: outputs["OperationsTableName"], Transactions: outputs["TransactionsTableName"]}
 	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: outputs["Stage"] != "production", cfg: cfg,
 		notificationsQueue: outputs["NotificationsQueueUrl"], notificationsDLQ: outputs["NotificationsDLQUrl"]}, nil
 }
@@ -84,7 +84,7 @@ func connectLocal(ctx context.Context, g globals) (*env, error) {
 		return nil, err
 	}
 	tables := dynamo.Tables{Merchants: info.Tables["MerchantsTable"], PaymentRequests: info.Tables["PaymentRequestsTable"],
-		Operations: info.Tables["OperationsTable"]}
+		Operations: info.Tables["OperationsTable"], Transactions: info.Tables["TransactionsTable"]}
 	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: true, cfg: cfg,
 		notificationsQueue: info.Queues["NotificationsQueue"], notificationsDLQ: info.Queues["NotificationsDLQ"]}, nil
 }

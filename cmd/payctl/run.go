@@ -25,6 +25,7 @@ Usage:
   payctl [global flags] sftp add-key --id ID --key-file FILE       (authorized_keys format, e.g. id_ed25519.pub)
   payctl [global flags] sftp show --id ID                           (address, user, password set, key fingerprints)
   payctl [global flags] batch show --id ID [--file NAME]            (batch files: state and counts by outcome)
+  payctl [global flags] audit [--grace 5m] [--timeout 10m]          (invariant audit: JSON report, exit 3 on any violation)
   payctl webhooks listen [--port 4000] [--api-key KEY] [--webhook-secret whsec_...]
 
 Global flags:
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	rest := fs.Args()
-	if len(rest) < 2 {
+	if len(rest) < 2 && !(len(rest) == 1 && rest[0] == "audit") {
 		fs.Usage()
 		return 2
 	}
@@ -76,6 +77,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return report(err, stderr)
 		}
 		return 0
+	}
+	if rest[0] == "audit" {
+		// Full table scans: its own --timeout, not the 60 s below.
+		return auditCmd(ctx, g, rest[1:], stdout, stderr)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
