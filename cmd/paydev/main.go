@@ -20,6 +20,7 @@ func main() {
 	port := flag.Int("port", 3000, "HTTP API port on 127.0.0.1 (0 = any free port)")
 	stateDir := flag.String("state-dir", ".paydev", "directory for stack.json, keys and emulator logs")
 	sftpPort := flag.Int("sftp-port", 0, "SFTP port on 127.0.0.1 (0 = 2222, or any free port with -port 0)")
+	scheduleEvery := flag.Duration("schedule-every", 0, "run scheduled functions (the reconciler) this often instead of the template's rate")
 	params := map[string]string{}
 	flag.Func("param", "override a template parameter, Name=Value (repeatable)", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
@@ -34,7 +35,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	started := time.Now()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, Log: os.Stderr})
+	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, ScheduleEvery: *scheduleEvery, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paydev:", err)
 		os.Exit(1)

@@ -3,10 +3,12 @@ package wire
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/payreq/payreq/internal/audit"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/notify"
@@ -48,6 +50,9 @@ func Notifier(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandl
 	return n.Handle, nil
 }
 
+// auditEveryMinutes spaces the reconciler's invariant audits.
+const auditEveryMinutes = 15
+
 // Reconciler wires ReconcilerFunction.
 func Reconciler(ctx context.Context, getenv config.Getenv, opts Options) (func(context.Context) error, error) {
 	b, err := newBase(ctx, getenv, opts)
@@ -66,8 +71,21 @@ func Reconciler(ctx context.Context, getenv config.Getenv, opts Options) (func(c
 	}
 	r := &notifier.Reconciler{Store: b.store, Queue: queue.New(sqs.NewFromConfig(b.aws)), Recover: svc.RecoverOpen,
 		QueueURL: getenv("NOTIFICATIONS_QUEUE_URL"), Grace: grace, Log: b.cfg.NewLogger().With("function", "reconciler")}
+	log := b.cfg.NewLogger().With("function", "reconciler")
 	return func(ctx context.Context) error {
 		_, err := r.Run(ctx)
+		if now := time.Now(); now.Minute()%auditEveryMinutes == 0 {
+			// The invariant audit scans whole tables: every 15th minute of
+			// the clock, after the repairs, so it judges what they left.
+			rep, aerr := audit.Run(ctx, b.store, now)
+			if aerr != nil {
+				log.Error("audit failed", "error", aerr.Error())
+			} else {
+				// One line on stdout in the embedded metric format: CloudWatch
+				// turns it into PayReq/AuditViolations (alarmed in the template).
+				_ = audit.PublishMetric(os.Stdout, rep)
+			}
+		}
 		return err
 	}, nil
 }

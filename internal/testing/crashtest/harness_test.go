@@ -98,11 +98,18 @@ func startStack(t *testing.T, stateDir, crashAt string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startStackOn(t, stateDir, crashAt, port, sftpPort)
+}
+
+// startStackOn is startStack on fixed ports (restarts keep the address).
+func startStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int, extra ...string) *proc {
+	t.Helper()
 	_ = os.Remove(filepath.Join(stateDir, "stack.json"))
 	cmd := exec.Command(paydevBin, "-port", strconv.Itoa(port), "-sftp-port", strconv.Itoa(sftpPort), "-state-dir", stateDir,
 		// A key whose request died blocks its retries for one lease: 60 s
 		// deployed, 2 s here, so the retries below need not wait a minute.
 		"-param", "IdempotencyLease=2s")
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+crashAt, "SANDBOX_UPI_DELAY=1s", "SANDBOX_QR_DELAY=1s")
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, &lockedWriter{w: logs}
