@@ -10,7 +10,7 @@ ARTIFACTS_DIR ?= bin/manual
 
 EMULATORS := infra/local/node_modules/.package-lock.json
 
-.PHONY: dev test bench lint build clean
+.PHONY: dev test bench chaos lint build clean
 
 dev: $(EMULATORS)
 	@mkdir -p .paydev/bin
@@ -22,6 +22,11 @@ test: $(EMULATORS)
 
 bench: $(EMULATORS)
 	go test -run '^$$' -bench . -benchmem ./...
+
+# Soak: the local stack under mixed load, SIGKILLed 10 times at random
+# moments and restarted; then the invariant audit must find nothing.
+chaos: $(EMULATORS)
+	go test -tags chaos -count=1 -timeout 20m -run '^TestChaos$$' -v ./internal/testing/crashtest/
 
 lint:
 	go vet ./...

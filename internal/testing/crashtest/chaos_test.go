@@ -174,6 +174,9 @@ func TestChaos(t *testing.T) {
 			t.Errorf("request %d has an approved transaction but is not paid", id)
 		}
 	}
+	rep := auditClean(t, current())
+	t.Logf("audit: %d requests, %d transactions, %d ledger entries checked, %d violations",
+		rep.Checked.Requests, rep.Checked.Transactions, rep.Checked.LedgerEntries, len(rep.Violations))
 	t.Logf("chaos: %d kills, %d workers, %d operations (%d approved at once), %d retries, %d requests, %d paid, %d double charges, %d charges without their transaction",
 		kills, workers, ops.Load(), approved.Load(), retries.Load(), len(requests), paid, doubles, orphans)
 }

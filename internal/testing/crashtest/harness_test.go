@@ -26,6 +26,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/payreq/payreq/internal/audit"
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/devstack"
@@ -284,6 +285,7 @@ func checkPaidOnce(t *testing.T, p *proc, requestID int64) {
 		t.Fatalf("the sandbox acquirer holds %d live charges for request %d, want exactly 1", charges, requestID)
 	}
 	waitNotified(t, s, requestID, approved[0].ID)
+	auditClean(t, p)
 }
 
 // waitNotified waits until the transaction's notification is recorded:
@@ -318,4 +320,20 @@ func waitNotified(t *testing.T, s *dynamo.Store, requestID, txID int64) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// auditClean runs the invariant audit (payctl audit's) over the whole
+// tables, judging every record as settled (the clock moved past the grace),
+// and fails on any violation.
+func auditClean(t *testing.T, p *proc) audit.Report {
+	t.Helper()
+	d, err := p.store(t).AuditData(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := audit.Check(d, time.Now().Add(audit.DefaultGrace+time.Second), audit.DefaultGrace)
+	for _, v := range rep.Violations {
+		t.Errorf("audit: %+v", v)
+	}
+	return rep
 }
