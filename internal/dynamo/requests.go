@@ -176,3 +176,28 @@ func (s *Store) CancelPaymentRequest(ctx context.Context, id int64, merchantID s
 	}
 	return rec.request(), nil
 }
+
+// RecordCancelledAttempt shows the final state of attempt txID on a request
+// that was cancelled while the attempt was pending: transactionStatusId and
+// lastLog follow the transaction (declined 012), so the status endpoint
+// never shows a pending attempt on a cancelled request. Guarded by
+// "cancelled AND transactionId = txID"; ErrConflict otherwise.
+func (s *Store) RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error {
+	ll, err := attributevalue.Marshal(lastLogRecord{TransactionStatus: int(st), Message: message, Code: string(code)})
+	if err != nil {
+		return fmt.Errorf("marshal lastLog: %w", err)
+	}
+	u := newUpdate().set("transactionStatusId", numberAV(int64(st))).set("lastLog", ll).set("updatedAt", timeAV(now)).
+		remove("attemptTx", "leaseUntil")
+	in := u.input(s.t.PaymentRequests, map[string]types.AttributeValue{"id": numberAV(requestID)})
+	in.ConditionExpression = aws.String("#status = :cancelled AND transactionId = :tx")
+	in.ExpressionAttributeNames["#status"] = "status"
+	in.ExpressionAttributeValues[":cancelled"] = numberAV(int64(payment.RequestCancelled))
+	in.ExpressionAttributeValues[":tx"] = numberAV(txID)
+	if _, err := s.db.UpdateItem(ctx, in); isConditionFailed(err) {
+		return ErrConflict
+	} else if err != nil {
+		return fmt.Errorf("record cancelled attempt on payment request %d: %w", requestID, err)
+	}
+	return nil
+}

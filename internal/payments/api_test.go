@@ -491,6 +491,10 @@ func TestCallbacks(t *testing.T) {
 		if s.PaymentRequestStatusID != 3 {
 			t.Fatalf("request %+v", s)
 		}
+		// The status endpoint shows how the attempt ended, not "pending".
+		if s.TransactionStatusID == nil || *s.TransactionStatusID != 2 || s.LastLog == nil || s.LastLog.Code != "012" {
+			t.Fatalf("a cancelled request still shows its attempt as %+v / %+v", s.TransactionStatusID, s.LastLog)
+		}
 		tx, err := store(t).Transaction(context.Background(), r.TransactionID)
 		if err != nil || tx.Status != 2 || tx.Code != "012" {
 			t.Fatalf("transaction %+v %v, want declined 012", tx, err)

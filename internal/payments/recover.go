@@ -91,6 +91,13 @@ func (s *Service) completeOnce(ctx context.Context, tx *dynamo.Transaction, out 
 	}
 	crashpoint.Hit(crashpoint.AfterTxSettle)
 	crashpoint.Hit(crashpoint.AfterOutboxWrite)
+	if req.Status == payment.RequestCancelled && req.TransactionID == tx.ID {
+		// Cancelled while this attempt was pending: the request shows how it
+		// ended, not "pending" forever.
+		if err := s.Store.RecordCancelledAttempt(ctx, req.ID, tx.ID, st.Status, st.Code, st.Message, now); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+			s.Log.Warn("recording the end of a cancelled request's attempt failed", "transaction_id", tx.ID, "error", err.Error())
+		}
+	}
 	s.release(ctx, st)
 	s.notify(ctx, ev)
 	return req, st, true, nil

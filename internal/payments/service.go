@@ -63,6 +63,7 @@ type Store interface {
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
 	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
+	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
 	CreateTransaction(ctx context.Context, t *dynamo.Transaction) error
 	Transaction(ctx context.Context, id int64) (*dynamo.Transaction, error)
 	TransactionByNumber(ctx context.Context, num string) (*dynamo.Transaction, error)

@@ -73,7 +73,7 @@ func TestChaos(t *testing.T) {
 					path, body = "/payments/h2h/27", payerBody("amount", "12.50", "unit", "EUR")
 				case 2:
 					path, body = "/payments/h2h/1", payerBody("amount", "7.00", "unit", "EUR",
-						"card", map[string]any{"number": "4111111111111111", "expiry": "12/30", "cvv": "123", "holder": "Ann Lee"})
+						"card", map[string]any{"number": "4111111111111111", "expiry": "12/30", "cvc": "123", "holderName": "Ann Lee"})
 				default:
 					path, body = "/payments/h2h/30", payerBody("amount", "99", "unit", "INR", "upiId", "success@upi")
 				}
