@@ -111,13 +111,22 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 		n.Log.Error("malformed notification message parked in the DLQ", "message_id", rec.MessageId)
 		return n.Queue.Send(ctx, n.DLQURL, json.RawMessage(rec.Body), 0)
 	}
-	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1)
-	if ev.Attempts == 0 && ev.DueAt.IsZero() {
-		// The event left the outbox: the reconciler need not resend it.
-		if err := n.Store.ClearOutbox(ctx, ev.TransactionID, ev.EventID); err != nil {
-			return err
-		}
+	if err := n.deliver(ctx, ev); err != nil {
+		return err
 	}
+	if ev.Attempts == 0 && ev.DueAt.IsZero() {
+		// Only now, with the attempt recorded (or its retry queued), does the
+		// event leave the outbox: a crash before this line leaves it there
+		// for the reconciler (a duplicate delivery at worst, never a lost one).
+		return n.Store.ClearOutbox(ctx, ev.TransactionID, ev.EventID)
+	}
+	return nil
+}
+
+// deliver makes one delivery attempt of ev and records it, or re-queues ev
+// until it is due.
+func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
+	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1)
 	now := n.now()
 	if delay, due := notify.Hop(ev.DueAt, now); !due {
 		return n.Queue.Send(ctx, n.QueueURL, ev, delay)

@@ -188,14 +188,18 @@ func retryCall(current func() *proc, retries *atomic.Int64, method, path, key, b
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		r := current().call(method, path, key, body)
-		if r.err == nil && r.status < 500 && r.status != http.StatusConflict {
+		if r.err == nil && r.status < 500 && r.status != http.StatusConflict && r.status != http.StatusTooManyRequests {
 			return r
 		}
 		if time.Now().After(deadline) {
 			return r
 		}
 		retries.Add(1)
-		time.Sleep(300 * time.Millisecond)
+		wait := 300 * time.Millisecond
+		if r.status == http.StatusTooManyRequests {
+			wait = 2 * time.Second // the rate limit's window: wait, then the same request again
+		}
+		time.Sleep(wait)
 	}
 }
 
