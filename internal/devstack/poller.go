@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -80,7 +81,7 @@ func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(cont
 			rec := events.SQSMessage{
 				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
 				Md5OfBody: aws.ToString(m.MD5OfBody), Attributes: m.Attributes, MessageAttributes: map[string]events.SQSMessageAttribute{},
-				EventSourceARN: src.Queue.ARN, EventSource: "aws:sqs", AWSRegion: Region,
+				EventSourceARN: src.Queue.ARN, EventSource: "aws:sqs", AWSRegion: arnRegion(src.Queue.ARN),
 			}
 			for k, v := range m.MessageAttributes {
 				rec.MessageAttributes[k] = events.SQSMessageAttribute{StringValue: v.StringValue, BinaryValue: v.BinaryValue, DataType: aws.ToString(v.DataType)}
@@ -107,4 +108,12 @@ func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(cont
 			}
 		}
 	}
+}
+
+// arnRegion is the region field of an ARN (the stack's region may be any).
+func arnRegion(arn string) string {
+	if p := strings.SplitN(arn, ":", 5); len(p) == 5 && p[3] != "" {
+		return p[3]
+	}
+	return Region
 }

@@ -48,6 +48,7 @@ type Info struct {
 	APIBase   string            `json:"apiBase"`
 	SFTPAddr  string            `json:"sftpAddr"`
 	Region    string            `json:"region"`
+	Backend   string            `json:"backend,omitempty"` // local emulators: dynalite or moto; empty when External
 	Endpoints Endpoints         `json:"endpoints"`
 	Merchant  SeedMerchant      `json:"merchant"`
 	Tables    map[string]string `json:"tables"`
@@ -99,27 +100,24 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}()
 	external := os.Getenv("AWS_ENDPOINT_URL")
 	if external == "" {
-		infra, err := InfraDir()
-		if err != nil {
+		if s.emu, err = startBackend(ctx, opts); err != nil {
 			return nil, err
 		}
-		if err := EnsureNodeModules(infra, opts.Log); err != nil {
-			return nil, err
-		}
-		if s.emu, err = StartEmulators(ctx, infra, filepath.Join(opts.StateDir, "logs"), 0, 0); err != nil {
-			return nil, err
-		}
+		s.Info.Backend = s.emu.Backend
 		s.Info.Endpoints = Endpoints{DynamoDB: s.emu.DynamoDB, SQS: s.emu.SQS, S3: s.emu.S3}
 		s.Info.PIDs = s.emu.PIDs()
 		UseEndpoints(s.Info.Endpoints)
 	} else {
 		s.Info.External = true
 		s.Info.Endpoints = Endpoints{DynamoDB: external, SQS: external, S3: external}
-		setDefault("AWS_REGION", Region)
+		// Any region works (samconfig's is eu-west-1); Provision takes it
+		// from the SDK configuration.
+		if os.Getenv("AWS_DEFAULT_REGION") == "" {
+			setDefault("AWS_REGION", Region)
+		}
 		setDefault("AWS_ACCESS_KEY_ID", "test")
 		setDefault("AWS_SECRET_ACCESS_KEY", "test")
 	}
-	s.Info.Region = Region
 
 	listener, err := net.Listen("tcp", net.JoinHostPort(opts.Host, fmt.Sprint(opts.APIPort)))
 	if err != nil {
@@ -137,6 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Info.Region = cfg.Region
 	sealKey, err := loadOrCreate(filepath.Join(opts.StateDir, "seal.key"), seal.NewKey)
 	if err != nil {
 		return nil, err
@@ -247,6 +246,26 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startBackend starts the emulators PAYREQ_BACKEND names.
+func startBackend(ctx context.Context, opts Options) (*Emulators, error) {
+	backend, err := SelectedBackend()
+	if err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(opts.StateDir, "logs")
+	if backend == BackendMoto {
+		return StartMoto(ctx, logDir, 0)
+	}
+	infra, err := InfraDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := EnsureNodeModules(infra, opts.Log); err != nil {
+		return nil, err
+	}
+	return StartEmulators(ctx, infra, logDir, 0, 0)
 }
 
 // functionEnv is a function's environment as the template resolves it, in
