@@ -4,16 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -55,10 +60,11 @@ func TestMotoStartsOnLoopbackAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emu.Stop()
-	if emu.Backend != BackendMoto || !strings.HasPrefix(emu.DynamoDB, "http://127.0.0.1:") || emu.SQS != emu.DynamoDB || emu.S3 != emu.DynamoDB {
+	if emu.Backend != BackendMoto || !strings.HasPrefix(emu.SQS, "http://127.0.0.1:") || emu.S3 != emu.SQS ||
+		!strings.HasPrefix(emu.DynamoDB, "http://127.0.0.1:") {
 		t.Fatalf("endpoints: %+v", emu)
 	}
-	resp, err := http.Get(emu.DynamoDB + "/moto-api/")
+	resp, err := http.Get(emu.SQS + "/moto-api/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +77,10 @@ func TestMotoStartsOnLoopbackAndStops(t *testing.T) {
 			t.Errorf("process group %d still exists after Stop (kill 0: %v)", pid, err)
 		}
 	}
-	if _, err := http.Get(emu.DynamoDB + "/moto-api/"); err == nil {
-		t.Error("moto_server still answers after Stop")
+	for _, u := range []string{emu.SQS + "/moto-api/", emu.DynamoDB} {
+		if _, err := http.Get(u); err == nil {
+			t.Errorf("%s still answers after Stop", u)
+		}
 	}
 }
 
@@ -251,4 +259,66 @@ func TestMotoBackendProvisionsTemplate(t *testing.T) {
 		t.Fatalf("health: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// Conditional writes on moto are atomic, as DynamoDB documents. moto_server
+// alone lets concurrent guarded increments overshoot or lose updates; the
+// serialising proxy in front of its DynamoDB API fixes it.
+func TestMotoConditionalWritesAreAtomic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	emu, err := StartMoto(ctx, t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Stop()
+	cfg, err := awsconfig.Load(ctx, func(o *config.LoadOptions) error {
+		o.Region = Region
+		o.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
+		o.BaseEndpoint = emu.DynamoDB
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	table := aws.String("atomic")
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: table, BillingMode: dtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dtypes.ScalarAttributeTypeS}},
+		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dtypes.KeyTypeHash}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Per round, 8 concurrent increments of one counter guarded by a limit
+	// of 4 (a payment limit counter): exactly 4 succeed and it ends at 4.
+	for round := 0; round < 20; round++ {
+		key := map[string]dtypes.AttributeValue{"pk": &dtypes.AttributeValueMemberS{Value: fmt.Sprint("k", round)}}
+		var wg sync.WaitGroup
+		var wins atomic.Int32
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: key,
+					UpdateExpression:          aws.String("SET n = if_not_exists(n, :zero) + :one"),
+					ConditionExpression:       aws.String("attribute_not_exists(n) OR n < :max"),
+					ExpressionAttributeValues: map[string]dtypes.AttributeValue{":zero": &dtypes.AttributeValueMemberN{Value: "0"}, ":one": &dtypes.AttributeValueMemberN{Value: "1"}, ":max": &dtypes.AttributeValueMemberN{Value: "4"}}})
+				var cf *dtypes.ConditionalCheckFailedException
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case !errors.As(err, &cf):
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := out.Item["n"].(*dtypes.AttributeValueMemberN).Value
+		if wins.Load() != 4 || n != "4" {
+			t.Fatalf("round %d: %d guarded increments succeeded and the counter is %s, want 4 and 4", round, wins.Load(), n)
+		}
+	}
 }

@@ -54,6 +54,7 @@ type Emulators struct {
 	procs    []*exec.Cmd
 	names    []string // of procs, for errors
 	health   []string // URLs that answer once the emulators serve
+	closers  []func() // in-process helpers (moto's DynamoDB proxy)
 	stopOnce sync.Once
 }
 
@@ -156,6 +157,7 @@ func StartEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxq
 // StartMoto starts moto_server (DynamoDB, SQS and S3 on one port) bound to
 // 127.0.0.1 on port (0 = any free port) and waits until it answers. Its
 // accounts are Account, so ARNs match the ones the template resolves to.
+// DynamoDB is reached through a serialising proxy (serializeDynamoDB).
 // moto_server must be on PATH: a missing one is an error, never a fallback.
 func StartMoto(ctx context.Context, logDir string, port int) (*Emulators, error) {
 	bin, err := exec.LookPath("moto_server")
@@ -180,6 +182,12 @@ func StartMoto(ctx context.Context, logDir string, port int) (*Emulators, error)
 		e.Stop()
 		return nil, fmt.Errorf("moto_server did not become ready (log in %s): %w", logDir, err)
 	}
+	proxy, stop, err := serializeDynamoDB(url)
+	if err != nil {
+		e.Stop()
+		return nil, err
+	}
+	e.DynamoDB, e.closers = proxy, append(e.closers, stop)
 	return e, nil
 }
 
@@ -248,6 +256,9 @@ func (e *Emulators) PIDs() []int {
 // Stop terminates the emulators and everything they started.
 func (e *Emulators) Stop() {
 	e.stopOnce.Do(func() {
+		for _, c := range e.closers {
+			c()
+		}
 		for _, p := range e.procs {
 			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
 		}
