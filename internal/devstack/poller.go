@@ -21,6 +21,11 @@ type SQSSource struct {
 	FunctionID string
 	Queue      Queue
 	BatchSize  int32
+	// ShortPoll, when set, replaces the 1 s long poll by a receive without
+	// wait every ShortPoll. moto's long poll does not return a delayed (or
+	// visibility-expired) message that becomes available during the wait,
+	// only at the next poll; SQS returns it as soon as it is available.
+	ShortPoll time.Duration
 }
 
 // SQSSources lists the template's SQS event sources with their created queues.
@@ -58,11 +63,15 @@ func (r *Resources) SQSSources() ([]SQSSource, error) {
 // visible again after their visibility timeout, and SQS moves them to the
 // dead-letter queue after maxReceiveCount receives, exactly as on AWS.
 func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), log *slog.Logger) {
+	wait := int32(1)
+	if src.ShortPoll > 0 {
+		wait = 0
+	}
 	for ctx.Err() == nil {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    &src.Queue.URL,
 			MaxNumberOfMessages:         src.BatchSize,
-			WaitTimeSeconds:             1,
+			WaitTimeSeconds:             wait,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
@@ -74,6 +83,12 @@ func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(cont
 			continue
 		}
 		if len(out.Messages) == 0 {
+			if src.ShortPoll > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(src.ShortPoll):
+				}
+			}
 			continue
 		}
 		ev := events.SQSEvent{}

@@ -181,6 +181,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	sqsClient := sqs.NewFromConfig(cfg)
 	log := slog.New(slog.NewJSONHandler(opts.Log, nil)).With("component", "paydev")
 	for _, src := range sources {
+		if s.emu != nil && s.emu.Backend == BackendMoto {
+			src.ShortPoll = 100 * time.Millisecond // see SQSSource.ShortPoll
+		}
 		fn, ok := SQSFunctions[src.FunctionID]
 		if !ok {
 			return nil, fmt.Errorf("function %s has an SQS event but no entry in devstack.SQSFunctions", src.FunctionID)
