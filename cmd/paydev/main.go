@@ -1,6 +1,7 @@
-// Command paydev runs the whole service locally (`make dev`): pinned AWS
-// emulators, the template's tables, queues and buckets, a seeded sandbox
-// merchant, and the HTTP API on 127.0.0.1:3000. Ctrl-C stops everything.
+// Command paydev runs the whole service locally (`make dev`): local AWS
+// emulators (dynalite + fauxqs; moto_server with PAYREQ_BACKEND=moto), the
+// template's tables, queues and buckets, a seeded sandbox merchant, and the
+// HTTP API on 127.0.0.1:3000. Ctrl-C stops everything.
 package main
 
 import (
@@ -48,6 +49,9 @@ func main() {
 
 func printBanner(info devstack.Info, stateDir string, took time.Duration) {
 	emulators := "dynalite " + info.Endpoints.DynamoDB + ", fauxqs " + info.Endpoints.SQS
+	if info.Backend == devstack.BackendMoto {
+		emulators = "moto " + info.Endpoints.SQS + " (DynamoDB via " + info.Endpoints.DynamoDB + ")"
+	}
 	if info.External {
 		emulators = "external endpoint " + info.Endpoints.DynamoDB
 	}

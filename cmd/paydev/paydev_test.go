@@ -55,8 +55,17 @@ func TestPaydevStartsServesAndStopsCleanly(t *testing.T) {
 	if !strings.Contains(out.String(), info.Merchant.APIKey) || !strings.Contains(out.String(), "curl") {
 		t.Errorf("banner lacks the API key or the curl example:\n%s", out.String())
 	}
-	if len(info.PIDs) != 2 {
-		t.Fatalf("stack.json lists %d emulator pids, want 2", len(info.PIDs))
+	// dynalite + fauxqs are two processes; moto_server is one.
+	backend, err := devstack.SelectedBackend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{devstack.BackendDynalite: 2, devstack.BackendMoto: 1}[backend]
+	if info.Backend != backend || len(info.PIDs) != want {
+		t.Fatalf("stack.json: backend %q with %d emulator pids, want %q with %d", info.Backend, len(info.PIDs), backend, want)
+	}
+	if !strings.Contains(out.String(), backend) {
+		t.Errorf("banner does not name the %s backend:\n%s", backend, out.String())
 	}
 
 	resp := testenv.Do(t, "POST", info.APIBase+"/payment-requests", info.Merchant.APIKey, `{"amount":25.00,"unit":"EUR","referenceId":"order-1"}`)

@@ -1,7 +1,8 @@
 // Package devstack runs the service on one machine with no AWS account and
-// no Docker: pinned emulators (dynalite for DynamoDB, fauxqs for SQS and S3),
-// the template's resources created in them, and the functions' handlers
-// behind a local HTTP API. cmd/paydev and the integration tests use it.
+// no Docker: local AWS emulators (by default the pinned dynalite for DynamoDB
+// and fauxqs for SQS and S3; moto_server with PAYREQ_BACKEND=moto), the
+// template's resources created in them, and the functions' handlers behind a
+// local HTTP API. cmd/paydev and the integration tests use it.
 package devstack
 
 import (
@@ -22,12 +23,38 @@ import (
 	"time"
 )
 
+// BackendEnv names the variable that chooses the local AWS emulators.
+const BackendEnv = "PAYREQ_BACKEND"
+
+// Local emulator backends.
+const (
+	BackendDynalite = "dynalite" // dynalite (DynamoDB) + fauxqs (SQS, S3), pinned in infra/local
+	BackendMoto     = "moto"     // moto_server: DynamoDB, SQS and S3 on one port
+)
+
+// SelectedBackend reads PAYREQ_BACKEND: empty means dynalite+fauxqs. An
+// unknown name is an error, never a silent fallback to the default.
+func SelectedBackend() (string, error) {
+	switch v := os.Getenv(BackendEnv); v {
+	case "", BackendDynalite, "dynalite+fauxqs":
+		return BackendDynalite, nil
+	case BackendMoto:
+		return BackendMoto, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want %q (default) or %q", BackendEnv, v, BackendDynalite, BackendMoto)
+	}
+}
+
 // Emulators are the running emulator processes.
 type Emulators struct {
+	Backend  string
 	DynamoDB string // endpoint URL
 	SQS      string // endpoint URL (fauxqs serves SQS and S3 on one port)
 	S3       string
 	procs    []*exec.Cmd
+	names    []string // of procs, for errors
+	health   []string // URLs that answer once the emulators serve
+	closers  []func() // in-process helpers (moto's DynamoDB proxy)
 	stopOnce sync.Once
 }
 
@@ -102,44 +129,86 @@ func StartEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxq
 		}
 	}
 	e := &Emulators{
+		Backend:  BackendDynalite,
 		DynamoDB: fmt.Sprintf("http://127.0.0.1:%d", dynamoPort),
 		SQS:      fmt.Sprintf("http://127.0.0.1:%d", fauxqsPort),
 		S3:       fmt.Sprintf("http://127.0.0.1:%d", fauxqsPort),
 	}
+	e.health = []string{e.DynamoDB, e.SQS + "/health"}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	start := func(name string, env []string, args ...string) error {
-		logFile, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		cmd := exec.Command("node", args...)
-		cmd.Dir, cmd.Stdout, cmd.Stderr = infra, logFile, logFile
-		cmd.Env = append(os.Environ(), env...)
-		cmd.SysProcAttr = processGroup()
-		if err := cmd.Start(); err != nil {
-			logFile.Close()
-			return fmt.Errorf("start %s (is Node 20 installed?): %w", name, err)
-		}
-		go func() { _ = cmd.Wait(); logFile.Close() }()
-		e.procs = append(e.procs, cmd)
-		return nil
-	}
-	if err := start("dynalite", nil, "node_modules/dynalite/cli.js", "--host", "127.0.0.1",
+	if err := e.start(logDir, "dynalite", infra, nil, "node", "node_modules/dynalite/cli.js", "--host", "127.0.0.1",
 		"--port", strconv.Itoa(dynamoPort), "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (is Node 20 installed?)", err)
 	}
-	if err := start("fauxqs", []string{"FAUXQS_PORT=" + strconv.Itoa(fauxqsPort), "FAUXQS_LOGGER=false",
-		"FAUXQS_DEFAULT_REGION=" + Region}, "fauxqs-loopback.mjs"); err != nil {
+	if err := e.start(logDir, "fauxqs", infra, []string{"FAUXQS_PORT=" + strconv.Itoa(fauxqsPort), "FAUXQS_LOGGER=false",
+		"FAUXQS_DEFAULT_REGION=" + Region}, "node", "fauxqs-loopback.mjs"); err != nil {
 		e.Stop()
-		return nil, err
+		return nil, fmt.Errorf("%w (is Node 20 installed?)", err)
 	}
 	if err := e.wait(ctx); err != nil {
 		e.Stop()
 		return nil, fmt.Errorf("emulators did not become ready (logs in %s): %w", logDir, err)
 	}
 	return e, nil
+}
+
+// StartMoto starts moto_server (DynamoDB, SQS and S3 on one port) bound to
+// 127.0.0.1 on port (0 = any free port) and waits until it answers. Its
+// accounts are Account, so ARNs match the ones the template resolves to.
+// DynamoDB is reached through a serialising proxy (serializeDynamoDB).
+// moto_server must be on PATH: a missing one is an error, never a fallback.
+func StartMoto(ctx context.Context, logDir string, port int) (*Emulators, error) {
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s needs moto_server on PATH (pip install 'moto[server]'): %w", BackendEnv, BackendMoto, err)
+	}
+	if port == 0 {
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	e := &Emulators{Backend: BackendMoto, DynamoDB: url, SQS: url, S3: url, health: []string{url + "/moto-api/"}}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := e.start(logDir, "moto", "", []string{"MOTO_ACCOUNT_ID=" + Account},
+		bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port)); err != nil {
+		return nil, err
+	}
+	if err := e.wait(ctx); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("moto_server did not become ready (log in %s): %w", logDir, err)
+	}
+	proxy, stop, err := serializeDynamoDB(url)
+	if err != nil {
+		e.Stop()
+		return nil, err
+	}
+	e.DynamoDB, e.closers = proxy, append(e.closers, stop)
+	return e, nil
+}
+
+// start runs one emulator process in its own process group, output to
+// logDir/<name>.log.
+func (e *Emulators) start(logDir, name, dir string, env []string, prog string, args ...string) error {
+	logFile, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(prog, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logFile, logFile
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = processGroup()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); logFile.Close() }()
+	e.procs, e.names = append(e.procs, cmd), append(e.names, name)
+	return nil
 }
 
 func (e *Emulators) wait(ctx context.Context) error {
@@ -155,12 +224,16 @@ func (e *Emulators) wait(ctx context.Context) error {
 		return true
 	}
 	for {
-		if ready(e.DynamoDB) && ready(e.SQS+"/health") {
+		all := true
+		for _, u := range e.health {
+			all = all && ready(u)
+		}
+		if all {
 			return nil
 		}
-		for _, p := range e.procs {
+		for i, p := range e.procs {
 			if p.ProcessState != nil {
-				return fmt.Errorf("%s exited: %s", filepath.Base(p.Args[1]), p.ProcessState)
+				return fmt.Errorf("%s exited: %s", e.names[i], p.ProcessState)
 			}
 		}
 		select {
@@ -183,6 +256,9 @@ func (e *Emulators) PIDs() []int {
 // Stop terminates the emulators and everything they started.
 func (e *Emulators) Stop() {
 	e.stopOnce.Do(func() {
+		for _, c := range e.closers {
+			c()
+		}
 		for _, p := range e.procs {
 			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
 		}

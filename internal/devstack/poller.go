@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -20,6 +21,11 @@ type SQSSource struct {
 	FunctionID string
 	Queue      Queue
 	BatchSize  int32
+	// ShortPoll, when set, replaces the 1 s long poll by a receive without
+	// wait every ShortPoll. moto's long poll does not return a delayed (or
+	// visibility-expired) message that becomes available during the wait,
+	// only at the next poll; SQS returns it as soon as it is available.
+	ShortPoll time.Duration
 }
 
 // SQSSources lists the template's SQS event sources with their created queues.
@@ -57,11 +63,15 @@ func (r *Resources) SQSSources() ([]SQSSource, error) {
 // visible again after their visibility timeout, and SQS moves them to the
 // dead-letter queue after maxReceiveCount receives, exactly as on AWS.
 func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), log *slog.Logger) {
+	wait := int32(1)
+	if src.ShortPoll > 0 {
+		wait = 0
+	}
 	for ctx.Err() == nil {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    &src.Queue.URL,
 			MaxNumberOfMessages:         src.BatchSize,
-			WaitTimeSeconds:             1,
+			WaitTimeSeconds:             wait,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
@@ -73,6 +83,12 @@ func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(cont
 			continue
 		}
 		if len(out.Messages) == 0 {
+			if src.ShortPoll > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(src.ShortPoll):
+				}
+			}
 			continue
 		}
 		ev := events.SQSEvent{}
@@ -80,7 +96,7 @@ func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(cont
 			rec := events.SQSMessage{
 				MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
 				Md5OfBody: aws.ToString(m.MD5OfBody), Attributes: m.Attributes, MessageAttributes: map[string]events.SQSMessageAttribute{},
-				EventSourceARN: src.Queue.ARN, EventSource: "aws:sqs", AWSRegion: Region,
+				EventSourceARN: src.Queue.ARN, EventSource: "aws:sqs", AWSRegion: arnRegion(src.Queue.ARN),
 			}
 			for k, v := range m.MessageAttributes {
 				rec.MessageAttributes[k] = events.SQSMessageAttribute{StringValue: v.StringValue, BinaryValue: v.BinaryValue, DataType: aws.ToString(v.DataType)}
@@ -107,4 +123,12 @@ func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(cont
 			}
 		}
 	}
+}
+
+// arnRegion is the region field of an ARN (the stack's region may be any).
+func arnRegion(arn string) string {
+	if p := strings.SplitN(arn, ":", 5); len(p) == 5 && p[3] != "" {
+		return p[3]
+	}
+	return Region
 }

@@ -10,14 +10,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/cfn"
 )
 
-// Local stack identity.
+// Local stack identity. Region is the local emulators' region; against an
+// external endpoint (LocalStack) the SDK configuration's region is used.
 const (
 	Region    = "us-east-1"
 	Account   = "000000000000"
@@ -29,6 +32,7 @@ type Queue struct{ Name, URL, ARN string }
 
 // Resources are the template's resources as created in the emulators.
 type Resources struct {
+	Region    string // AWS::Region of the stack
 	Template  *cfn.Template
 	Tables    map[string]string // logical id → table name
 	Queues    map[string]Queue
@@ -39,17 +43,22 @@ type Resources struct {
 
 // Provision reads the template and creates every table (with its indexes),
 // queue (dead-letter queues first) and bucket in the configured endpoints.
-// It is idempotent: existing resources are kept (LocalStack re-runs).
+// It is idempotent: existing resources are kept (LocalStack re-runs). The
+// stack's region is cfg.Region.
 func Provision(ctx context.Context, cfg aws.Config, template []byte, params map[string]string, secret string) (*Resources, error) {
 	t, err := cfn.Parse(template)
 	if err != nil {
 		return nil, err
 	}
-	res := &Resources{Template: t, Tables: map[string]string{}, Queues: map[string]Queue{}, Buckets: map[string]string{}}
+	region := cfg.Region
+	if region == "" {
+		region = Region
+	}
+	res := &Resources{Region: region, Template: t, Tables: map[string]string{}, Queues: map[string]Queue{}, Buckets: map[string]string{}}
 	res.resolver = &cfn.Resolver{
 		T:      t,
 		Params: params,
-		Pseudo: map[string]string{"AWS::Region": Region, "AWS::StackName": StackName, "AWS::AccountId": Account,
+		Pseudo: map[string]string{"AWS::Region": region, "AWS::StackName": StackName, "AWS::AccountId": Account,
 			"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com", "AWS::NoValue": ""},
 		Ref:     res.ref,
 		GetAtt:  res.getAtt,
@@ -88,8 +97,8 @@ func Provision(ctx context.Context, cfg aws.Config, template []byte, params map[
 	}
 	s3c := s3.NewFromConfig(cfg, awsconfig.S3Options)
 	for _, spec := range buckets {
-		if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &spec.Name}); err != nil && !alreadyExists(err) {
-			return nil, fmt.Errorf("create bucket %s: %w", spec.Name, err)
+		if err := createBucket(ctx, s3c, spec.Name, region); err != nil {
+			return nil, err
 		}
 		res.Buckets[spec.LogicalID] = spec.Name
 	}
@@ -127,7 +136,7 @@ func (r *Resources) ref(id string) (string, error) {
 func (r *Resources) getAtt(id, attr string) (string, error) {
 	switch {
 	case r.Tables[id] != "" && attr == "Arn":
-		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", Region, Account, r.Tables[id]), nil
+		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", r.Region, Account, r.Tables[id]), nil
 	case r.Queues[id].Name != "" && attr == "Arn":
 		return r.Queues[id].ARN, nil
 	case r.Queues[id].Name != "" && attr == "QueueName":
@@ -139,7 +148,7 @@ func (r *Resources) getAtt(id, attr string) (string, error) {
 	case r.Template.Resources[id].Type == cfn.TypeTable || r.Template.Resources[id].Type == cfn.TypeQueue:
 		return "", fmt.Errorf("!GetAtt %s.%s: not created yet or unsupported", id, attr)
 	}
-	return fmt.Sprintf("arn:aws:local:%s:%s:%s/%s", Region, Account, strings.ToLower(attr), id), nil
+	return fmt.Sprintf("arn:aws:local:%s:%s:%s/%s", r.Region, Account, strings.ToLower(attr), id), nil
 }
 
 func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) error {
@@ -163,12 +172,47 @@ func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) e
 	if _, err := db.CreateTable(ctx, in); err != nil && !alreadyExists(err) {
 		return fmt.Errorf("create table %s: %w", spec.Name, err)
 	}
-	// dynalite has no UpdateTimeToLive; code checks expiry itself (DESIGN §2).
 	waiter := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 20e6, 200e6
 	})
 	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &spec.Name}, 30e9); err != nil {
 		return fmt.Errorf("wait for table %s: %w", spec.Name, err)
+	}
+	return enableTTL(ctx, db, spec)
+}
+
+// enableTTL turns on the template's TimeToLiveSpecification. dynalite has no
+// UpdateTimeToLive and answers UnknownOperationException: that one answer is
+// tolerated, since the code never relies on TTL deletion (reads check expiry
+// themselves; TTL only removes old items, up to days late on AWS too).
+func enableTTL(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) error {
+	if spec.TTL == "" {
+		return nil
+	}
+	_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: &spec.Name,
+		TimeToLiveSpecification: &dtypes.TimeToLiveSpecification{AttributeName: &spec.TTL, Enabled: aws.Bool(true)}})
+	var apiErr smithy.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
+		return nil
+	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" && strings.Contains(apiErr.ErrorMessage(), "already enabled"):
+		return nil // a re-run against LocalStack
+	}
+	return fmt.Errorf("enable TTL on %s: %w", spec.Name, err)
+}
+
+// createBucket creates a bucket in region. Outside us-east-1, S3 requires
+// the region as LocationConstraint (AWS answers IllegalLocationConstraint
+// otherwise, and so do LocalStack and moto); in us-east-1 it must be absent.
+func createBucket(ctx context.Context, s3c *s3.Client, name, region string) error {
+	in := &s3.CreateBucketInput{Bucket: &name}
+	if region != "us-east-1" {
+		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
+	}
+	if _, err := s3c.CreateBucket(ctx, in); err != nil && !alreadyExists(err) {
+		return fmt.Errorf("create bucket %s in %s: %w", name, region, err)
 	}
 	return nil
 }

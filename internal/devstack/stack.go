@@ -51,6 +51,7 @@ type Info struct {
 	APIBase   string            `json:"apiBase"`
 	SFTPAddr  string            `json:"sftpAddr"`
 	Region    string            `json:"region"`
+	Backend   string            `json:"backend,omitempty"` // local emulators: dynalite or moto; empty when External
 	Endpoints Endpoints         `json:"endpoints"`
 	Merchant  SeedMerchant      `json:"merchant"`
 	Tables    map[string]string `json:"tables"`
@@ -111,27 +112,24 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Info.Endpoints = perService
 		UseEndpoints(perService)
 	case external == "":
-		infra, err := InfraDir()
-		if err != nil {
+		if s.emu, err = startBackend(ctx, opts); err != nil {
 			return nil, err
 		}
-		if err := EnsureNodeModules(infra, opts.Log); err != nil {
-			return nil, err
-		}
-		if s.emu, err = StartEmulators(ctx, infra, filepath.Join(opts.StateDir, "logs"), 0, 0); err != nil {
-			return nil, err
-		}
+		s.Info.Backend = s.emu.Backend
 		s.Info.Endpoints = Endpoints{DynamoDB: s.emu.DynamoDB, SQS: s.emu.SQS, S3: s.emu.S3}
 		s.Info.PIDs = s.emu.PIDs()
 		UseEndpoints(s.Info.Endpoints)
 	default:
 		s.Info.External = true
 		s.Info.Endpoints = Endpoints{DynamoDB: external, SQS: external, S3: external}
-		setDefault("AWS_REGION", Region)
+		// Any region works (samconfig's is eu-west-1); Provision takes it
+		// from the SDK configuration.
+		if os.Getenv("AWS_DEFAULT_REGION") == "" {
+			setDefault("AWS_REGION", Region)
+		}
 		setDefault("AWS_ACCESS_KEY_ID", "test")
 		setDefault("AWS_SECRET_ACCESS_KEY", "test")
 	}
-	s.Info.Region = Region
 
 	listener, err := net.Listen("tcp", net.JoinHostPort(opts.Host, fmt.Sprint(opts.APIPort)))
 	if err != nil {
@@ -149,6 +147,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Info.Region = cfg.Region
 	sealKey, err := loadOrCreate(filepath.Join(opts.StateDir, "seal.key"), seal.NewKey)
 	if err != nil {
 		return nil, err
@@ -198,6 +197,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	sqsClient := sqs.NewFromConfig(cfg)
 	log := slog.New(slog.NewJSONHandler(opts.Log, nil)).With("component", "paydev")
 	for _, src := range sources {
+		if s.emu != nil && s.emu.Backend == BackendMoto {
+			src.ShortPoll = 100 * time.Millisecond // see SQSSource.ShortPoll
+		}
 		fn, ok := SQSFunctions[src.FunctionID]
 		if !ok {
 			return nil, fmt.Errorf("function %s has an SQS event but no entry in devstack.SQSFunctions", src.FunctionID)
@@ -263,6 +265,26 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startBackend starts the emulators PAYREQ_BACKEND names.
+func startBackend(ctx context.Context, opts Options) (*Emulators, error) {
+	backend, err := SelectedBackend()
+	if err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(opts.StateDir, "logs")
+	if backend == BackendMoto {
+		return StartMoto(ctx, logDir, 0)
+	}
+	infra, err := InfraDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := EnsureNodeModules(infra, opts.Log); err != nil {
+		return nil, err
+	}
+	return StartEmulators(ctx, infra, logDir, 0, 0)
 }
 
 // functionEnv is a function's environment as the template resolves it, in

@@ -553,15 +553,20 @@ func TestAWSCallsPerRequest(t *testing.T) {
 	k := key(t)
 	testenv.Do(t, "GET", h.url+"/warm-auth-cache", m.APIKey, nil)
 
+	// AWS (and moto) return the held item with the failed put
+	// (ReturnValuesOnConditionCheckFailure), which saves the GetItem;
+	// dynalite does not, so there the record is read.
+	held := []string{"DynamoDB.PutItem"}
+	if !testenv.ReturnsItemOnConditionFailure(t) {
+		held = append(held, "DynamoDB.GetItem")
+	}
 	for _, step := range []struct {
 		name, body string
 		want       []string
 	}{
 		{"first", `{}`, []string{"DynamoDB.PutItem", "DynamoDB.UpdateItem"}},
-		// dynalite does not return the held item with the failed put; AWS
-		// does (ReturnValuesOnConditionCheckFailure), which saves the GetItem.
-		{"replay", `{}`, []string{"DynamoDB.PutItem", "DynamoDB.GetItem"}},
-		{"mismatch", `{"x":1}`, []string{"DynamoDB.PutItem", "DynamoDB.GetItem"}},
+		{"replay", `{}`, held},
+		{"mismatch", `{"x":1}`, held},
 	} {
 		h.calls.Reset()
 		resp := post(t, h.url+"/x", m.APIKey, k, step.body)

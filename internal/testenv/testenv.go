@@ -1,6 +1,7 @@
-// Package testenv gives integration tests a real local stack: the pinned
-// emulators on random ports, the template's resources and the functions
-// behind the local API gateway, started once per test binary. When
+// Package testenv gives integration tests a real local stack: local AWS
+// emulators on random ports (dynalite + fauxqs, or moto_server with
+// PAYREQ_BACKEND=moto), the template's resources and the functions behind
+// the local API gateway, started once per test binary. When
 // AWS_ENDPOINT_URL is set (LocalStack), that endpoint is used instead.
 package testenv
 
@@ -62,6 +63,24 @@ func Stack(tb testing.TB) *devstack.Stack {
 		tb.Fatalf("start local stack: %v", startErr)
 	}
 	return stack
+}
+
+// Backend names what the shared stack runs on: devstack.BackendDynalite,
+// devstack.BackendMoto, or "external" (AWS_ENDPOINT_URL, e.g. LocalStack).
+// Tests use it only where an emulator departs from AWS's documented
+// behaviour (docs/testing.md lists those quirks).
+func Backend(tb testing.TB) string {
+	if s := Stack(tb); !s.Info.External {
+		return s.Info.Backend
+	}
+	return "external"
+}
+
+// ReturnsItemOnConditionFailure reports whether a failed conditional write
+// carries the existing item (ReturnValuesOnConditionCheckFailure), as AWS
+// documents; dynalite ignores the parameter.
+func ReturnsItemOnConditionFailure(tb testing.TB) bool {
+	return Backend(tb) != devstack.BackendDynalite
 }
 
 // StateDir is the shared stack's state directory.
