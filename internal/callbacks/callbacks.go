@@ -39,9 +39,11 @@ import (
 // MaxBody is the largest callback body read.
 const MaxBody = 64 << 10
 
-// DefaultTimeout bounds the processing of one callback, so that the answer
-// comes well within a second (or the provider retries).
-const DefaultTimeout = 900 * time.Millisecond
+// DefaultTimeout bounds the processing of one callback, well inside the
+// providers' usual 10 to 30 s and the function's 10 s: a slow dependency
+// gets a 503 and the provider's retry (processing is idempotent, so a
+// processing cut short is completed by the retry).
+const DefaultTimeout = 5 * time.Second
 
 // Deps are the handler's collaborators.
 type Deps struct {
