@@ -36,9 +36,9 @@ func TestTemplateRoutesMatchHandlers(t *testing.T) {
 			continue
 		}
 		declared[f.LogicalID] = true
-		fn, ok := devstack.HTTPFunctions[f.LogicalID]
-		if !ok {
-			t.Errorf("%s has HTTP routes in the template but no handler in devstack.HTTPFunctions", f.LogicalID)
+		fn, ok := devstack.Functions[f.LogicalID]
+		if !ok || fn.Routes == nil {
+			t.Errorf("%s has HTTP routes in the template but no routes in devstack.Functions", f.LogicalID)
 			continue
 		}
 		var inTemplate []string
@@ -59,9 +59,9 @@ func TestTemplateRoutesMatchHandlers(t *testing.T) {
 			}
 		}
 	}
-	for id := range devstack.HTTPFunctions {
-		if !declared[id] {
-			t.Errorf("devstack.HTTPFunctions has %s, which the template does not declare with routes", id)
+	for id, fn := range devstack.Functions {
+		if fn.Routes != nil && !declared[id] {
+			t.Errorf("devstack.Functions has routes for %s, which the template does not declare with routes", id)
 		}
 	}
 }

@@ -27,7 +27,8 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandle
 	if base == "" {
 		base = getenv("SANDBOX_CALLBACK_BASE_URL")
 	}
-	if base == "" || b.cfg.SandboxQueueURL == "" {
+	queueURL := getenv("SANDBOX_QUEUE_URL")
+	if base == "" || queueURL == "" {
 		return nil, errors.New("wire sandbox: PUBLIC_BASE_URL or SANDBOX_CALLBACK_BASE_URL, and SANDBOX_QUEUE_URL, are required")
 	}
 	key, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
@@ -42,7 +43,7 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandle
 	}
 	return sandboxworker.New(sandboxworker.Deps{
 		BaseURL: base, Key: key, Client: client,
-		Queue: queue.New(sqs.NewFromConfig(b.aws)), QueueURL: b.cfg.SandboxQueueURL,
+		Queue: queue.New(sqs.NewFromConfig(b.aws)), QueueURL: queueURL,
 		Log: b.cfg.NewLogger().With("function", "sandbox"),
 	}), nil
 }
