@@ -123,3 +123,17 @@ func TestMakefileListsEveryFunction(t *testing.T) {
 		}
 	}
 }
+
+// cfn-lint (AWS's linter, which runs the SAM transform) finds no error and
+// no warning in the template. A missing cfn-lint fails the test: it is part
+// of every machine's toolchain (.ci/run checks for it).
+func TestTemplatePassesCfnLint(t *testing.T) {
+	bin, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		t.Fatalf("cfn-lint is not on PATH (pip install cfn-lint): %v", err)
+	}
+	out, err := exec.Command(bin, "--format", "parseable", "template.yaml").CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Fatalf("cfn-lint template.yaml: %v\n%s", err, out)
+	}
+}

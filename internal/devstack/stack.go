@@ -23,7 +23,6 @@ import (
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/docs"
 	"github.com/payreq/payreq/internal/awsconfig"
-	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/seal"
 )
@@ -148,7 +147,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	params := LocalParams(payreq.Template, opts.Params, os.Getenv)
-	for k, v := range map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LocalStack": "1", "LocalSealKey": sealKey} {
+	for k, v := range map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LocalStack": "1", "LocalSealKey": sealKey,
+		"LocalDynamoDBEndpoint": s.Info.Endpoints.DynamoDB, "LocalSQSEndpoint": s.Info.Endpoints.SQS, "LocalS3Endpoint": s.Info.Endpoints.S3} {
 		params[k] = v
 	}
 	if s.Resources, err = Provision(ctx, cfg, payreq.Template, params, sealKey); err != nil {
@@ -234,6 +234,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.server = &http.Server{Handler: s.gateway, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.server.Serve(listener) }()
 
+	if err := s.writeEnvFile(opts.Env); err != nil {
+		return nil, err
+	}
 	b, _ := json.MarshalIndent(s.Info, "", "  ")
 	if err := os.WriteFile(filepath.Join(opts.StateDir, "stack.json"), b, 0o600); err != nil {
 		return nil, err
@@ -251,11 +254,11 @@ func (s *Stack) build(ctx context.Context, id string, opts Options, cfg aws.Conf
 	if !ok {
 		return nil, fmt.Errorf("function %s is in the template but not in devstack.Functions", id)
 	}
-	getenv, err := s.functionEnv(id, opts.Env)
+	env, err := s.functionEnv(id, opts.Env)
 	if err != nil {
 		return nil, err
 	}
-	h, err := fn.Build(ctx, getenv, &cfg)
+	h, err := fn.Build(ctx, mapEnv(env), &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
@@ -267,7 +270,7 @@ func (s *Stack) build(ctx context.Context, id string, opts Options, cfg aws.Conf
 // the local stack's parameters. Overrides (tests) replace only variables the
 // function's template environment declares: nothing reaches a function from
 // outside the template.
-func (s *Stack) functionEnv(id string, overrides map[string]string) (config.Getenv, error) {
+func (s *Stack) functionEnv(id string, overrides map[string]string) (map[string]string, error) {
 	e, err := s.Resources.Env(id)
 	if err != nil {
 		return nil, err
@@ -277,7 +280,25 @@ func (s *Stack) functionEnv(id string, overrides map[string]string) (config.Gete
 			e[k] = v
 		}
 	}
-	return mapEnv(e), nil
+	return e, nil
+}
+
+// EnvFile is .paydev/env.json: every function's resolved environment in the
+// format of `sam local invoke --env-vars` ({"<LogicalId>": {"VAR": "value"}}).
+const EnvFile = "env.json"
+
+func (s *Stack) writeEnvFile(overrides map[string]string) error {
+	all := map[string]map[string]string{}
+	for _, f := range s.Resources.Functions {
+		e, err := s.functionEnv(f.LogicalID, overrides)
+		if err != nil {
+			return err
+		}
+		all[f.LogicalID] = e
+	}
+	b, _ := json.MarshalIndent(all, "", "  ")
+	// 0600: the local seal key is in it.
+	return os.WriteFile(filepath.Join(s.stateDir, EnvFile), append(b, '\n'), 0o600)
 }
 
 // Gateway returns the local HTTP API (to mount extra local-only routes).
