@@ -124,7 +124,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		setDefault("AWS_ACCESS_KEY_ID", "test")
 		setDefault("AWS_SECRET_ACCESS_KEY", "test")
 	}
-	s.Info.Region = Region
 
 	listener, err := net.Listen("tcp", net.JoinHostPort(opts.Host, fmt.Sprint(opts.APIPort)))
 	if err != nil {
@@ -142,6 +141,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The region the SDK really uses (AWS_REGION of a LocalStack shell).
+	s.Info.Region = cfg.Region
 	sealKey, err := loadOrCreate(filepath.Join(opts.StateDir, "seal.key"), seal.NewKey)
 	if err != nil {
 		return nil, err
