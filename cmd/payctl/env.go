@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -76,10 +77,17 @@ func connectLocal(ctx context.Context, g globals) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !info.External {
-		devstack.UseEndpoints(info.Endpoints)
+	// stack.json's endpoints and region, also for an external endpoint
+	// (LocalStack): a local command must never reach real AWS, whatever
+	// this shell's AWS variables say.
+	devstack.UseEndpoints(info.Endpoints)
+	// Any other service goes to the stack too, never to AWS.
+	os.Setenv("AWS_ENDPOINT_URL", info.Endpoints.DynamoDB)
+	region := info.Region
+	if region == "" {
+		region = devstack.Region
 	}
-	cfg, err := awsconfig.Load(ctx)
+	cfg, err := awsconfig.Load(ctx, config.WithRegion(region))
 	if err != nil {
 		return nil, err
 	}

@@ -13,11 +13,13 @@ import (
 	"github.com/payreq/payreq/internal/batchwire"
 )
 
+// main only starts the handler batchwire.BatchLambda builds: the same value the local
+// stack and the tests invoke.
 func main() {
-	p, err := batchwire.Batch(context.Background(), os.Getenv, batchwire.Options{})
+	h, err := batchwire.BatchLambda(context.Background(), os.Getenv, batchwire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(p.Handle)
+	lambda.Start(h)
 }

@@ -7,16 +7,17 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/payreq/payreq/internal/wire"
 )
 
+// main only starts the handler wire.CallbacksLambda builds: the same value the local
+// stack and the tests invoke.
 func main() {
-	h, err := wire.Callbacks(context.Background(), os.Getenv, wire.Options{})
+	h, err := wire.CallbacksLambda(context.Background(), os.Getenv, wire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(httpadapter.NewV2(h).ProxyWithContext)
+	lambda.Start(h)
 }

@@ -8,16 +8,16 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/payreq/payreq/internal/lambdahttp"
 	"github.com/payreq/payreq/internal/wire"
 )
 
+// main only starts the handler wire.CheckoutLambda builds: the same value the local
+// stack and the tests invoke.
 func main() {
-	h, err := wire.Checkout(context.Background(), os.Getenv, wire.Options{})
+	h, err := wire.CheckoutLambda(context.Background(), os.Getenv, wire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)
 	}
-	// lambdahttp is the api-proxy adapter with header values kept intact.
-	lambda.Start(lambdahttp.NewV2(h).ProxyWithContext)
+	lambda.Start(h)
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/payreq/payreq/internal/wire"
 )
 
+// main only starts the handler wire.NotifierLambda builds: the same value the local
+// stack and the tests invoke.
 func main() {
-	h, err := wire.Notifier(context.Background(), os.Getenv, wire.Options{})
+	h, err := wire.NotifierLambda(context.Background(), os.Getenv, wire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)

@@ -12,11 +12,13 @@ import (
 	"github.com/payreq/payreq/internal/wire"
 )
 
+// main only starts the handler wire.ReconcilerLambda builds: the same value the local
+// stack and the tests invoke.
 func main() {
-	run, err := wire.Reconciler(context.Background(), os.Getenv, wire.Options{})
+	h, err := wire.ReconcilerLambda(context.Background(), os.Getenv, wire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(run)
+	lambda.Start(h)
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/payreq/payreq/internal/wire"
 )
 
+// main only starts the handler wire.SandboxLambda builds: the same value the local
+// stack and the tests invoke.
 func main() {
-	h, err := wire.Sandbox(context.Background(), os.Getenv, wire.Options{})
+	h, err := wire.SandboxLambda(context.Background(), os.Getenv, wire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)

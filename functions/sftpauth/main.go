@@ -12,11 +12,13 @@ import (
 	"github.com/payreq/payreq/internal/batchwire"
 )
 
+// main only starts the handler batchwire.SFTPAuthLambda builds: the same value the local
+// stack and the tests invoke.
 func main() {
-	a, err := batchwire.SFTPAuth(context.Background(), os.Getenv, batchwire.Options{})
+	h, err := batchwire.SFTPAuthLambda(context.Background(), os.Getenv, batchwire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(a.Authenticate)
+	lambda.Start(h)
 }

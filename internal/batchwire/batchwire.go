@@ -23,7 +23,6 @@ import (
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
-	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/wire"
 )
 
@@ -42,9 +41,6 @@ func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, er
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := seal.New(cfg.SealKey); err != nil {
-		return nil, fmt.Errorf("SEAL_KEY: %w", err)
 	}
 	var awsCfg aws.Config
 	if opts.AWSConfig != nil {

@@ -20,13 +20,12 @@ type Config struct {
 	LogLevel      slog.Level
 	PublicBaseURL string // empty: derive from the request host
 	Tables        dynamo.Tables
-	SealKey       string
+	// SealKey is the key itself, set only on the local stack; on AWS it is
+	// empty and SealKeySecretARN names the secret to read at cold start.
+	SealKey          string
+	SealKeySecretARN string
 	// Local is true in the local stack (paydev): loopback URLs are allowed.
 	Local bool
-	// SandboxQueueURL is the queue of the simulated provider's asynchronous
-	// side (SANDBOX_QUEUE_URL); functions that take payments need it in the
-	// sandbox stage.
-	SandboxQueueURL string
 }
 
 // Sandbox reports whether outcomes are simulated.
@@ -47,13 +46,14 @@ func Load(getenv Getenv) (Config, error) {
 			// Checked by the functions that use it (payments, callbacks, ...).
 			Transactions: getenv("TRANSACTIONS_TABLE"),
 		},
-		SandboxQueueURL: getenv("SANDBOX_QUEUE_URL"),
-		SealKey:         getenv("SEAL_KEY"),
-		Local:           getenv("PAYREQ_LOCAL") == "1",
+		SealKey:          getenv("SEAL_KEY"),
+		SealKeySecretARN: getenv("SEAL_KEY_SECRET_ARN"),
+		Local:            getenv("PAYREQ_LOCAL") == "1",
 	}
 	var missing []string
 	for name, v := range map[string]string{"STAGE": c.Stage, "MERCHANTS_TABLE": c.Tables.Merchants,
-		"PAYMENT_REQUESTS_TABLE": c.Tables.PaymentRequests, "OPERATIONS_TABLE": c.Tables.Operations, "SEAL_KEY": c.SealKey} {
+		"PAYMENT_REQUESTS_TABLE": c.Tables.PaymentRequests, "OPERATIONS_TABLE": c.Tables.Operations,
+		"SEAL_KEY_SECRET_ARN or SEAL_KEY": c.SealKeySecretARN + c.SealKey} {
 		if v == "" {
 			missing = append(missing, name)
 		}

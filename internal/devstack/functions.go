@@ -2,7 +2,9 @@ package devstack
 
 import (
 	"context"
-	"net/http"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/callbacks"
@@ -13,51 +15,53 @@ import (
 	"github.com/payreq/payreq/internal/wire"
 )
 
-// The local stack's registry: template logical id → wiring. It lives here,
-// not in package wire, because only the local stack needs every function:
-// each Lambda binary references its own wiring function only, so the linker
-// leaves the other handlers out of it.
+// The local stack's registry: template logical id → the function's Lambda
+// entry point. It lives here, not in package wire, because only the local
+// stack needs every function: each Lambda binary references its own entry
+// point only, so the linker leaves the other handlers out of it.
 
-// HTTPFunction is an HTTP-triggered function: its routes and its wiring.
-type HTTPFunction struct {
+// Function is one Lambda function of the template as the local stack runs it.
+type Function struct {
+	// Entry is the entry point functions/<name>/main.go starts (a test
+	// checks that main.go calls exactly this function).
+	Entry any
+	// Build runs Entry and wraps its result with lambda.NewHandler: the
+	// local stack invokes it with JSON event bytes, as the runtime does.
+	Build func(ctx context.Context, getenv config.Getenv, cfg *aws.Config) (lambda.Handler, error)
+	// Routes are the routes the handler serves (HTTP API functions only); a
+	// test checks that template and handlers agree both ways.
 	Routes func() []string
-	Build  func(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error)
 }
 
-// SQSFunction is an SQS-triggered function.
-type SQSFunction struct {
-	Build func(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire.SQSHandler, error)
+// Functions are every function of the template, by logical id.
+var Functions = map[string]Function{
+	"MerchantApiFunction": {Entry: wire.MerchantAPILambda, Build: fromWire(wire.MerchantAPILambda), Routes: merchantapi.Routes},
+	"PaymentsFunction":    {Entry: wire.PaymentsLambda, Build: fromWire(wire.PaymentsLambda), Routes: payments.Routes},
+	"CallbacksFunction":   {Entry: wire.CallbacksLambda, Build: fromWire(wire.CallbacksLambda), Routes: callbacks.Routes},
+	"CheckoutFunction":    {Entry: wire.CheckoutLambda, Build: fromWire(wire.CheckoutLambda), Routes: checkout.Routes},
+	"NotifierFunction":    {Entry: wire.NotifierLambda, Build: fromWire(wire.NotifierLambda)},
+	"SandboxFunction":     {Entry: wire.SandboxLambda, Build: fromWire(wire.SandboxLambda)},
+	"ReconcilerFunction":  {Entry: wire.ReconcilerLambda, Build: fromWire(wire.ReconcilerLambda)},
+	"BatchFunction":       {Entry: batchwire.BatchLambda, Build: fromBatchwire(batchwire.BatchLambda)},
+	"SftpAuthFunction":    {Entry: batchwire.SFTPAuthLambda, Build: fromBatchwire(batchwire.SFTPAuthLambda)},
 }
 
-// ScheduledFunction is a function triggered by an EventBridge schedule.
-type ScheduledFunction struct {
-	Build func(ctx context.Context, getenv config.Getenv, opts wire.Options) (func(context.Context) error, error)
-}
-
-// HTTPFunctions are mounted on their template routes; a test checks that
-// template and handlers agree both ways.
-var HTTPFunctions = map[string]HTTPFunction{
-	"MerchantApiFunction": {Routes: merchantapi.Routes, Build: wire.MerchantAPI},
-	"PaymentsFunction":    {Routes: payments.Routes, Build: wire.Payments},
-	"CallbacksFunction":   {Routes: callbacks.Routes, Build: wire.Callbacks},
-	"CheckoutFunction":    {Routes: checkout.Routes, Build: wire.Checkout},
-}
-
-// SQSFunctions are fed by pollers on their template queues.
-var SQSFunctions = map[string]SQSFunction{
-	"NotifierFunction": {Build: wire.Notifier},
-	"SandboxFunction":  {Build: wire.Sandbox},
-	// BatchFunction's second trigger, the continuation queue.
-	"BatchFunction": {Build: func(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire.SQSHandler, error) {
-		p, err := batchwire.Batch(ctx, getenv, batchwire.Options{AWSConfig: opts.AWSConfig})
+func fromWire[H any](entry func(context.Context, config.Getenv, wire.Options) (H, error)) func(context.Context, config.Getenv, *aws.Config) (lambda.Handler, error) {
+	return func(ctx context.Context, getenv config.Getenv, cfg *aws.Config) (lambda.Handler, error) {
+		h, err := entry(ctx, getenv, wire.Options{AWSConfig: cfg})
 		if err != nil {
 			return nil, err
 		}
-		return p.HandleSQS, nil
-	}},
+		return lambda.NewHandler(h), nil
+	}
 }
 
-// ScheduledFunctions run at their template rate.
-var ScheduledFunctions = map[string]ScheduledFunction{
-	"ReconcilerFunction": {Build: wire.Reconciler},
+func fromBatchwire[H any](entry func(context.Context, config.Getenv, batchwire.Options) (H, error)) func(context.Context, config.Getenv, *aws.Config) (lambda.Handler, error) {
+	return func(ctx context.Context, getenv config.Getenv, cfg *aws.Config) (lambda.Handler, error) {
+		h, err := entry(ctx, getenv, batchwire.Options{AWSConfig: cfg})
+		if err != nil {
+			return nil, err
+		}
+		return lambda.NewHandler(h), nil
+	}
 }

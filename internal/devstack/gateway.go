@@ -2,43 +2,58 @@ package devstack
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
+	"mime"
 	"net"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/payreq/payreq/internal/lambdahttp"
+	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/payreq/payreq/internal/cfn"
+	"github.com/payreq/payreq/internal/problem"
 )
 
-// maxPayload is API Gateway's request payload limit.
-const maxPayload = 10 << 20
+const (
+	// MaxRequestBody is API Gateway's request payload limit (HTTP APIs).
+	MaxRequestBody = 10 << 20
+	// MaxInvokePayload is Lambda's limit for a synchronous invocation's
+	// event (6 MB); API Gateway can forward nothing larger.
+	MaxInvokePayload = 6 << 20
+)
+
+// HTTPTarget is a function behind the gateway: its Lambda handler (invoked
+// with JSON event bytes) and its template Timeout, the invocation deadline.
+type HTTPTarget struct {
+	Handler lambda.Handler
+	Timeout time.Duration
+}
 
 // Gateway is a local stand-in for the HTTP API: it matches the template's
-// routes and invokes each function's handler through the same api-proxy
-// adapter Lambda uses, with an APIGatewayV2HTTPRequest built the way API
-// Gateway builds it, so local behaviour is Lambda's behaviour.
+// routes, builds the payload format 2.0 event API Gateway would build and
+// invokes the function's Lambda handler with it as JSON, so local behaviour
+// is Lambda's behaviour.
 type Gateway struct {
 	mux *http.ServeMux
 }
 
-// NewGateway mounts handlers[functionLogicalID] on that function's routes.
-func NewGateway(functions []cfn.FunctionSpec, handlers map[string]http.Handler) *Gateway {
+// NewGateway mounts targets[functionLogicalID] on that function's routes.
+func NewGateway(functions []cfn.FunctionSpec, targets map[string]HTTPTarget) *Gateway {
 	g := &Gateway{mux: http.NewServeMux()}
 	for _, f := range functions {
-		h, ok := handlers[f.LogicalID]
+		t, ok := targets[f.LogicalID]
 		if !ok {
 			continue
 		}
-		adapter := lambdahttp.NewV2(h)
 		for _, rt := range f.Routes {
-			routeKey := rt.Method + " " + rt.Path
-			g.mux.Handle(rt.Pattern(), invoke(adapter, routeKey))
+			g.mux.Handle(rt.Pattern(), route{target: t, functionID: f.LogicalID, routeKey: rt.Method + " " + rt.Path, params: pathParams(rt.Path)})
 		}
 	}
 	return g
@@ -49,39 +64,64 @@ func (g *Gateway) Handle(pattern string, h http.Handler) { g.mux.Handle(pattern,
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := g.mux.Handler(r); pattern == "" {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(w, `{"message":"Not Found"}`)
+		problem.Write(w, r, problem.NotFound("No route matches "+r.Method+" "+r.URL.Path+"."))
 		return
 	}
 	g.mux.ServeHTTP(w, r)
 }
 
-func invoke(adapter *lambdahttp.Adapter, routeKey string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxPayload+1))
-		if err != nil || len(body) > maxPayload {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = io.WriteString(w, `{"message":"Request Entity Too Large"}`)
-			return
-		}
-		ev := toEvent(r, routeKey, body)
-		// Lambda gives each invocation a deadline; mirror a 30 s one.
-		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-		defer cancel()
-		resp, err := adapter.ProxyWithContext(ctx, ev)
-		if err != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = io.WriteString(w, `{"message":"Internal Server Error"}`)
-			return
-		}
-		writeResponse(w, resp)
-	})
+var pathParamRE = regexp.MustCompile(`\{([^}+]+)\+?\}`)
+
+// pathParams lists the parameter names of a template route path.
+func pathParams(path string) []string {
+	var names []string
+	for _, m := range pathParamRE.FindAllStringSubmatch(path, -1) {
+		names = append(names, m[1])
+	}
+	return names
 }
 
-func toEvent(r *http.Request, routeKey string, body []byte) events.APIGatewayV2HTTPRequest {
+type route struct {
+	target     HTTPTarget
+	functionID string
+	routeKey   string
+	params     []string
+}
+
+func (rt route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
+	if err != nil || len(body) > MaxRequestBody {
+		problem.Write(w, r, problem.TooLarge(MaxRequestBody))
+		return
+	}
+	ev := ToEvent(r, rt.routeKey, rt.params, body)
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		problem.Write(w, r, problem.Internal())
+		return
+	}
+	if len(payload) > MaxInvokePayload {
+		// Lambda refuses the invocation (RequestTooLargeException); the
+		// client gets a 413 without the function running.
+		problem.Write(w, r, problem.TooLarge(MaxInvokePayload))
+		return
+	}
+	var resp events.APIGatewayV2HTTPResponse
+	if err := InvokeBytes(r.Context(), rt.target.Handler, rt.functionID, rt.target.Timeout, payload, &resp); err != nil {
+		// API Gateway's own answer to a failed or timed-out invocation.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"message":"Internal Server Error"}`)
+		return
+	}
+	writeResponse(w, resp)
+}
+
+// ToEvent builds the payload format 2.0 event of a request as API Gateway
+// does: lower-case header names, repeated headers and query parameters
+// joined with commas, cookies in their own list, path parameters by route,
+// text bodies as is and binary bodies base64-encoded.
+func ToEvent(r *http.Request, routeKey string, params []string, body []byte) events.APIGatewayV2HTTPRequest {
 	headers := map[string]string{}
 	var cookies []string
 	for k, vs := range r.Header {
@@ -89,7 +129,9 @@ func toEvent(r *http.Request, routeKey string, body []byte) events.APIGatewayV2H
 		if lk == "cookie" {
 			for _, v := range vs {
 				for _, c := range strings.Split(v, ";") {
-					cookies = append(cookies, strings.TrimSpace(c))
+					if c = strings.TrimSpace(c); c != "" {
+						cookies = append(cookies, c)
+					}
 				}
 			}
 			continue
@@ -101,11 +143,28 @@ func toEvent(r *http.Request, routeKey string, body []byte) events.APIGatewayV2H
 	headers["x-forwarded-for"] = ip
 	headers["x-forwarded-proto"] = "http"
 	headers["x-forwarded-port"] = port
-	query := map[string]string{}
-	for k, vs := range r.URL.Query() {
-		query[k] = strings.Join(vs, ",")
+	if len(body) > 0 {
+		headers["content-length"] = strconv.Itoa(len(body))
+	}
+	var query map[string]string
+	if vals := r.URL.Query(); len(vals) > 0 {
+		query = map[string]string{}
+		for k, vs := range vals {
+			query[k] = strings.Join(vs, ",")
+		}
+	}
+	var pathParameters map[string]string
+	for _, p := range params {
+		if pathParameters == nil {
+			pathParameters = map[string]string{}
+		}
+		pathParameters[p] = r.PathValue(p)
 	}
 	now := time.Now()
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
 	ev := events.APIGatewayV2HTTPRequest{
 		Version:               "2.0",
 		RouteKey:              routeKey,
@@ -114,25 +173,49 @@ func toEvent(r *http.Request, routeKey string, body []byte) events.APIGatewayV2H
 		Cookies:               cookies,
 		Headers:               headers,
 		QueryStringParameters: query,
+		PathParameters:        pathParameters,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey:   routeKey,
-			AccountID:  "000000000000",
-			Stage:      "$default",
-			RequestID:  newRequestID(),
-			APIID:      "local",
-			DomainName: r.Host,
-			Time:       now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
-			TimeEpoch:  now.UnixMilli(),
+			RouteKey:     routeKey,
+			AccountID:    Account,
+			Stage:        "$default",
+			RequestID:    newRequestID(),
+			APIID:        "local",
+			DomainName:   r.Host,
+			DomainPrefix: strings.Split(host, ".")[0],
+			Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
+			TimeEpoch:    now.UnixMilli(),
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
 				Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: ip, UserAgent: r.UserAgent(),
 			},
 		},
 	}
 	if len(body) > 0 {
-		ev.Body = base64.StdEncoding.EncodeToString(body)
-		ev.IsBase64Encoded = true
+		if isText(r.Header.Get("Content-Type")) && utf8.Valid(body) {
+			ev.Body = string(body)
+		} else {
+			ev.Body = base64.StdEncoding.EncodeToString(body)
+			ev.IsBase64Encoded = true
+		}
 	}
 	return ev
+}
+
+// isText reports whether API Gateway passes a body of this type as text:
+// text/*, JSON, XML and JavaScript; anything else (forms, octet streams, no
+// type at all) arrives base64-encoded.
+func isText(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(mt, "text/"),
+		mt == "application/json", strings.HasSuffix(mt, "+json"),
+		mt == "application/xml", strings.HasSuffix(mt, "+xml"),
+		mt == "application/javascript":
+		return true
+	}
+	return false
 }
 
 func writeResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {

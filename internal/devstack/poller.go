@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -26,6 +27,7 @@ type SQSSource struct {
 	// visibility-expired) message that becomes available during the wait,
 	// only at the next poll; SQS returns it as soon as it is available.
 	ShortPoll time.Duration
+	Timeout   time.Duration // the function's template Timeout
 }
 
 // SQSSources lists the template's SQS event sources with their created queues.
@@ -45,7 +47,7 @@ func (r *Resources) SQSSources() ([]SQSSource, error) {
 			if !ok {
 				return nil, fmt.Errorf("function %s event %s: queue %s not created", f.LogicalID, ev.Name, id)
 			}
-			src := SQSSource{FunctionID: f.LogicalID, Queue: q, BatchSize: 10}
+			src := SQSSource{FunctionID: f.LogicalID, Queue: q, BatchSize: 10, Timeout: r.functionTimeout(f.LogicalID)}
 			if bs := cfn.Path(ev.Properties, "BatchSize"); bs != nil {
 				if n, err := strconv.Atoi(bs.Value); err == nil && n > 0 && n <= 10 {
 					src.BatchSize = int32(n)
@@ -58,11 +60,12 @@ func (r *Resources) SQSSources() ([]SQSSource, error) {
 }
 
 // PollSQS does what the Lambda event source mapping does: long-poll the
-// queue, hand batches to the handler as a real events.SQSEvent, and delete
+// queue, hand batches to the function's Lambda handler as the JSON of an
+// events.SQSEvent within the function's Timeout, and delete
 // the messages the handler did not report as failed. Failed messages become
 // visible again after their visibility timeout, and SQS moves them to the
 // dead-letter queue after maxReceiveCount receives, exactly as on AWS.
-func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), log *slog.Logger) {
+func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h lambda.Handler, log *slog.Logger) {
 	wait := int32(1)
 	if src.ShortPoll > 0 {
 		wait = 0
@@ -103,10 +106,8 @@ func PollSQS(ctx context.Context, client *sqs.Client, src SQSSource, h func(cont
 			}
 			ev.Records = append(ev.Records, rec)
 		}
-		ictx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		resp, err := h(ictx, ev)
-		cancel()
-		if err != nil {
+		var resp events.SQSEventResponse
+		if err := Invoke(ctx, h, src.FunctionID, src.Timeout, ev, &resp); err != nil {
 			log.Warn("sqs handler failed; batch will be retried", "function", src.FunctionID, "error", err.Error())
 			continue
 		}

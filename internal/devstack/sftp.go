@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -16,42 +15,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"gopkg.in/yaml.v3"
 
-	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/cfn"
-	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/sftpd"
 )
-
-// The batch function and the SFTP identity provider are built by package
-// batchwire, not registered in package wire (which links every function
-// into every binary): these tables are their registrations for the local
-// stack, by template logical id.
-var (
-	s3Functions = map[string]func(ctx context.Context, getenv config.Getenv, opts batchwire.Options) (S3Handler, error){
-		"BatchFunction": func(ctx context.Context, getenv config.Getenv, opts batchwire.Options) (S3Handler, error) {
-			p, err := batchwire.Batch(ctx, getenv, opts)
-			if err != nil {
-				return nil, err
-			}
-			return p.HandleS3, nil
-		},
-	}
-	identityProviders = map[string]func(ctx context.Context, getenv config.Getenv, opts batchwire.Options) (sftpd.Authenticator, error){
-		"SftpAuthFunction": func(ctx context.Context, getenv config.Getenv, opts batchwire.Options) (sftpd.Authenticator, error) {
-			return batchwire.SFTPAuth(ctx, getenv, opts)
-		},
-	}
-)
-
-// S3Handler is a Lambda handler of S3 event notifications (asynchronous
-// invocation: an error makes Lambda retry the event).
-type S3Handler = func(ctx context.Context, ev events.S3Event) error
 
 // DefaultSFTPPort is the local SFTP server's port of `make dev`.
 const DefaultSFTPPort = 2222
@@ -148,27 +121,12 @@ func (s *Stack) startSFTP(ctx context.Context, opts Options, cfg aws.Config, log
 	if port == 0 && opts.APIPort != 0 {
 		port = DefaultSFTPPort
 	}
-	authFn, ok := identityProviders[setup.AuthFunctionID]
-	if !ok {
-		return fmt.Errorf("function %s is the SFTP identity provider but the local stack cannot build it", setup.AuthFunctionID)
-	}
-	uploadFn, ok := s3Functions[setup.UploadFunctionID]
-	if !ok {
-		return fmt.Errorf("function %s has an S3 event but the local stack cannot build it", setup.UploadFunctionID)
-	}
-	authEnv, err := s.functionEnv(setup.AuthFunctionID, opts.Env)
+	authHandler, err := s.build(ctx, setup.AuthFunctionID, opts, cfg)
 	if err != nil {
 		return err
 	}
-	auth, err := authFn(ctx, authEnv, batchwire.Options{AWSConfig: &cfg})
-	if err != nil {
-		return err
-	}
-	uploadEnv, err := s.functionEnv(setup.UploadFunctionID, opts.Env)
-	if err != nil {
-		return err
-	}
-	handler, err := uploadFn(ctx, uploadEnv, batchwire.Options{AWSConfig: &cfg})
+	auth := identityProvider{h: authHandler, functionID: setup.AuthFunctionID, timeout: s.Resources.functionTimeout(setup.AuthFunctionID)}
+	handler, err := s.build(ctx, setup.UploadFunctionID, opts, cfg)
 	if err != nil {
 		return err
 	}
@@ -187,7 +145,7 @@ func (s *Stack) startSFTP(ctx context.Context, opts Options, cfg aws.Config, log
 		Logger:         log,
 		ShutdownPeriod: 5 * time.Second,
 		OnUpload: func(ctx context.Context, ev sftpd.UploadEvent) {
-			InvokeS3(ctx, handler, UploadNotification(ev), setup.Timeout, log)
+			InvokeS3(ctx, handler, setup.UploadFunctionID, UploadNotification(ev), setup.Timeout, log)
 		},
 	})
 	if err != nil {
@@ -202,6 +160,20 @@ func (s *Stack) startSFTP(ctx context.Context, opts Options, cfg aws.Config, log
 	s.Info.SFTPAddr = l.Addr().String()
 	go func() { s.sftp.served <- srv.Serve(context.Background(), l) }()
 	return nil
+}
+
+// identityProvider is the SFTP server's authenticator: each login is an
+// invocation of the identity provider function with Transfer Family's event.
+type identityProvider struct {
+	h          lambda.Handler
+	functionID string
+	timeout    time.Duration
+}
+
+func (p identityProvider) Authenticate(ctx context.Context, ev sftpauth.Event) (sftpauth.Response, error) {
+	var resp sftpauth.Response
+	err := Invoke(ctx, p.h, p.functionID, p.timeout, ev, &resp)
+	return resp, err
 }
 
 // sftpObjects is the batch bucket as the SFTP server's object store.
@@ -243,16 +215,11 @@ func UploadNotification(ev sftpd.UploadEvent) events.S3Event {
 	}}}
 }
 
-// InvokeS3 does what Lambda does with an asynchronous S3 event: the event
-// goes through JSON, the handler runs with the function's timeout, and a
-// failed invocation is retried twice (after 1 and 2 s locally, 1 and 2 min
-// on AWS).
-func InvokeS3(ctx context.Context, h S3Handler, ev events.S3Event, timeout time.Duration, log *slog.Logger) {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		log.Error("encode S3 event", "error", err.Error())
-		return
-	}
+// InvokeS3 does what Lambda does with an asynchronous S3 event: the
+// function's Lambda handler gets the event as JSON within the function's
+// timeout, and a failed invocation is retried twice (after 1 and 2 s
+// locally, 1 and 2 min on AWS).
+func InvokeS3(ctx context.Context, h lambda.Handler, functionID string, ev events.S3Event, timeout time.Duration, log *slog.Logger) {
 	for attempt := range 3 {
 		if attempt > 0 {
 			select {
@@ -261,14 +228,7 @@ func InvokeS3(ctx context.Context, h S3Handler, ev events.S3Event, timeout time.
 			case <-time.After(time.Duration(attempt) * time.Second):
 			}
 		}
-		var delivered events.S3Event
-		if err := json.Unmarshal(b, &delivered); err != nil {
-			log.Error("decode S3 event", "error", err.Error())
-			return
-		}
-		ictx, cancel := context.WithTimeout(ctx, timeout)
-		err = h(ictx, delivered)
-		cancel()
+		err := Invoke(ctx, h, functionID, timeout, ev, nil)
 		if err == nil {
 			return
 		}

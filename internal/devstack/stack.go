@@ -15,16 +15,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/docs"
 	"github.com/payreq/payreq/internal/awsconfig"
-	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/seal"
-	"github.com/payreq/payreq/internal/wire"
 )
 
 // Options configure a local stack.
@@ -35,10 +35,11 @@ type Options struct {
 	Log      io.Writer
 	// ScheduleEvery overrides the template's schedule rates (tests); 0 keeps them.
 	ScheduleEvery time.Duration
-	// Env overrides function environment variables (tests scale retry schedules).
+	// Env overrides function environment variables the template declares
+	// (tests scale retry schedules); undeclared names are ignored.
 	Env map[string]string
-	// Params override template parameters (paydev -param Name=Value, as
-	// sam local's --parameter-overrides).
+	// Params set template parameters (tests shorten the sandbox timings).
+	// Stage, PublicBaseUrl, LocalStack and LocalSealKey are the stack's own.
 	Params map[string]string
 	// SFTPPort is the local SFTP server's port: 0 means DefaultSFTPPort (2222)
 	// when APIPort is fixed, any free port when APIPort is 0 (tests).
@@ -81,6 +82,7 @@ type Stack struct {
 	stopPolling context.CancelFunc
 	pollers     sync.WaitGroup
 	sftp        *localSFTP
+	handlers    map[string]lambda.Handler // by function logical id
 }
 
 // Start brings the whole service up. When AWS_ENDPOINT_URL is already set
@@ -147,13 +149,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The region the SDK really uses (AWS_REGION of a LocalStack shell).
 	s.Info.Region = cfg.Region
 	sealKey, err := loadOrCreate(filepath.Join(opts.StateDir, "seal.key"), seal.NewKey)
 	if err != nil {
 		return nil, err
 	}
-	params := map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LogLevel": "INFO"}
-	for k, v := range opts.Params {
+	params := LocalParams(payreq.Template, opts.Params, os.Getenv)
+	for k, v := range map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LocalStack": "1", "LocalSealKey": sealKey,
+		"LocalDynamoDBEndpoint": s.Info.Endpoints.DynamoDB, "LocalSQSEndpoint": s.Info.Endpoints.SQS, "LocalS3Endpoint": s.Info.Endpoints.S3} {
 		params[k] = v
 	}
 	if s.Resources, err = Provision(ctx, cfg, payreq.Template, params, sealKey); err != nil {
@@ -175,18 +179,17 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	handlers := map[string]http.Handler{}
-	env := func(id string) (config.Getenv, error) { return s.functionEnv(id, opts.Env) }
-	for id, fn := range HTTPFunctions {
-		getenv, err := env(id)
+	s.handlers = map[string]lambda.Handler{}
+	targets := map[string]HTTPTarget{}
+	for _, f := range s.Resources.Functions {
+		if len(f.Routes) == 0 {
+			continue
+		}
+		h, err := s.build(ctx, f.LogicalID, opts, cfg)
 		if err != nil {
 			return nil, err
 		}
-		h, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
-		if err != nil {
-			return nil, err
-		}
-		handlers[id] = h
+		targets[f.LogicalID] = HTTPTarget{Handler: h, Timeout: s.Resources.functionTimeout(f.LogicalID)}
 	}
 	sources, err := s.Resources.SQSSources()
 	if err != nil {
@@ -200,15 +203,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if s.emu != nil && s.emu.Backend == BackendMoto {
 			src.ShortPoll = 100 * time.Millisecond // see SQSSource.ShortPoll
 		}
-		fn, ok := SQSFunctions[src.FunctionID]
-		if !ok {
-			return nil, fmt.Errorf("function %s has an SQS event but no entry in devstack.SQSFunctions", src.FunctionID)
-		}
-		getenv, err := env(src.FunctionID)
-		if err != nil {
-			return nil, err
-		}
-		h, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
+		h, err := s.build(ctx, src.FunctionID, opts, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -220,15 +215,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	for _, src := range schedules {
-		fn, ok := ScheduledFunctions[src.FunctionID]
-		if !ok {
-			return nil, fmt.Errorf("function %s has a Schedule event but no entry in devstack.ScheduledFunctions", src.FunctionID)
-		}
-		getenv, err := env(src.FunctionID)
-		if err != nil {
-			return nil, err
-		}
-		run, err := fn.Build(ctx, getenv, wire.Options{AWSConfig: &cfg})
+		h, err := s.build(ctx, src.FunctionID, opts, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -237,12 +224,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			every = opts.ScheduleEvery
 		}
 		s.pollers.Add(1)
-		go func() { defer s.pollers.Done(); RunSchedule(pollCtx, src, every, run, log) }()
+		go func() { defer s.pollers.Done(); RunSchedule(pollCtx, src, every, h, log) }()
 	}
 	if err := s.startSFTP(ctx, opts, cfg, log); err != nil {
 		return nil, err
 	}
-	s.gateway = NewGateway(s.Resources.Functions, handlers)
+	s.gateway = NewGateway(s.Resources.Functions, targets)
 	s.gateway.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
@@ -260,6 +247,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.server = &http.Server{Handler: s.gateway, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.server.Serve(listener) }()
 
+	if err := s.writeEnvFile(opts.Env); err != nil {
+		return nil, err
+	}
 	b, _ := json.MarshalIndent(s.Info, "", "  ")
 	if err := os.WriteFile(filepath.Join(opts.StateDir, "stack.json"), b, 0o600); err != nil {
 		return nil, err
@@ -287,18 +277,61 @@ func startBackend(ctx context.Context, opts Options) (*Emulators, error) {
 	return StartEmulators(ctx, infra, logDir, 0, 0)
 }
 
-// functionEnv is a function's environment as the template resolves it, in
-// local mode, with the caller's overrides (tests scale delays).
-func (s *Stack) functionEnv(id string, overrides map[string]string) (config.Getenv, error) {
+// build returns a function's Lambda handler, built once per stack (one warm
+// Lambda instance per function) from its template environment.
+func (s *Stack) build(ctx context.Context, id string, opts Options, cfg aws.Config) (lambda.Handler, error) {
+	if h, ok := s.handlers[id]; ok {
+		return h, nil
+	}
+	fn, ok := Functions[id]
+	if !ok {
+		return nil, fmt.Errorf("function %s is in the template but not in devstack.Functions", id)
+	}
+	env, err := s.functionEnv(id, opts.Env)
+	if err != nil {
+		return nil, err
+	}
+	h, err := fn.Build(ctx, mapEnv(env), &cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	s.handlers[id] = h
+	return h, nil
+}
+
+// functionEnv is a function's environment as the template resolves it with
+// the local stack's parameters. Overrides (tests) replace only variables the
+// function's template environment declares: nothing reaches a function from
+// outside the template.
+func (s *Stack) functionEnv(id string, overrides map[string]string) (map[string]string, error) {
 	e, err := s.Resources.Env(id)
 	if err != nil {
 		return nil, err
 	}
-	e["PAYREQ_LOCAL"] = "1"
 	for k, v := range overrides {
-		e[k] = v
+		if _, declared := e[k]; declared {
+			e[k] = v
+		}
 	}
-	return mapEnv(e), nil
+	return e, nil
+}
+
+// EnvFile is .paydev/env.json: every function's resolved environment in the
+// format of `sam local invoke --env-vars` ({"<LogicalId>": {"VAR": "value"}}).
+const EnvFile = "env.json"
+
+func (s *Stack) writeEnvFile(overrides map[string]string) error {
+	all := map[string]map[string]string{}
+	for _, f := range s.Resources.Functions {
+		e, err := s.functionEnv(f.LogicalID, overrides)
+		if err != nil {
+			return err
+		}
+		all[f.LogicalID] = e
+	}
+	b, _ := json.MarshalIndent(all, "", "  ")
+	// 0600: the local seal key is in it.
+	return os.WriteFile(filepath.Join(s.stateDir, EnvFile), append(b, '\n'), 0o600)
 }
 
 // Gateway returns the local HTTP API (to mount extra local-only routes).

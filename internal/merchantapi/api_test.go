@@ -3,6 +3,7 @@ package merchantapi_test
 import (
 	"bytes"
 	"context"
+	"github.com/aws/aws-lambda-go/lambda"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -222,11 +223,12 @@ func localHandler(t *testing.T, opts wire.Options) string {
 		t.Fatal(err)
 	}
 	env["PAYREQ_LOCAL"] = "1"
-	h, err := wire.MerchantAPI(context.Background(), func(k string) string { return env[k] }, opts)
+	h, err := wire.MerchantAPILambda(context.Background(), func(k string) string { return env[k] }, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(devstack.NewGateway(s.Resources.Functions, map[string]http.Handler{"MerchantApiFunction": h}))
+	srv := httptest.NewServer(devstack.NewGateway(s.Resources.Functions, map[string]devstack.HTTPTarget{
+		"MerchantApiFunction": {Handler: lambda.NewHandler(h), Timeout: s.Resources.Timeout("MerchantApiFunction")}}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -45,7 +45,7 @@ func Checkout(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 	// only, through the SSRF-safe client. Without one (the template's
 	// default: the function cannot name its own HTTP API), the sandbox
 	// function delivers it to its configured callback base instead.
-	var challenges checkout.Challenges = acsQueue{queue: queue.New(sqs.NewFromConfig(b.aws)), url: b.cfg.SandboxQueueURL}
+	var challenges checkout.Challenges = acsQueue{queue: queue.New(sqs.NewFromConfig(b.aws)), url: getenv("SANDBOX_QUEUE_URL")}
 	if b.cfg.PublicBaseURL != "" {
 		challenges = acsPoster{base: b.cfg.PublicBaseURL, key: callbackKey, client: safehttp.NewClient(safehttp.Options{
 			Timeout: 10 * time.Second, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Local})}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -54,9 +53,8 @@ func PaymentService(ctx context.Context, getenv config.Getenv, opts Options) (*p
 }
 
 // Environment of the simulated provider. Durations use Go syntax ("5s",
-// "200ms"); unset means the sandbox defaults. On the local stack a variable
-// missing from the template's environment is also read from the process
-// environment, so tests can shorten the delays.
+// "200ms"); empty means the sandbox defaults. The template sets them from
+// its parameters (tests and the local stack shorten the delays there).
 const (
 	envSandboxQRDelay         = "SANDBOX_QR_DELAY"
 	envSandboxUPIDelay        = "SANDBOX_UPI_DELAY"
@@ -65,11 +63,8 @@ const (
 	envPendingGrace           = "PAYMENT_PENDING_GRACE"
 )
 
-func durationEnv(getenv config.Getenv, local bool, name string) (time.Duration, error) {
+func durationEnv(getenv config.Getenv, name string) (time.Duration, error) {
 	v := getenv(name)
-	if v == "" && local {
-		v = os.Getenv(name)
-	}
 	if v == "" {
 		return 0, nil
 	}
@@ -94,7 +89,7 @@ func (b *base) paymentService(getenv config.Getenv, function string) (*payments.
 	}
 	var d [5]time.Duration
 	for i, name := range []string{envSandboxQRDelay, envSandboxUPIDelay, envSandboxUPICollect, envThreeDSChallengeWindow, envPendingGrace} {
-		if d[i], err = durationEnv(getenv, b.cfg.Local, name); err != nil {
+		if d[i], err = durationEnv(getenv, name); err != nil {
 			return nil, err
 		}
 	}
@@ -105,12 +100,13 @@ func (b *base) paymentService(getenv config.Getenv, function string) (*payments.
 		ChallengeWindow: d[3], PendingGrace: d[4],
 	}
 	if b.cfg.Sandbox() {
-		if b.cfg.SandboxQueueURL == "" {
+		queueURL := getenv("SANDBOX_QUEUE_URL")
+		if queueURL == "" {
 			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
 		}
 		deps.Provider = sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1], UPICollectWindow: d[2],
 			ChallengeWindow: d[3], Ledger: b.store})
-		deps.Sandbox, deps.SandboxQueueURL = true, b.cfg.SandboxQueueURL
+		deps.Sandbox, deps.SandboxQueueURL = true, queueURL
 	} else {
 		deps.Provider = noAcquirer{}
 	}

@@ -28,7 +28,8 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandle
 	if base == "" {
 		base = getenv("SANDBOX_CALLBACK_BASE_URL")
 	}
-	if base == "" || b.cfg.SandboxQueueURL == "" {
+	queueURL := getenv("SANDBOX_QUEUE_URL")
+	if base == "" || queueURL == "" {
 		return nil, errors.New("wire sandbox: PUBLIC_BASE_URL or SANDBOX_CALLBACK_BASE_URL, and SANDBOX_QUEUE_URL, are required")
 	}
 	key, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
@@ -40,7 +41,7 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandle
 	client := safehttp.NewClient(safehttp.Options{Timeout: 5 * time.Second, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Local})
 	return sandboxworker.New(sandboxworker.Deps{
 		BaseURL: base, Key: key, Client: client,
-		Queue: queue.New(sqs.NewFromConfig(b.aws)), QueueURL: b.cfg.SandboxQueueURL,
+		Queue: queue.New(sqs.NewFromConfig(b.aws)), QueueURL: queueURL,
 		Log:      b.cfg.NewLogger().With("function", "sandbox"),
 		Provider: sandbox.New(sandbox.Options{Ledger: b.store}),
 	}), nil

@@ -23,6 +23,7 @@ import (
 	"github.com/payreq/payreq/internal/idempotency"
 	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/secrets"
 )
 
 // Options let tests observe or replace the AWS configuration.
@@ -44,15 +45,20 @@ func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, er
 	if err != nil {
 		return nil, err
 	}
-	sealer, err := seal.New(cfg.SealKey)
-	if err != nil {
-		return nil, fmt.Errorf("SEAL_KEY: %w", err)
-	}
 	var awsCfg aws.Config
 	if opts.AWSConfig != nil {
 		awsCfg = *opts.AWSConfig
 	} else if awsCfg, err = awsconfig.Load(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.SealKey == "" {
+		if cfg.SealKey, err = secrets.String(ctx, awsCfg, cfg.SealKeySecretARN); err != nil {
+			return nil, fmt.Errorf("SEAL_KEY_SECRET_ARN: %w", err)
+		}
+	}
+	sealer, err := seal.New(cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("seal key: %w", err)
 	}
 	store := dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Tables)
 	return &base{cfg: cfg, aws: awsCfg, store: store, sealer: sealer}, nil
