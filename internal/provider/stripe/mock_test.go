@@ -86,6 +86,9 @@ func TestStripeMockThreeDSRedirect(t *testing.T) {
 	if _, err := p.CompleteChallenge(context.Background(), provider.ChallengeResult{ProviderRef: out.ProviderRef}); !errors.Is(err, ErrChallengeOpen) {
 		t.Fatalf("open challenge: %v", err)
 	}
+	if st, err := p.ChallengeStatus(context.Background(), out.ProviderRef); err != nil || st.NextAction == nil || st.NextAction.URL != acs {
+		t.Fatalf("challenge status: %+v %v", st, err)
+	}
 	// A batch row (nobody to answer) is cancelled and declined 004.
 	out, err = p.Charge(context.Background(), chargeReq("4000002760003184", false))
 	if err != nil || out.Status != provider.Declined || out.Code != codes.ThreeDSDecline {

@@ -399,3 +399,14 @@ func RefundOutcomeOf(r *sg.Refund) provider.RefundOutcome {
 	return provider.RefundOutcome{Status: provider.Declined, Code: codes.BankSystemError,
 		Message: "Refund " + string(r.Status), ProviderRef: r.ID}
 }
+
+// ChallengeStatus reads the intent of a pending 3-D Secure charge (one
+// call), next action included; the service's challenge page uses it to send
+// the payer to the issuer and to settle when Stripe sends the payer back.
+func (p *Provider) ChallengeStatus(ctx context.Context, providerRef string) (provider.Outcome, error) {
+	pi, err := p.c.V1PaymentIntents.Retrieve(ctx, providerRef, &sg.PaymentIntentRetrieveParams{})
+	if err != nil {
+		return provider.Outcome{}, fmt.Errorf("stripe: retrieve payment intent: %w", redact(err))
+	}
+	return OutcomeOf(pi), nil
+}
