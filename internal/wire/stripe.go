@@ -106,4 +106,5 @@ func (b *base) stripeWebhook(getenv config.Getenv) (*callbacks.StripeWebhook, er
 	}
 	return &callbacks.StripeWebhook{Secrets: s.WebhookSecrets, Events: b.store}, nil
 }
+
 var _ payments.ChallengeReader = (*stripeprov.Provider)(nil)
