@@ -52,6 +52,9 @@ type Deps struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	Timeout time.Duration
+	// Stripe, when set, takes the Stripe-signed events of /callbacks/svcwh
+	// (stripe.go).
+	Stripe *StripeWebhook
 }
 
 // Provider result endpoints (same contract, one per integration style).
@@ -232,6 +235,9 @@ func ParseResult(v url.Values) (payments.ProviderResult, error) {
 }
 
 func (h *handler) result(w http.ResponseWriter, r *http.Request) error {
+	if h.isStripeEvent(r) {
+		return h.stripeEvent(w, r)
+	}
 	v, err := h.signedFields(w, r)
 	if err != nil {
 		return err

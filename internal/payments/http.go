@@ -292,6 +292,11 @@ func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error 
 		h.Service.writeChallengePage(w, tx, q.Get("return"), origins)
 		return nil
 	}
+	if tx.Status == payment.TxPending && tx.ThreeDS == dynamo.ThreeDSChallenge {
+		if served, err := h.acquirerChallenge(w, r, tx, origins); served || err != nil {
+			return err
+		}
+	}
 	WriteResultPage(w, http.StatusOK, tx, origins, "")
 	return nil
 }

@@ -24,9 +24,14 @@ func Callbacks(ctx context.Context, getenv config.Getenv, opts Options) (http.Ha
 	if err != nil {
 		return nil, fmt.Errorf("wire callbacks: SEAL_KEY: %w", err)
 	}
+	stripeHook, err := b.stripeWebhook(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: %w", err)
+	}
 	return callbacks.New(callbacks.Deps{
 		Service: svc,
 		Key:     key,
 		Log:     b.cfg.NewLogger().With("function", "callbacks"),
+		Stripe:  stripeHook,
 	}), nil
 }

@@ -110,7 +110,19 @@ func (b *base) paymentService(getenv config.Getenv, function string) (*payments.
 	} else {
 		deps.Provider = noAcquirer{}
 	}
-	return payments.New(deps), nil
+	var svc *payments.Service
+	if !b.cfg.Sandbox() {
+		// Production: the Stripe connector when a key is configured.
+		if s, ok, err := b.stripeConfig(getenv); err != nil {
+			return nil, err
+		} else if ok {
+			if deps.Provider, err = b.stripeProvider(getenv, s, &svc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	svc = payments.New(deps)
+	return svc, nil
 }
 
 // noAcquirer is the provider of a production stage until a real acquirer

@@ -1,0 +1,138 @@
+package stripe
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/shopspring/decimal"
+	sg "github.com/stripe/stripe-go/v83"
+
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/provider"
+)
+
+// OutcomeOf maps a PaymentIntent to the service's outcome. The table is
+// docs/stripe.md; TestOutcomeOfTable checks it row by row.
+//
+//	succeeded                          → 1 approved
+//	requires_capture                   → 1 approved (authorised; we never create manual-capture intents)
+//	processing                         → 3 pending, settled by webhook
+//	requires_action + redirect_to_url  → 3 pending, 3-D Secure redirect
+//	requires_action, any other action  → 2 declined 004 (cannot be completed server-side)
+//	requires_payment_method            → 2 declined, code from last_payment_error (DeclineCode)
+//	requires_confirmation              → 2 declined 001 (the confirm never happened)
+//	canceled                           → 2 declined 012
+func OutcomeOf(pi *sg.PaymentIntent) provider.Outcome {
+	switch pi.Status {
+	case sg.PaymentIntentStatusSucceeded, sg.PaymentIntentStatusRequiresCapture:
+		return provider.Final(provider.Approved, "", pi.ID)
+	case sg.PaymentIntentStatusProcessing:
+		o := provider.Final(provider.Pending, "", pi.ID)
+		o.Message = "Pending: the card network has not answered yet"
+		return o
+	case sg.PaymentIntentStatusRequiresAction:
+		if u := redirectURL(pi); u != "" {
+			o := provider.Final(provider.Pending, "", pi.ID)
+			o.Message = "Pending: 3-D Secure authentication required"
+			o.NextAction = &provider.NextAction{Type: provider.ActionThreeDSRedirect, URL: u, Reference: pi.ID}
+			return o
+		}
+		return provider.Final(provider.Declined, codes.ThreeDSDecline, pi.ID)
+	case sg.PaymentIntentStatusRequiresPaymentMethod:
+		var code, decline string
+		if e := pi.LastPaymentError; e != nil {
+			code, decline = string(e.Code), string(e.DeclineCode)
+		}
+		return provider.Final(provider.Declined, DeclineCode(code, decline), pi.ID)
+	case sg.PaymentIntentStatusRequiresConfirmation:
+		return provider.Final(provider.Declined, codes.BankSystemError, pi.ID)
+	case sg.PaymentIntentStatusCanceled:
+		return provider.Final(provider.Declined, codes.TransactionCancelled, pi.ID)
+	}
+	return provider.Final(provider.Declined, codes.BankSystemError, pi.ID)
+}
+
+func redirectURL(pi *sg.PaymentIntent) string {
+	if pi.NextAction == nil || pi.NextAction.RedirectToURL == nil {
+		return ""
+	}
+	return pi.NextAction.RedirectToURL.URL
+}
+
+// declineCodes maps Stripe's decline_code (issuer reasons) and error code
+// (Stripe's own reasons) to the spec's codes. Anything missing is 999,
+// "Declined, contact the card issuer", which is what Stripe advises payers
+// for a generic decline.
+var declineCodes = map[string]codes.Code{
+	// Invalid or expired card.
+	"expired_card":                      codes.InvalidOrExpiredCard,
+	"incorrect_number":                  codes.InvalidOrExpiredCard,
+	"invalid_number":                    codes.InvalidOrExpiredCard,
+	"invalid_expiry_month":              codes.InvalidOrExpiredCard,
+	"invalid_expiry_year":               codes.InvalidOrExpiredCard,
+	"invalid_account":                   codes.InvalidOrExpiredCard,
+	"new_account_information_available": codes.InvalidOrExpiredCard,
+	// Blocked or restricted.
+	"restricted_card":         codes.CardRestricted,
+	"lost_card":               codes.CardRestricted,
+	"stolen_card":             codes.CardRestricted,
+	"pickup_card":             codes.CardRestricted,
+	"card_not_supported_here": codes.CardRestricted,
+	// 3-D Secure.
+	"authentication_required":               codes.ThreeDSDecline,
+	"payment_intent_authentication_failure": codes.ThreeDSDecline,
+	"authentication_not_handled":            codes.ThreeDSDecline,
+	// Funds.
+	"insufficient_funds": codes.InsufficientFunds,
+	// Security code.
+	"incorrect_cvc": codes.SecurityCodeIncorrect,
+	"invalid_cvc":   codes.SecurityCodeIncorrect,
+	"incorrect_pin": codes.SecurityCodeIncorrect,
+	"invalid_pin":   codes.SecurityCodeIncorrect,
+	// Risk.
+	"fraudulent":         codes.RiskBlocked,
+	"merchant_blacklist": codes.RiskBlocked,
+	"security_violation": codes.RiskBlocked,
+	// Card type and currency.
+	"card_not_supported":     codes.UnsupportedCardType,
+	"currency_not_supported": codes.CurrencyNotAllowed,
+	// Amounts.
+	"amount_too_large": codes.AmountAboveMaximum,
+	"amount_too_small": codes.AmountBelowMinimum,
+	// The acquirer or issuer failed.
+	"processing_error":                codes.BankSystemError,
+	"issuer_not_available":            codes.BankSystemError,
+	"reenter_transaction":             codes.BankSystemError,
+	"try_again_later":                 codes.BankSystemError,
+	"duplicate_transaction":           codes.BankSystemError,
+	"approve_with_id":                 codes.BankSystemError,
+	"payment_method_unexpected_state": codes.BankSystemError,
+}
+
+// DeclineCode maps a Stripe error code and decline code to a spec code. The
+// issuer's decline_code is more precise and wins; "card_declined" alone (or
+// "generic_decline", "do_not_honor", ...) is 999.
+func DeclineCode(code, declineCode string) codes.Code {
+	if c, ok := declineCodes[strings.ToLower(declineCode)]; ok {
+		return c
+	}
+	if c, ok := declineCodes[strings.ToLower(code)]; ok {
+		return c
+	}
+	return codes.DeclinedContactIssuer
+}
+
+// MinorUnits converts an amount to Stripe's integer amount in the currency's
+// smallest unit (cents; yen as is). Crypto units and amounts with more
+// decimals than the currency has are refused.
+func MinorUnits(amount decimal.Decimal, unit string) (int64, string, error) {
+	c, ok := currency.Lookup(strings.ToUpper(unit))
+	if !ok || c.Crypto {
+		return 0, "", fmt.Errorf("%w: Stripe cannot charge %q", provider.ErrInvalidRequest, unit)
+	}
+	if !c.ValidAmount(amount) {
+		return 0, "", fmt.Errorf("%w: amount %s has more decimals than %s allows", provider.ErrInvalidRequest, amount, c.Code)
+	}
+	return amount.Shift(c.Decimals).IntPart(), strings.ToLower(c.Code), nil
+}
