@@ -16,6 +16,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
@@ -200,7 +201,7 @@ func stripeResult(ev sg.Event) (payments.ProviderResult, bool) {
 		r.PaymentRequestID = prID
 	}
 	if out.Status == provider.Declined && out.Code == "004" {
-		r.ThreeDS = dynamo.ThreeDSFailed
+		r.ThreeDS = payment.ThreeDSFailed
 	}
 	return r, true
 }

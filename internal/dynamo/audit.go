@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/payreq/payreq/internal/audit"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 )
@@ -33,7 +34,7 @@ func (s *Store) AuditData(ctx context.Context) (audit.Data, error) {
 			return err
 		}
 		at := audit.Transaction{ID: t.ID, PaymentRequestID: t.PaymentRequestID, Status: t.Status, Reference: t.Reference,
-			RecoverAfter: t.RecoverAfter, RefundProcessing: t.Refund != nil && t.Refund.Status == RefundProcessing,
+			RecoverAfter: t.RecoverAfter, RefundProcessing: t.Refund != nil && t.Refund.Status == payment.RefundProcessing,
 			CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 		if ev, ok := item["notifyEvent"].(*types.AttributeValueMemberM); ok {
 			if id, ok := ev.Value["eventId"].(*types.AttributeValueMemberS); ok {

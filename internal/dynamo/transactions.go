@@ -32,81 +32,30 @@ const (
 	OpenShards        = 8
 )
 
-// Values of Transaction.ThreeDS.
-const (
-	ThreeDSChallenge     = "challenge_required"
-	ThreeDSAuthenticated = "authenticated"
-	ThreeDSFailed        = "failed"
-	ThreeDSTimedOut      = "timed_out"
-)
+// The stored forms of a transaction's parts (payment.Transaction is the
+// entity; these carry the attribute names and the exact decimal encoding).
 
-// Refund states.
-const (
-	RefundProcessing = "processing"
-	RefundRefunded   = "refunded"
-	RefundFailed     = "failed"
-)
-
-// Transaction is one payment attempt on a payment request. Card data is kept
-// masked (brand, first six, last four) only; nothing here is secret.
-type Transaction struct {
-	ID               int64
-	Number           string // public transactionNumber
-	PaymentRequestID int64
-	MerchantID       string
-	Status           payment.TransactionStatus
-	Code             codes.Code
-	Message          string
-	Method           string // provider.Method
-	Selector         int
-	Amount           decimal.Decimal
-	Unit             string
-	Card             *card.Masked
-	Payer            *TxPayer
-	UPIID            string
-	ProviderRef      string
-	// Reference is the write-ahead reference sent to the provider with the
-	// charge (its idempotency key), fixed when the record is written.
-	Reference string
-	// RecoverAfter, while the attempt is open (waiting, pending, or a refund
-	// in processing), is when the reconciler may drive it to a final state.
-	RecoverAfter time.Time
-	NextAction   *TxNextAction // while pending
-	ThreeDS      string        // "" when no 3-D Secure challenge happened
-	PendingUntil time.Time     // while pending: when the attempt is given up
-	Limits       *LimitHold    // counters to release if the attempt ends declined
-	Refund       *Refund
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	SettledAt    *time.Time
-}
-
-// TxPayer is the part of the payer data kept with a transaction.
-type TxPayer struct {
+type txPayerRecord struct {
 	Name    string `dynamodbav:"name,omitempty"`
 	Email   string `dynamodbav:"email,omitempty"`
 	Phone   string `dynamodbav:"phone,omitempty"`
 	Country string `dynamodbav:"country,omitempty"`
 }
 
-// TxNextAction is the stored part of a pending attempt's next action (the
-// 3-D Secure URL is signed and short-lived, so it is rebuilt, never stored).
-type TxNextAction struct {
+type txNextActionRecord struct {
 	Type      string `dynamodbav:"type"`
 	QRPayload string `dynamodbav:"qrPayload,omitempty"`
 	Reference string `dynamodbav:"reference,omitempty"`
 }
 
-// LimitHold records what an attempt added to the merchant's limit counters.
-type LimitHold struct {
-	Month  string `dynamodbav:"month"` // YYYY-MM (UTC)
-	Day    string `dynamodbav:"day"`   // DD
+type limitHoldRecord struct {
+	Month  string `dynamodbav:"month"`
+	Day    string `dynamodbav:"day"`
 	Unit   string `dynamodbav:"unit"`
 	Amount number `dynamodbav:"amount"`
 }
 
-// Refund of an approved transaction.
-type Refund struct {
+type refundRecord struct {
 	ID          string     `dynamodbav:"id"`
 	Status      string     `dynamodbav:"status"`
 	Amount      number     `dynamodbav:"amount"`
@@ -117,58 +66,67 @@ type Refund struct {
 	CompletedAt *time.Time `dynamodbav:"completedAt,omitempty"`
 }
 
-// NewRefund returns a refund in processing.
-func NewRefund(id string, amount decimal.Decimal, unit string, createdAt time.Time) Refund {
-	return Refund{ID: id, Status: RefundProcessing, Amount: number(amount), Unit: unit, CreatedAt: createdAt.UTC()}
+func toRefundRecord(r *payment.Refund) *refundRecord {
+	if r == nil {
+		return nil
+	}
+	return &refundRecord{ID: r.ID, Status: r.Status, Amount: number(r.Amount), Unit: r.Unit, ProviderRef: r.ProviderRef,
+		Code: r.Code, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt}
 }
 
-// AmountDecimal returns the refund amount.
-func (r *Refund) AmountDecimal() decimal.Decimal { return decimal.Decimal(r.Amount) }
-
-// NewLimitHold builds a LimitHold.
-func NewLimitHold(month, day, unit string, amount decimal.Decimal) *LimitHold {
-	return &LimitHold{Month: month, Day: day, Unit: unit, Amount: number(amount)}
+func (r *refundRecord) refund() *payment.Refund {
+	if r == nil {
+		return nil
+	}
+	return &payment.Refund{ID: r.ID, Status: r.Status, Amount: decimal.Decimal(r.Amount), Unit: r.Unit, ProviderRef: r.ProviderRef,
+		Code: r.Code, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt}
 }
-
-// AmountDecimal returns the held amount.
-func (h *LimitHold) AmountDecimal() decimal.Decimal { return decimal.Decimal(h.Amount) }
 
 type transactionRecord struct {
-	ID               int64         `dynamodbav:"id"`
-	Number           string        `dynamodbav:"transactionNumber"`
-	PaymentRequestID int64         `dynamodbav:"paymentRequestId"`
-	MerchantID       string        `dynamodbav:"merchantId"`
-	Status           int           `dynamodbav:"status"`
-	Code             string        `dynamodbav:"code,omitempty"`
-	Message          string        `dynamodbav:"message,omitempty"`
-	Method           string        `dynamodbav:"method"`
-	Selector         int           `dynamodbav:"selector,omitempty"`
-	Amount           number        `dynamodbav:"amount"`
-	Unit             string        `dynamodbav:"unit"`
-	Card             *card.Masked  `dynamodbav:"card,omitempty"`
-	Payer            *TxPayer      `dynamodbav:"payer,omitempty"`
-	UPIID            string        `dynamodbav:"upiId,omitempty"`
-	ProviderRef      string        `dynamodbav:"providerRef,omitempty"`
-	Reference        string        `dynamodbav:"chargeRef,omitempty"`
-	OpenShard        *int          `dynamodbav:"openShard,omitempty"`
-	OpenUntil        int64         `dynamodbav:"openUntil,omitempty"` // unix ms
-	NextAction       *TxNextAction `dynamodbav:"nextAction,omitempty"`
-	ThreeDS          string        `dynamodbav:"threeDS,omitempty"`
-	PendingUntil     int64         `dynamodbav:"pendingUntil,omitempty"` // unix ms
-	Limits           *LimitHold    `dynamodbav:"limits,omitempty"`
-	Refund           *Refund       `dynamodbav:"refund,omitempty"`
-	CreatedAt        time.Time     `dynamodbav:"createdAt"`
-	UpdatedAt        time.Time     `dynamodbav:"updatedAt"`
-	SettledAt        *time.Time    `dynamodbav:"settledAt,omitempty"`
+	ID               int64               `dynamodbav:"id"`
+	Number           string              `dynamodbav:"transactionNumber"`
+	PaymentRequestID int64               `dynamodbav:"paymentRequestId"`
+	MerchantID       string              `dynamodbav:"merchantId"`
+	Status           int                 `dynamodbav:"status"`
+	Code             string              `dynamodbav:"code,omitempty"`
+	Message          string              `dynamodbav:"message,omitempty"`
+	Method           string              `dynamodbav:"method"`
+	Selector         int                 `dynamodbav:"selector,omitempty"`
+	Amount           number              `dynamodbav:"amount"`
+	Unit             string              `dynamodbav:"unit"`
+	Card             *card.Masked        `dynamodbav:"card,omitempty"`
+	Payer            *txPayerRecord      `dynamodbav:"payer,omitempty"`
+	UPIID            string              `dynamodbav:"upiId,omitempty"`
+	ProviderRef      string              `dynamodbav:"providerRef,omitempty"`
+	Reference        string              `dynamodbav:"chargeRef,omitempty"`
+	OpenShard        *int                `dynamodbav:"openShard,omitempty"`
+	OpenUntil        int64               `dynamodbav:"openUntil,omitempty"` // unix ms
+	NextAction       *txNextActionRecord `dynamodbav:"nextAction,omitempty"`
+	ThreeDS          string              `dynamodbav:"threeDS,omitempty"`
+	PendingUntil     int64               `dynamodbav:"pendingUntil,omitempty"` // unix ms
+	Limits           *limitHoldRecord    `dynamodbav:"limits,omitempty"`
+	Refund           *refundRecord       `dynamodbav:"refund,omitempty"`
+	CreatedAt        time.Time           `dynamodbav:"createdAt"`
+	UpdatedAt        time.Time           `dynamodbav:"updatedAt"`
+	SettledAt        *time.Time          `dynamodbav:"settledAt,omitempty"`
 }
 
-func toTransactionRecord(t *Transaction) transactionRecord {
+func toTransactionRecord(t *payment.Transaction) transactionRecord {
 	rec := transactionRecord{
 		ID: t.ID, Number: t.Number, PaymentRequestID: t.PaymentRequestID, MerchantID: t.MerchantID,
 		Status: int(t.Status), Code: string(t.Code), Message: t.Message, Method: t.Method, Selector: t.Selector,
-		Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, Payer: t.Payer, UPIID: t.UPIID,
-		ProviderRef: t.ProviderRef, Reference: t.Reference, NextAction: t.NextAction, ThreeDS: t.ThreeDS, Limits: t.Limits, Refund: t.Refund,
+		Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, UPIID: t.UPIID,
+		ProviderRef: t.ProviderRef, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
+	}
+	if p := t.Payer; p != nil {
+		rec.Payer = &txPayerRecord{Name: p.Name, Email: p.Email, Phone: p.Phone, Country: p.Country}
+	}
+	if na := t.NextAction; na != nil {
+		rec.NextAction = &txNextActionRecord{Type: na.Type, QRPayload: na.QRPayload, Reference: na.Reference}
+	}
+	if h := t.Limits; h != nil {
+		rec.Limits = &limitHoldRecord{Month: h.Month, Day: h.Day, Unit: h.Unit, Amount: number(h.Amount)}
 	}
 	if !t.PendingUntil.IsZero() {
 		rec.PendingUntil = t.PendingUntil.UnixMilli()
@@ -180,14 +138,23 @@ func toTransactionRecord(t *Transaction) transactionRecord {
 	return rec
 }
 
-func (rec transactionRecord) transaction() *Transaction {
-	t := &Transaction{
+func (rec transactionRecord) transaction() *payment.Transaction {
+	t := &payment.Transaction{
 		ID: rec.ID, Number: rec.Number, PaymentRequestID: rec.PaymentRequestID, MerchantID: rec.MerchantID,
 		Status: payment.TransactionStatus(rec.Status), Code: codes.Code(rec.Code), Message: rec.Message,
 		Method: rec.Method, Selector: rec.Selector, Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
-		Card: rec.Card, Payer: rec.Payer, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Reference: rec.Reference, NextAction: rec.NextAction,
-		ThreeDS: rec.ThreeDS, Limits: rec.Limits, Refund: rec.Refund,
+		Card: rec.Card, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Reference: rec.Reference,
+		ThreeDS: rec.ThreeDS, Refund: rec.Refund.refund(),
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, SettledAt: rec.SettledAt,
+	}
+	if p := rec.Payer; p != nil {
+		t.Payer = &payment.TxPayer{Name: p.Name, Email: p.Email, Phone: p.Phone, Country: p.Country}
+	}
+	if na := rec.NextAction; na != nil {
+		t.NextAction = &payment.TxNextAction{Type: na.Type, QRPayload: na.QRPayload, Reference: na.Reference}
+	}
+	if h := rec.Limits; h != nil {
+		t.Limits = &payment.LimitHold{Month: h.Month, Day: h.Day, Unit: h.Unit, Amount: decimal.Decimal(h.Amount)}
 	}
 	if rec.PendingUntil != 0 {
 		t.PendingUntil = time.UnixMilli(rec.PendingUntil).UTC()
@@ -200,7 +167,7 @@ func (rec transactionRecord) transaction() *Transaction {
 
 func openShard(id int64) int { return int(uint64(id) % OpenShards) }
 
-func unmarshalTransaction(item map[string]types.AttributeValue) (*Transaction, error) {
+func unmarshalTransaction(item map[string]types.AttributeValue) (*payment.Transaction, error) {
 	var rec transactionRecord
 	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
 		return nil, fmt.Errorf("unmarshal transaction: %w", err)
@@ -222,7 +189,7 @@ func txKey(id int64) map[string]types.AttributeValue {
 // (the caller draws another id: a transaction is never shared). The payment
 // path writes it ahead of the provider call, status waiting, with its
 // Reference and RecoverAfter.
-func (s *Store) CreateTransaction(ctx context.Context, t *Transaction) error {
+func (s *Store) CreateTransaction(ctx context.Context, t *payment.Transaction) error {
 	item, err := attributevalue.MarshalMap(toTransactionRecord(t))
 	if err != nil {
 		return fmt.Errorf("marshal transaction %d: %w", t.ID, err)
@@ -231,7 +198,7 @@ func (s *Store) CreateTransaction(ctx context.Context, t *Transaction) error {
 }
 
 // Transaction loads a transaction by id (strongly consistent).
-func (s *Store) Transaction(ctx context.Context, id int64) (*Transaction, error) {
+func (s *Store) Transaction(ctx context.Context, id int64) (*payment.Transaction, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.Transactions, Key: txKey(id), ConsistentRead: aws.Bool(true),
 	})
@@ -246,7 +213,7 @@ func (s *Store) Transaction(ctx context.Context, id int64) (*Transaction, error)
 
 // TransactionByNumber finds a transaction by its public number (GSI query,
 // eventually consistent: a transaction created a moment ago may be missing).
-func (s *Store) TransactionByNumber(ctx context.Context, num string) (*Transaction, error) {
+func (s *Store) TransactionByNumber(ctx context.Context, num string) (*payment.Transaction, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.t.Transactions,
 		IndexName:                 aws.String(TransactionsByNumberIndex),
@@ -264,8 +231,8 @@ func (s *Store) TransactionByNumber(ctx context.Context, num string) (*Transacti
 }
 
 // TransactionsOfRequest lists a payment request's transactions, oldest first.
-func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*Transaction, error) {
-	var txs []*Transaction
+func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*payment.Transaction, error) {
+	var txs []*payment.Transaction
 	var start map[string]types.AttributeValue
 	for {
 		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
@@ -300,7 +267,7 @@ type Pending struct {
 	TransactionID int64
 	Message       string
 	ProviderRef   string
-	NextAction    *TxNextAction
+	NextAction    *payment.TxNextAction
 	ThreeDS       string
 	PendingUntil  time.Time
 	RecoverAfter  time.Time
@@ -309,7 +276,7 @@ type Pending struct {
 
 // MarkPending applies p if the transaction is still waiting. ErrConflict
 // (with the current transaction) otherwise.
-func (s *Store) MarkPending(ctx context.Context, p Pending) (*Transaction, error) {
+func (s *Store) MarkPending(ctx context.Context, p Pending) (*payment.Transaction, error) {
 	u := newUpdate().set("#status", numberAV(int64(payment.TxPending))).set("message", strAV(p.Message)).
 		set("updatedAt", timeAV(p.Now)).set("pendingUntil", numberAV(p.PendingUntil.UnixMilli())).
 		set("openUntil", numberAV(p.RecoverAfter.UnixMilli()))
@@ -319,8 +286,8 @@ func (s *Store) MarkPending(ctx context.Context, p Pending) (*Transaction, error
 	if p.ThreeDS != "" {
 		u.set("threeDS", strAV(p.ThreeDS))
 	}
-	if p.NextAction != nil {
-		av, err := attributevalue.Marshal(p.NextAction)
+	if na := p.NextAction; na != nil {
+		av, err := attributevalue.Marshal(txNextActionRecord{Type: na.Type, QRPayload: na.QRPayload, Reference: na.Reference})
 		if err != nil {
 			return nil, fmt.Errorf("marshal next action: %w", err)
 		}
@@ -348,7 +315,7 @@ type Settlement struct {
 // pending and returns the updated transaction. A transaction that is already
 // final yields ErrConflict with the stored transaction: a late, repeated or
 // reordered result never changes a final state. ErrNotFound when missing.
-func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*Transaction, error) {
+func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*payment.Transaction, error) {
 	u := newUpdate().set("#status", numberAV(int64(st.Status))).set("message", strAV(st.Message)).
 		set("updatedAt", timeAV(st.Now)).set("settledAt", timeAV(st.Now)).
 		remove("nextAction", "pendingUntil", "openShard", "openUntil")
@@ -372,7 +339,7 @@ func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*Transact
 
 // updateTx applies u to transaction id under cond. On a failed condition it
 // returns the current transaction with ErrConflict, or ErrNotFound.
-func (s *Store) updateTx(ctx context.Context, id int64, u *update, cond string, condVals map[string]types.AttributeValue) (*Transaction, error) {
+func (s *Store) updateTx(ctx context.Context, id int64, u *update, cond string, condVals map[string]types.AttributeValue) (*payment.Transaction, error) {
 	in := u.input(s.t.Transactions, txKey(id))
 	in.ConditionExpression = aws.String("attribute_exists(id) AND " + cond)
 	for k, v := range condVals {
@@ -407,7 +374,7 @@ func (s *Store) updateTx(ctx context.Context, id int64, u *update, cond string, 
 
 // OpenAttempts lists transactions of one shard whose RecoverAfter is before
 // cutoff (OpenAttemptsIndex).
-func (s *Store) OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*Transaction, error) {
+func (s *Store) OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*payment.Transaction, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: &s.t.Transactions, IndexName: aws.String(OpenAttemptsIndex),
 		KeyConditionExpression: aws.String("openShard = :s AND openUntil < :c"),
@@ -419,7 +386,7 @@ func (s *Store) OpenAttempts(ctx context.Context, shard int, cutoff time.Time, l
 	if err != nil {
 		return nil, fmt.Errorf("query open attempts shard %d: %w", shard, err)
 	}
-	txs := make([]*Transaction, 0, len(out.Items))
+	txs := make([]*payment.Transaction, 0, len(out.Items))
 	for _, it := range out.Items {
 		// The index projects keys only where the template says so; read the item.
 		id, ok := it["id"].(*types.AttributeValueMemberN)
@@ -446,8 +413,8 @@ func (s *Store) OpenAttempts(ctx context.Context, shard int, cutoff time.Time, l
 // recoverAfter opens the transaction (OpenAttemptsIndex) until the refund
 // completes, so a refund left in processing by a crash is finished by the
 // reconciler.
-func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, r Refund, recoverAfter time.Time) (*Transaction, error) {
-	rv, err := attributevalue.Marshal(r)
+func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error) {
+	rv, err := attributevalue.Marshal(toRefundRecord(&r))
 	if err != nil {
 		return nil, fmt.Errorf("marshal refund: %w", err)
 	}
@@ -474,7 +441,7 @@ func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, 
 
 // CompleteRefund moves the transaction's processing refund refundID to its
 // final status. ErrConflict when that refund is no longer processing.
-func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*Transaction, error) {
+func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Transactions,
 		Key:                      txKey(txID),
@@ -483,7 +450,7 @@ func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":st": strAV(status), ":ref": strAV(providerRef), ":code": strAV(string(code)), ":now": timeAV(now),
-			":rid": strAV(refundID), ":processing": strAV(RefundProcessing),
+			":rid": strAV(refundID), ":processing": strAV(payment.RefundProcessing),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})

@@ -104,7 +104,7 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	if hasOutbox(t, s, r.ID, 2) {
 		t.Fatal("the request commit wrote an outbox entry")
 	}
-	tx := &dynamo.Transaction{ID: ids.New(now), Number: "TXO", PaymentRequestID: r.ID, MerchantID: "mer_a", Status: payment.TxWaiting,
+	tx := &payment.Transaction{ID: ids.New(now), Number: "TXO", PaymentRequestID: r.ID, MerchantID: "mer_a", Status: payment.TxWaiting,
 		Method: "wallet", Amount: r.Amount, Unit: r.Unit, Reference: "ptx_o", RecoverAfter: now.Add(time.Minute), CreatedAt: now, UpdatedAt: now}
 	if err := s.CreateTransaction(ctx, tx); err != nil {
 		t.Fatal(err)
@@ -183,9 +183,9 @@ func TestTransactionStates(t *testing.T) {
 	s, _ := txStore(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	tx := &dynamo.Transaction{ID: ids.New(now), Number: "TXTEST" + strconv.FormatInt(now.UnixNano(), 36), PaymentRequestID: 99, MerchantID: "mer_a",
+	tx := &payment.Transaction{ID: ids.New(now), Number: "TXTEST" + strconv.FormatInt(now.UnixNano(), 36), PaymentRequestID: 99, MerchantID: "mer_a",
 		Status: payment.TxPending, Method: "upi", Amount: decimal.RequireFromString("10"), Unit: "INR", CreatedAt: now, UpdatedAt: now,
-		Limits: dynamo.NewLimitHold("2030-01", "05", "INR", decimal.RequireFromString("10"))}
+		Limits: payment.NewLimitHold("2030-01", "05", "INR", decimal.RequireFromString("10"))}
 	if err := s.CreateTransaction(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestTransactionStates(t *testing.T) {
 		t.Fatalf("second create: %v", err)
 	}
 	got, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Now: now})
-	if err != nil || got.Status != payment.TxApproved || got.SettledAt == nil || got.Limits == nil || got.Limits.AmountDecimal().String() != "10" {
+	if err != nil || got.Status != payment.TxApproved || got.SettledAt == nil || got.Limits == nil || got.Limits.Amount.String() != "10" {
 		t.Fatalf("%+v %v", got, err)
 	}
 	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined, Code: "999", Now: now}); !errors.Is(err, dynamo.ErrConflict) {
@@ -211,18 +211,18 @@ func TestTransactionStates(t *testing.T) {
 		t.Fatalf("%v %v", list, err)
 	}
 	// Refund once.
-	rf := dynamo.NewRefund("RF1", tx.Amount, tx.Unit, now)
+	rf := payment.NewRefund("RF1", tx.Amount, tx.Unit, now)
 	if _, err := s.BeginRefund(ctx, tx.ID, "mer_b", rf, now); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("another merchant's refund: %v", err)
 	}
 	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", rf, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", dynamo.NewRefund("RF2", tx.Amount, tx.Unit, now), now); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", payment.NewRefund("RF2", tx.Amount, tx.Unit, now), now); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("second refund: %v", err)
 	}
-	done, err := s.CompleteRefund(ctx, tx.ID, "RF1", dynamo.RefundRefunded, "ref", "", now)
-	if err != nil || done.Refund.Status != dynamo.RefundRefunded || done.Refund.CompletedAt == nil {
+	done, err := s.CompleteRefund(ctx, tx.ID, "RF1", payment.RefundRefunded, "ref", "", now)
+	if err != nil || done.Refund.Status != payment.RefundRefunded || done.Refund.CompletedAt == nil {
 		t.Fatalf("%+v %v", done, err)
 	}
 }

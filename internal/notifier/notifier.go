@@ -39,7 +39,7 @@ import (
 // Store is the persistence the notifier needs.
 type Store interface {
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
-	Transaction(ctx context.Context, id int64) (*dynamo.Transaction, error)
+	Transaction(ctx context.Context, id int64) (*payment.Transaction, error)
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 	ClearOutbox(ctx context.Context, txID int64, eventID string) error
 	RecordDelivery(ctx context.Context, a dynamo.DeliveryAttempt) error

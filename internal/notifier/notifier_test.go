@@ -109,7 +109,7 @@ func settle(t *testing.T, m testenv.Merchant, notifyURL string, crash bool) paym
 		t.Fatal(err)
 	}
 	// The notifier builds from the stored transaction, so it must exist.
-	if err := s.Store.CreateTransaction(context.Background(), &dynamo.Transaction{ID: req.TransactionID, Number: "TX1",
+	if err := s.Store.CreateTransaction(context.Background(), &payment.Transaction{ID: req.TransactionID, Number: "TX1",
 		PaymentRequestID: req.ID, MerchantID: m.ID, Status: payment.TxApproved, Message: "Approved", Method: "wallet",
 		Amount: req.Amount, Unit: req.Unit, Reference: payment.ChargeReference(req.TransactionID), CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)

@@ -288,11 +288,11 @@ func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	origins := h.Service.FrameOrigins(r, tx.MerchantID)
-	if tx.Status == payment.TxPending && tx.ThreeDS == dynamo.ThreeDSChallenge && h.Service.Sandbox {
+	if tx.Status == payment.TxPending && tx.ThreeDS == payment.ThreeDSChallenge && h.Service.Sandbox {
 		h.Service.writeChallengePage(w, tx, q.Get("return"), origins)
 		return nil
 	}
-	if tx.Status == payment.TxPending && tx.ThreeDS == dynamo.ThreeDSChallenge {
+	if tx.Status == payment.TxPending && tx.ThreeDS == payment.ThreeDSChallenge {
 		if served, err := h.acquirerChallenge(w, r, tx, origins); served || err != nil {
 			return err
 		}

@@ -96,12 +96,12 @@ func TestMethodOf(t *testing.T) {
 
 func TestReturnTarget(t *testing.T) {
 	req := &payment.Request{SuccessURL: "https://shop.example/ok", FailureURL: "https://shop.example/ko"}
-	ok := &dynamo.Transaction{ID: 7, Status: payment.TxApproved}
-	ko := &dynamo.Transaction{ID: 7, Status: payment.TxDeclined}
+	ok := &payment.Transaction{ID: 7, Status: payment.TxApproved}
+	ko := &payment.Transaction{ID: 7, Status: payment.TxDeclined}
 	for _, c := range []struct {
 		ret  string
 		req  *payment.Request
-		tx   *dynamo.Transaction
+		tx   *payment.Transaction
 		want string
 	}{
 		{"", req, ok, "https://shop.example/ok"},

@@ -23,14 +23,14 @@ import (
 // any process: the payment path, a callback, a retry, the reconciler.
 //
 // It returns the request and the final transaction.
-func (s *Service) complete(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, threeDS string) (*payment.Request, *dynamo.Transaction, error) {
+func (s *Service) complete(ctx context.Context, tx *payment.Transaction, out provider.Outcome, threeDS string) (*payment.Request, *payment.Transaction, error) {
 	req, st, _, err := s.completeOnce(ctx, tx, out, threeDS)
 	return req, st, err
 }
 
 // completeOnce is complete, also telling whether this call settled the
 // transaction (exactly one of concurrent calls does).
-func (s *Service) completeOnce(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, threeDS string) (*payment.Request, *dynamo.Transaction, bool, error) {
+func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out provider.Outcome, threeDS string) (*payment.Request, *payment.Transaction, bool, error) {
 	now := s.Now().UTC()
 	status, code, msg := payment.TransactionStatus(out.Status), out.Code, out.Message
 	if msg == "" {
@@ -148,7 +148,7 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 
 // ensurePendingCommit makes the request show a pending transaction (a crash
 // may have come between the transaction's pending write and the request's).
-func (s *Service) ensurePendingCommit(ctx context.Context, tx *dynamo.Transaction) (*payment.Request, error) {
+func (s *Service) ensurePendingCommit(ctx context.Context, tx *payment.Transaction) (*payment.Request, error) {
 	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: payment.TxPending, Message: tx.Message, Now: s.Now(), LeaseUntil: tx.RecoverAfter})
 	if errors.Is(err, dynamo.ErrConflict) {
@@ -162,9 +162,9 @@ func (s *Service) ensurePendingCommit(ctx context.Context, tx *dynamo.Transactio
 // never by charging again. An attempt still pending at the provider within
 // its window is left alone. A refund left processing is asked again with
 // the same refund id (the provider refunds once).
-func (s *Service) Recover(ctx context.Context, tx *dynamo.Transaction) error {
+func (s *Service) Recover(ctx context.Context, tx *payment.Transaction) error {
 	switch {
-	case tx.Status == payment.TxApproved && tx.Refund != nil && tx.Refund.Status == dynamo.RefundProcessing:
+	case tx.Status == payment.TxApproved && tx.Refund != nil && tx.Refund.Status == payment.RefundProcessing:
 		_, err := s.finishRefund(ctx, tx)
 		return err
 	case tx.Status.Final():
@@ -184,12 +184,12 @@ func (s *Service) Recover(ctx context.Context, tx *dynamo.Transaction) error {
 		return err
 	}
 	tds := ""
-	if tx.ThreeDS == dynamo.ThreeDSChallenge {
-		tds = dynamo.ThreeDSFailed
+	if tx.ThreeDS == payment.ThreeDSChallenge {
+		tds = payment.ThreeDSFailed
 		if out.Status == provider.Approved {
-			tds = dynamo.ThreeDSAuthenticated
+			tds = payment.ThreeDSAuthenticated
 		} else if out.Code == codes.AuthenticationTimeout {
-			tds = dynamo.ThreeDSTimedOut
+			tds = payment.ThreeDSTimedOut
 		}
 	}
 	_, _, err = s.complete(ctx, tx, out, tds)

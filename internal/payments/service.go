@@ -64,14 +64,14 @@ type Store interface {
 	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
 	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
-	CreateTransaction(ctx context.Context, t *dynamo.Transaction) error
-	Transaction(ctx context.Context, id int64) (*dynamo.Transaction, error)
-	TransactionByNumber(ctx context.Context, num string) (*dynamo.Transaction, error)
-	MarkPending(ctx context.Context, p dynamo.Pending) (*dynamo.Transaction, error)
-	SettleTransaction(ctx context.Context, s dynamo.Settlement) (*dynamo.Transaction, error)
-	OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*dynamo.Transaction, error)
-	BeginRefund(ctx context.Context, txID int64, merchantID string, r dynamo.Refund, recoverAfter time.Time) (*dynamo.Transaction, error)
-	CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*dynamo.Transaction, error)
+	CreateTransaction(ctx context.Context, t *payment.Transaction) error
+	Transaction(ctx context.Context, id int64) (*payment.Transaction, error)
+	TransactionByNumber(ctx context.Context, num string) (*payment.Transaction, error)
+	MarkPending(ctx context.Context, p dynamo.Pending) (*payment.Transaction, error)
+	SettleTransaction(ctx context.Context, s dynamo.Settlement) (*payment.Transaction, error)
+	OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*payment.Transaction, error)
+	BeginRefund(ctx context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error)
+	CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error)
 	ReserveLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal, caps dynamo.LimitCaps) error
 	ReleaseLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal) error
 	LimitUsageOf(ctx context.Context, w dynamo.LimitWindow) (dynamo.LimitUsage, error)
@@ -457,7 +457,7 @@ func NewTransactionNumber() string {
 // charges and records the outcome.
 func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
 	now := s.Now()
-	tx := &dynamo.Transaction{
+	tx := &payment.Transaction{
 		ID: txID, Number: NewTransactionNumber(), PaymentRequestID: req.ID, MerchantID: m.ID,
 		Status: payment.TxWaiting, Method: string(a.Method), Selector: a.Selector, Amount: req.Amount, Unit: req.Unit,
 		UPIID: a.UPIID, CreatedAt: now.UTC(), UpdatedAt: now.UTC(), Message: provider.Message(provider.Waiting, ""),
@@ -472,7 +472,7 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 	}
 	country := ""
 	if a.Payer != nil {
-		tx.Payer = &dynamo.TxPayer{Name: a.Payer.Name, Email: a.Payer.Email, Phone: a.Payer.PhoneNumber, Country: a.Payer.Country}
+		tx.Payer = &payment.TxPayer{Name: a.Payer.Name, Email: a.Payer.Email, Phone: a.Payer.PhoneNumber, Country: a.Payer.Country}
 		country = a.Payer.Country
 	}
 	limitCode := StaticLimitCode(m.Limits, req.Amount, req.Unit, country)
@@ -485,7 +485,7 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 		}
 		limitCode = code
 		if code == "" {
-			tx.Limits = dynamo.NewLimitHold(w.Month, w.Day, w.Unit, req.Amount)
+			tx.Limits = payment.NewLimitHold(w.Month, w.Day, w.Unit, req.Amount)
 		}
 	}
 	if err := s.writeAhead(ctx, req, tx); err != nil {
@@ -505,7 +505,7 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 
 // writeAhead stores the waiting transaction. On an id collision it draws a
 // new id and moves the lease to it: a transaction is never shared.
-func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *dynamo.Transaction) error {
+func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) error {
 	for try := 0; ; try++ {
 		err := s.Store.CreateTransaction(ctx, tx)
 		if !errors.Is(err, dynamo.ErrExists) {
@@ -534,7 +534,7 @@ func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *dyna
 // reference is looked up, and if that fails too the transaction stays
 // waiting for the reconciler (the payer gets 503 and may retry with the same
 // Idempotency-Key); it is never guessed.
-func (s *Service) charge(ctx context.Context, req *payment.Request, tx *dynamo.Transaction, a Attempt, det *card.Details) (Result, error) {
+func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.Transaction, a Attempt, det *card.Details) (Result, error) {
 	email := ""
 	if a.Payer != nil {
 		email = a.Payer.Email
@@ -558,7 +558,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *dynamo.T
 
 // lookup asks the provider what became of tx's charge. A reference it never
 // charged is closed there and becomes a decline (001): no money moved.
-func (s *Service) lookup(ctx context.Context, tx *dynamo.Transaction) (provider.Outcome, error) {
+func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider.Outcome, error) {
 	out, err := s.Provider.Lookup(ctx, tx.Reference)
 	if errors.Is(err, provider.ErrUnknownReference) {
 		return provider.Final(provider.Declined, codes.BankSystemError, ""), nil
@@ -567,10 +567,10 @@ func (s *Service) lookup(ctx context.Context, tx *dynamo.Transaction) (provider.
 }
 
 // record applies a provider outcome to a waiting transaction.
-func (s *Service) record(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, a Attempt) (Result, error) {
+func (s *Service) record(ctx context.Context, tx *payment.Transaction, out provider.Outcome, a Attempt) (Result, error) {
 	var (
 		req *payment.Request
-		st  *dynamo.Transaction
+		st  *payment.Transaction
 		err error
 	)
 	if out.Status == provider.Pending {
@@ -586,7 +586,7 @@ func (s *Service) record(ctx context.Context, tx *dynamo.Transaction, out provid
 
 // resultOf is the response of an attempt from its stored transaction and
 // the request's current state.
-func (s *Service) resultOf(ctx context.Context, tx *dynamo.Transaction, a Attempt) (Result, error) {
+func (s *Service) resultOf(ctx context.Context, tx *payment.Transaction, a Attempt) (Result, error) {
 	req, err := s.Store.PaymentRequest(ctx, tx.PaymentRequestID)
 	if err != nil {
 		return Result{}, err
@@ -597,7 +597,7 @@ func (s *Service) resultOf(ctx context.Context, tx *dynamo.Transaction, a Attemp
 // markPending records a pending outcome: the transaction first (so its
 // callback finds it), then the request's lease is extended to the attempt's
 // window. Both writes are guarded, so repeating them is harmless.
-func (s *Service) markPending(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome) (*payment.Request, *dynamo.Transaction, error) {
+func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out provider.Outcome) (*payment.Request, *payment.Transaction, error) {
 	now := s.Now()
 	window := s.ChallengeWindow
 	if out.Async != nil {
@@ -610,9 +610,9 @@ func (s *Service) markPending(ctx context.Context, tx *dynamo.Transaction, out p
 		p.Message = provider.Message(provider.Pending, "")
 	}
 	if out.NextAction != nil {
-		p.NextAction = &dynamo.TxNextAction{Type: out.NextAction.Type, QRPayload: out.NextAction.QRPayload, Reference: out.NextAction.Reference}
+		p.NextAction = &payment.TxNextAction{Type: out.NextAction.Type, QRPayload: out.NextAction.QRPayload, Reference: out.NextAction.Reference}
 		if out.NextAction.Type == provider.ActionThreeDSRedirect {
-			p.ThreeDS = dynamo.ThreeDSChallenge
+			p.ThreeDS = payment.ThreeDSChallenge
 			p.NextAction.Reference = ThreeDSID(tx.ID)
 		}
 	}
@@ -664,7 +664,7 @@ func (s *Service) giveUp(requestID, txID int64) {
 
 // schedule queues the sandbox's asynchronous side of a pending attempt: its
 // result (UPI, QR) or the expiry of an unanswered 3-D Secure challenge.
-func (s *Service) schedule(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, now time.Time) {
+func (s *Service) schedule(ctx context.Context, tx *payment.Transaction, out provider.Outcome, now time.Time) {
 	if !s.Sandbox || s.Queue == nil {
 		return
 	}
@@ -685,7 +685,7 @@ func (s *Service) schedule(ctx context.Context, tx *dynamo.Transaction, out prov
 }
 
 // void returns the money of a charge that cannot pay its request.
-func (s *Service) void(ctx context.Context, tx *dynamo.Transaction) error {
+func (s *Service) void(ctx context.Context, tx *payment.Transaction) error {
 	_, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: "void_" + tx.Reference, TransactionID: tx.ID,
 		ChargeReference: tx.Reference, Void: true,
 		ProviderRef: tx.ProviderRef, Amount: tx.Amount, Unit: tx.Unit, Reason: "payment request no longer payable"})
@@ -696,17 +696,17 @@ func (s *Service) void(ctx context.Context, tx *dynamo.Transaction) error {
 }
 
 // release gives back the limit counters of a declined transaction.
-func (s *Service) release(ctx context.Context, tx *dynamo.Transaction) {
+func (s *Service) release(ctx context.Context, tx *payment.Transaction) {
 	if tx.Limits == nil || tx.Status != payment.TxDeclined {
 		return
 	}
 	w := dynamo.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
-	if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.AmountDecimal()); err != nil {
+	if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
 		s.Log.Error("release limit counters failed", "transaction_id", tx.ID, "error", err.Error())
 	}
 }
 
-func resultOf(req *payment.Request, tx *dynamo.Transaction, next *provider.NextAction) Result {
+func resultOf(req *payment.Request, tx *payment.Transaction, next *provider.NextAction) Result {
 	return Result{
 		PaymentRequestID: req.ID, TransactionID: tx.ID, PaymentID: strconv.FormatInt(tx.ID, 10),
 		TransactionNumber: tx.Number, TransactionStatusID: tx.Status, PaymentRequestStatusID: req.Status,
@@ -717,7 +717,7 @@ func resultOf(req *payment.Request, tx *dynamo.Transaction, next *provider.NextA
 
 // nextAction is what a pending transaction asks of the payer; the 3-D
 // Secure URL is signed afresh on every call.
-func (s *Service) nextAction(tx *dynamo.Transaction, baseURL, returnTo string) *provider.NextAction {
+func (s *Service) nextAction(tx *payment.Transaction, baseURL, returnTo string) *provider.NextAction {
 	if tx.Status != payment.TxPending || tx.NextAction == nil {
 		return nil
 	}

@@ -27,10 +27,10 @@ type ProviderResult struct {
 
 // Settled is what a callback did.
 type Settled struct {
-	Duplicate   bool                // the transaction was already final; nothing changed
-	Changed     bool                // this call moved the transaction out of waiting or pending
-	Transaction *dynamo.Transaction // the transaction as it is now
-	Request     *payment.Request    // may be nil
+	Duplicate   bool                 // the transaction was already final; nothing changed
+	Changed     bool                 // this call moved the transaction out of waiting or pending
+	Transaction *payment.Transaction // the transaction as it is now
+	Request     *payment.Request     // may be nil
 }
 
 // ErrMismatch: the callback's payment request is not the transaction's.
@@ -61,7 +61,7 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 	return s.settleWith(ctx, tx, provider.Outcome{Status: r.Status, Code: r.Code, Message: r.Message, ProviderRef: r.ProviderRef}, r.ThreeDS)
 }
 
-func (s *Service) settleWith(ctx context.Context, tx *dynamo.Transaction, out provider.Outcome, threeDS string) (Settled, error) {
+func (s *Service) settleWith(ctx context.Context, tx *payment.Transaction, out provider.Outcome, threeDS string) (Settled, error) {
 	req, st, changed, err := s.completeOnce(ctx, tx, out, threeDS)
 	if err != nil {
 		return Settled{}, err
@@ -69,7 +69,7 @@ func (s *Service) settleWith(ctx context.Context, tx *dynamo.Transaction, out pr
 	return Settled{Duplicate: !changed, Changed: changed, Transaction: st, Request: req}, nil
 }
 
-func (s *Service) loadTx(ctx context.Context, id int64) (*dynamo.Transaction, error) {
+func (s *Service) loadTx(ctx context.Context, id int64) (*payment.Transaction, error) {
 	tx, err := s.Store.Transaction(ctx, id)
 	if errors.Is(err, dynamo.ErrNotFound) {
 		return nil, ErrUnknownTransaction
@@ -92,7 +92,7 @@ func (s *Service) CompleteChallenge(ctx context.Context, eventID string, txID, r
 	if tx.Status.Final() {
 		return s.settleWith(ctx, tx, provider.Outcome{Status: provider.Status(tx.Status), Code: tx.Code, Message: tx.Message}, "")
 	}
-	if tx.ThreeDS != dynamo.ThreeDSChallenge {
+	if tx.ThreeDS != payment.ThreeDSChallenge {
 		return Settled{Transaction: tx}, nil
 	}
 	out, err := s.Provider.CompleteChallenge(ctx, provider.ChallengeResult{Reference: tx.Reference, TransactionID: txID,
@@ -100,9 +100,9 @@ func (s *Service) CompleteChallenge(ctx context.Context, eventID string, txID, r
 	if err != nil {
 		return Settled{}, fmt.Errorf("complete 3-D Secure challenge of transaction %d: %w", txID, err)
 	}
-	tds := dynamo.ThreeDSFailed
+	tds := payment.ThreeDSFailed
 	if out.Status == provider.Approved {
-		tds = dynamo.ThreeDSAuthenticated
+		tds = payment.ThreeDSAuthenticated
 	}
 	crashpoint.Hit(crashpoint.InCallback)
 	return s.settleWith(ctx, tx, out, tds)

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/payreq/payreq/internal/callbacks/sig"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 )
 
@@ -88,7 +87,7 @@ func (s *Service) VerifyChallengeURL(txID int64, exp, mac string) error {
 
 // ChallengeLink is a pre-signed GET to /callbacks/3ds answering the
 // challenge of tx with result ("approve" or "fail").
-func (s *Service) ChallengeLink(tx *dynamo.Transaction, result, returnTo string) string {
+func (s *Service) ChallengeLink(tx *payment.Transaction, result, returnTo string) string {
 	v := url.Values{
 		"transactionId":    {strconv.FormatInt(tx.ID, 10)},
 		"paymentRequestId": {strconv.FormatInt(tx.PaymentRequestID, 10)},
@@ -106,7 +105,7 @@ func (s *Service) ChallengeLink(tx *dynamo.Transaction, result, returnTo string)
 // result page. A relative target gets transactionId and
 // transactionStatusId appended. Nothing else is ever redirected to, so the
 // callback cannot be used as an open redirect.
-func ReturnTarget(returnTo string, req *payment.Request, tx *dynamo.Transaction) string {
+func ReturnTarget(returnTo string, req *payment.Request, tx *payment.Transaction) string {
 	if returnTo != "" {
 		if LocalPath(returnTo) {
 			u, _ := url.Parse(returnTo)
@@ -220,7 +219,7 @@ func newNonce() string {
 }
 
 // writeChallengePage serves the sandbox issuer's challenge for tx.
-func (s *Service) writeChallengePage(w http.ResponseWriter, tx *dynamo.Transaction, returnTo string, origins []string) {
+func (s *Service) writeChallengePage(w http.ResponseWriter, tx *payment.Transaction, returnTo string, origins []string) {
 	d := pageData{Title: "3-D Secure authentication", Nonce: newNonce(), Challenge: true,
 		Amount: string(payment.DisplayAmount(tx.Amount, tx.Unit)), Unit: tx.Unit, Number: tx.Number,
 		ApproveURL: s.ChallengeLink(tx, "approve", returnTo),
@@ -235,7 +234,7 @@ func (s *Service) writeChallengePage(w http.ResponseWriter, tx *dynamo.Transacti
 
 // WriteResultPage shows the state of a transaction to a payer's browser
 // (the end of a 3-D Secure challenge without a return URL). tx may be nil.
-func WriteResultPage(w http.ResponseWriter, status int, tx *dynamo.Transaction, origins []string, note string) {
+func WriteResultPage(w http.ResponseWriter, status int, tx *payment.Transaction, origins []string, note string) {
 	d := pageData{Title: "Payment", Nonce: newNonce(), Message: note}
 	if tx != nil {
 		d.Number, d.Status = tx.Number, int(tx.Status)

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -22,7 +22,7 @@ type ChallengeReader interface {
 // is this page), the transaction is settled from the acquirer's state and
 // the payer goes on to the return target or the result page. It reports
 // false when the provider has no such challenge.
-func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *dynamo.Transaction, origins []string) (bool, error) {
+func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *payment.Transaction, origins []string) (bool, error) {
 	cr, ok := h.Service.Provider.(ChallengeReader)
 	if !ok || tx.ProviderRef == "" {
 		return false, nil
@@ -41,9 +41,9 @@ func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *
 		http.Redirect(w, r, out.NextAction.URL, http.StatusSeeOther)
 		return true, nil
 	}
-	tds := dynamo.ThreeDSFailed
+	tds := payment.ThreeDSFailed
 	if out.Status == provider.Approved {
-		tds = dynamo.ThreeDSAuthenticated
+		tds = payment.ThreeDSAuthenticated
 	}
 	s, err := h.Service.settleWith(r.Context(), tx, out, tds)
 	if err != nil {

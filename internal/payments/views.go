@@ -68,7 +68,7 @@ type RefundView struct {
 
 // ViewOf renders a transaction; baseURL signs a fresh 3-D Secure URL while
 // the challenge is open.
-func (s *Service) ViewOf(tx *dynamo.Transaction, baseURL string) TransactionView {
+func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionView {
 	v := TransactionView{
 		ID: tx.ID, PaymentID: strconv.FormatInt(tx.ID, 10), TransactionNumber: tx.Number, PaymentRequestID: tx.PaymentRequestID,
 		TransactionStatusID: tx.Status, Method: tx.Method, Selector: tx.Selector,
@@ -88,19 +88,19 @@ func (s *Service) ViewOf(tx *dynamo.Transaction, baseURL string) TransactionView
 	return v
 }
 
-func (s *Service) threeDSView(tx *dynamo.Transaction, baseURL string) ThreeDSView {
+func (s *Service) threeDSView(tx *payment.Transaction, baseURL string) ThreeDSView {
 	v := ThreeDSView{Transaction3dsID: ThreeDSID(tx.ID), TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID,
 		Status: tx.ThreeDS, TransactionStatusID: tx.Status}
-	if tx.Status == payment.TxPending && tx.ThreeDS == dynamo.ThreeDSChallenge {
+	if tx.Status == payment.TxPending && tx.ThreeDS == payment.ThreeDSChallenge {
 		v.ChallengeURL = s.ChallengeURL(baseURL, tx.ID, "")
 	}
 	return v
 }
 
-func refundView(tx *dynamo.Transaction) RefundView {
+func refundView(tx *payment.Transaction) RefundView {
 	r := tx.Refund
 	return RefundView{RefundID: r.ID, Status: r.Status, TransactionID: tx.ID, TransactionNumber: tx.Number,
-		PaymentRequestID: tx.PaymentRequestID, Amount: payment.DisplayAmount(r.AmountDecimal(), r.Unit), Unit: r.Unit,
+		PaymentRequestID: tx.PaymentRequestID, Amount: payment.DisplayAmount(r.Amount, r.Unit), Unit: r.Unit,
 		Code: codes.Code(r.Code), CreatedAt: r.CreatedAt.UTC(), CompletedAt: r.CompletedAt}
 }
 
@@ -110,7 +110,7 @@ func txNotFound(ref string) *problem.Problem {
 
 // TransactionOf loads transaction id of merchant m; another merchant's
 // transaction is a 404 (043) like a missing one.
-func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id int64) (*dynamo.Transaction, error) {
+func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id int64) (*payment.Transaction, error) {
 	tx, err := s.Store.Transaction(ctx, id)
 	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(strconv.FormatInt(id, 10))
@@ -119,7 +119,7 @@ func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id in
 }
 
 // TransactionByRef loads a transaction of m by id or by transactionNumber.
-func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, ref string) (*dynamo.Transaction, error) {
+func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, ref string) (*payment.Transaction, error) {
 	if id, ok := parsePositive(ref); ok {
 		return s.TransactionOf(ctx, m, id)
 	}
@@ -147,7 +147,7 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		if tx.Status != payment.TxApproved {
 			return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
 		}
-		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, dynamo.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
+		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
 		if errors.Is(err, dynamo.ErrConflict) { // a concurrent call began it
 			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
 				return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
@@ -158,7 +158,7 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		}
 		tx = got
 	}
-	if tx.Refund.Status == dynamo.RefundProcessing {
+	if tx.Refund.Status == payment.RefundProcessing {
 		if tx, err = s.finishRefund(ctx, tx); err != nil {
 			return RefundView{}, err
 		}
@@ -169,21 +169,21 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 // finishRefund asks the provider for tx's processing refund (first call, or
 // one a crash cut short: asking again with the same refund id cannot refund
 // twice) and records its answer.
-func (s *Service) finishRefund(ctx context.Context, tx *dynamo.Transaction) (*dynamo.Transaction, error) {
+func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*payment.Transaction, error) {
 	out, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: tx.Refund.ID, TransactionID: tx.ID,
-		ChargeReference: tx.Reference, ProviderRef: tx.ProviderRef, Amount: tx.Refund.AmountDecimal(), Unit: tx.Refund.Unit,
+		ChargeReference: tx.Reference, ProviderRef: tx.ProviderRef, Amount: tx.Refund.Amount, Unit: tx.Refund.Unit,
 		Reason: "merchant refund"})
 	if err != nil {
 		return nil, fmt.Errorf("refund transaction %d: %w", tx.ID, err)
 	}
-	status := dynamo.RefundProcessing
+	status := payment.RefundProcessing
 	switch out.Status {
 	case provider.Approved:
-		status = dynamo.RefundRefunded
+		status = payment.RefundRefunded
 	case provider.Declined:
-		status = dynamo.RefundFailed
+		status = payment.RefundFailed
 	}
-	if status == dynamo.RefundProcessing {
+	if status == payment.RefundProcessing {
 		return tx, nil
 	}
 	got, err := s.Store.CompleteRefund(ctx, tx.ID, tx.Refund.ID, status, out.ProviderRef, out.Code, s.Now())

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -47,10 +46,7 @@ func (b *base) stripeConfig(getenv config.Getenv) (stripeSecret, bool, error) {
 		if !b.cfg.Local {
 			return ""
 		}
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return os.Getenv(name)
+		return getenv(name)
 	}
 	if key := local(envStripeSecretKey); key != "" {
 		s := stripeSecret{SecretKey: key, apiBase: local(envStripeAPIBase)}

@@ -254,7 +254,7 @@ func checkPaidOnce(t *testing.T, p *proc, requestID int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var approved []*dynamo.Transaction
+	var approved []*payment.Transaction
 	refs := map[string]bool{}
 	for _, tx := range txs {
 		refs[tx.Reference] = true
