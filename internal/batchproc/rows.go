@@ -71,8 +71,20 @@ func newPartBuffer() *partBuffer {
 	return pb
 }
 
+// reset empties the buffer for the next part. The writer stays: it writes
+// into pb.buf, so replacing the struct (a copy whose writer points at another
+// buffer) would send every later line nowhere.
+func (pb *partBuffer) reset() {
+	pb.buf.Reset()
+	pb.counts, pb.lines = dynamo.BatchCounts{}, 0
+}
+
 func (pb *partBuffer) add(t *rowTask) error {
+	// Flushed line by line so that buf.Len() is the part's true size.
 	if err := pb.w.Write(t.res); err != nil {
+		return err
+	}
+	if err := pb.w.Flush(); err != nil {
 		return err
 	}
 	pb.counts.Rows++
@@ -118,7 +130,7 @@ func (r *jobRun) checkpoint(ctx context.Context, pb *partBuffer) error {
 	if err := r.save(ctx); err != nil {
 		return err
 	}
-	*pb = *newPartBuffer()
+	pb.reset()
 	return nil
 }
 
