@@ -145,7 +145,7 @@ func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config)) (*batchp
 		tune(&cfg)
 	}
 	p, err := batchproc.New(cfg, batchproc.Deps{
-		Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals,
+		Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, FingerprintKey: testFingerprintKey,
 		Charger: &batchproc.PaymentsCharger{Service: counting, Store: f.store},
 	})
 	if err != nil {
@@ -518,3 +518,6 @@ func (s *sftpSession) close() {
 		<-done
 	}
 }
+
+// testFingerprintKey keys the fingerprints of rows without a reference.
+var testFingerprintKey = batchproc.FingerprintKeyFrom("batch-test-seal-key-0123456789abcdef")
