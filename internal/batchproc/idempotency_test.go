@@ -2,8 +2,8 @@ package batchproc_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"

@@ -552,7 +552,9 @@ func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 	}
 	switch state {
 	case RequestHasOutcome:
-		return res, nil
+		// Stored on the record, so a duplicate of the line sees it at once.
+		held.Status, held.TransactionID, held.Code, held.Message = string(res.Status), res.TransactionID, string(res.Code), res.Message
+		return res, r.completed(ctx, held)
 	case RequestMissing:
 		if err := r.p.Store.ForgetBatchRow(ctx, held); err != nil && !errors.Is(err, dynamo.ErrConflict) {
 			return batch.Result{}, err
