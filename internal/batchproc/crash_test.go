@@ -171,7 +171,9 @@ func TestStuckJobResumedByRecovery(t *testing.T) {
 	f := newFixture(t)
 	clk := newTestClock()
 	var charger *blockingCharger
-	p, pay, _ := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency = 200, 2 },
+	// One row at a time: a payment cut off inside the payment core is the
+	// core's recovery to prove, not the batch's.
+	p, pay, _ := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency = 200, 1 },
 		func(d *batchproc.Deps) {
 			d.Now = clk.Now
 			charger = &blockingCharger{inner: d.Charger, blockOn: "REF-12", reached: make(chan struct{})}

@@ -84,19 +84,7 @@ func TestSameEventTwiceChargesOnce(t *testing.T) {
 	if len(again) != len(firstLines) {
 		t.Fatalf("re-upload: %d lines, want %d", len(again), len(firstLines))
 	}
-	for i, l := range again {
-		o := firstLines[i]
-		if o.status == "rejected" {
-			if l != o {
-				t.Errorf("line %d: %+v, want the same rejection %+v", i+1, l, o)
-			}
-			continue
-		}
-		if l.status != "duplicate" || l.prID != o.prID || l.txID != o.txID || l.tsID != "" ||
-			!strings.Contains(l.message, fmt.Sprintf("by line %d of twice.csv (%s)", i+1, o.status)) {
-			t.Errorf("line %d: %+v, want a duplicate of %+v", i+1, l, o)
-		}
-	}
+	checkDuplicates(t, again, firstLines, "twice.csv")
 	if _, err := f.objects.Head(ctx, "incoming/"+m.ID+"/twice.csv"); err == nil {
 		t.Error("the re-uploaded file was not removed")
 	}
@@ -387,5 +375,28 @@ func TestEventEdgeCases(t *testing.T) {
 	resp, err := p.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "1", Body: "{not json"}}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Errorf("malformed continuation: %v %+v", err, resp)
+	}
+}
+
+// checkDuplicates asserts that a re-upload's result repeats the rejections
+// of the first and names, for every charged line, the first run's payment
+// as a duplicate (with no transaction status of its own).
+func checkDuplicates(t *testing.T, again, first []resultLine, file string) {
+	t.Helper()
+	if len(again) != len(first) {
+		t.Fatalf("re-upload: %d lines, want %d", len(again), len(first))
+	}
+	for i, l := range again {
+		o := first[i]
+		if o.status == "rejected" {
+			if l != o {
+				t.Errorf("line %d: %+v, want the same rejection %+v", i+1, l, o)
+			}
+			continue
+		}
+		if l.status != "duplicate" || l.prID != o.prID || l.txID != o.txID || l.tsID != "" ||
+			!strings.Contains(l.message, fmt.Sprintf("by line %d of %s (%s)", i+1, file, o.status)) {
+			t.Errorf("line %d: %+v, want a duplicate of %+v", i+1, l, o)
+		}
 	}
 }

@@ -49,8 +49,10 @@ type rowTask struct {
 	line int
 	row  batch.Row
 	errs []problem.FieldError
-	end  int64 // offset after the line
-	next int   // line number after the line
+	end  int64         // offset after the line
+	next int           // line number after the line
+	key  string        // dedupe key of a valid row
+	wait chan struct{} // done of an earlier line of this run with the same key
 	done chan struct{}
 	res  batch.Result
 	err  error
@@ -164,6 +166,10 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 	var workers sync.WaitGroup
 	var eof bool
 	var readErr error
+	// Lines in flight by dedupe key: of two lines of a run with one key, the
+	// later waits for the earlier, so the earlier line is always the charged
+	// one. Only unfinished lines are kept (bounded by the concurrency).
+	inflight := map[string]*rowTask{}
 	go func() { // producer: reads lines in order, starts their charges
 		defer close(tasks)
 		for {
@@ -185,6 +191,20 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 				t.res = batch.Rejected(line, rowErrs)
 				close(t.done)
 			} else {
+				t.key, _ = r.p.rowKey(row)
+				if prev := inflight[t.key]; prev != nil {
+					t.wait = prev.done
+				}
+				inflight[t.key] = t
+				if len(inflight) > 4*r.p.cfg.Concurrency {
+					for k, o := range inflight {
+						select {
+						case <-o.done:
+							delete(inflight, k)
+						default:
+						}
+					}
+				}
 				select {
 				case sem <- struct{}{}:
 				case <-rctx.Done():
@@ -194,6 +214,12 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 				go func() {
 					defer workers.Done()
 					defer func() { <-sem }()
+					if t.wait != nil {
+						select {
+						case <-t.wait:
+						case <-rctx.Done():
+						}
+					}
 					if r.job.State == dynamo.BatchReporting {
 						t.res, t.err = r.reportRow(rctx, m, t)
 					} else {
@@ -449,8 +475,37 @@ func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask
 // original's ids and outcome, once known. It waits while the owner is
 // charging (its lease runs), and never charges.
 func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask, held *dynamo.BatchRow) (batch.Result, error) {
+	peeker, _ := r.p.Charger.(Peeker)
+	// peek reads the original's outcome off its payment request, committed
+	// before its record says done (which may wait for the end of a run: the
+	// original may be a line of this very run).
+	peek := func() (batch.Result, RequestState, error) {
+		if peeker == nil {
+			return batch.Result{}, RequestNoOutcome, nil
+		}
+		return peeker.PeekRequest(ctx, m, held.PaymentRequestID)
+	}
+	orig := batch.Result{PaymentRequestID: strconv.FormatInt(held.PaymentRequestID, 10)}
 	wait := 50 * time.Millisecond
-	for !held.Done && held.LeaseActive(r.p.Now()) {
+	for {
+		if held.Done {
+			orig = storedResult(held)
+			break
+		}
+		res, state, err := peek()
+		if err != nil {
+			return batch.Result{}, err
+		}
+		if state == RequestHasOutcome {
+			orig = res
+			break
+		}
+		if !held.LeaseActive(r.p.Now()) {
+			if state == RequestMissing {
+				orig.PaymentRequestID = ""
+			}
+			break
+		}
 		if err := sleep(ctx, &wait); err != nil {
 			return batch.Result{}, err
 		}
@@ -462,21 +517,6 @@ func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask
 			return batch.Result{}, err
 		}
 		held = cur
-	}
-	orig := batch.Result{PaymentRequestID: strconv.FormatInt(held.PaymentRequestID, 10)}
-	if held.Done {
-		orig = storedResult(held)
-	} else if peeker, ok := r.p.Charger.(Peeker); ok {
-		res, state, err := peeker.PeekRequest(ctx, m, held.PaymentRequestID)
-		if err != nil {
-			return batch.Result{}, err
-		}
-		switch state {
-		case RequestHasOutcome:
-			orig = res
-		case RequestMissing:
-			orig.PaymentRequestID = ""
-		}
 	}
 	what := "Reference ID already used"
 	if t.row.ReferenceID == "" {
