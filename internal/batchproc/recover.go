@@ -112,7 +112,7 @@ func (p *Processor) recoverJob(ctx context.Context, stuck *dynamo.BatchJob, now 
 	log := p.Log.With("merchantId", job.MerchantID, "jobId", job.JobID)
 	if job.Recoveries > p.cfg.MaxRecoveries && (job.State == dynamo.BatchHashing || job.State == dynamo.BatchCharging) {
 		abandoned = true
-		job.Error = fmt.Sprintf("processing stopped after %d failed runs", job.Recoveries)
+		job.Error = "processing of this file stopped after repeated failures"
 		if job.State == dynamo.BatchHashing || job.Snapshot == "" {
 			job.Offset, job.NextLine = 0, 1
 		}
