@@ -249,7 +249,7 @@ func TestStuckJobAbandonedReportsEveryLine(t *testing.T) {
 		case l.status == w.status && l.prID != "":
 			charged++
 		case l.status == "rejected" && w.status != "rejected":
-			if l.prID != "" || !strings.HasPrefix(l.message, "not charged: processing of this file stopped after repeated failures; upload this line again in a new file") {
+			if l.prID != "" || !strings.HasPrefix(l.message, "not charged: processing of this file stopped after repeated failures. Upload this line again in a new file") {
 				t.Errorf("line %d: %+v", i+1, l)
 			}
 			notCharged++

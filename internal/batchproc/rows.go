@@ -384,11 +384,15 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		PaymentRequestID: r.p.NewID(now), Owner: r.job.Owner, LeaseUntil: now.Add(r.p.cfg.RowLease).UnixMilli(),
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(keep).Unix()}
 	held, err := r.p.Store.ClaimBatchRow(ctx, rec, now)
+	for tries := 0; errors.Is(err, dynamo.ErrExists) && !held.Owns(r.job.JobID, t.line); tries++ {
+		res, derr := r.duplicate(ctx, m, t, held)
+		if !errors.Is(derr, errRecordGone) || tries == 2 {
+			return res, derr
+		}
+		held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
+	}
 	fresh := err == nil // the id was drawn for this claim
 	if errors.Is(err, dynamo.ErrExists) {
-		if !held.Owns(r.job.JobID, t.line) {
-			return r.duplicate(ctx, m, t, held)
-		}
 		var res *batch.Result
 		if res, rec, err = r.resumeOwn(ctx, m, t, held); err != nil || res != nil {
 			if res == nil {
@@ -511,7 +515,7 @@ func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask
 		}
 		cur, err := r.p.Store.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
 		if errors.Is(err, dynamo.ErrNotFound) {
-			break // forgotten meanwhile (its job was abandoned before charging it)
+			return batch.Result{}, errRecordGone
 		}
 		if err != nil {
 			return batch.Result{}, err
@@ -548,10 +552,14 @@ func sleep(ctx context.Context, wait *time.Duration) error {
 	return nil
 }
 
+// errRecordGone: the record a line was a duplicate of was removed meanwhile
+// (its job was abandoned before charging it): the line may claim it again.
+var errRecordGone = errors.New("batch row record removed")
+
 // notCharged is the result of a line an abandoned job never charged.
 func notCharged(reason string) batch.Result {
 	return batch.Result{Status: batch.StatusRejected,
-		Message: "not charged: " + reason + "; upload this line again in a new file"}
+		Message: "not charged: " + reason + ". Upload this line again in a new file"}
 }
 
 // reportRow is the result of a valid line of an abandoned job: what was
@@ -568,7 +576,11 @@ func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		return batch.Result{}, err
 	}
 	if !held.Owns(r.job.JobID, t.line) {
-		return r.duplicate(ctx, m, t, held)
+		res, err := r.duplicate(ctx, m, t, held)
+		if errors.Is(err, errRecordGone) {
+			return notCharged(r.job.Error), nil
+		}
+		return res, err
 	}
 	wait := 50 * time.Millisecond
 	for !held.Done && held.LeaseActive(r.p.Now()) { // a charge may still be under way
