@@ -284,3 +284,66 @@ func TestStuckJobAbandonedReportsEveryLine(t *testing.T) {
 		t.Errorf("re-upload: %d charges (want %d), %d duplicates (want %d)", n2, notCharged, dups, n)
 	}
 }
+
+// The merchant uploads the same file again while the first job lies dead
+// (before the recovery took it up): the new job reports the lines the dead
+// one charged as duplicates and charges the rest; the recovered job then
+// reports those as duplicates. Every line is charged once, by one of them,
+// and the new upload is not deleted by the old job.
+func TestReuploadWhileJobIsStuck(t *testing.T) {
+	f := newFixture(t)
+	clk := newTestClock()
+	p, pay, _ := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency = 200, 1 },
+		func(d *batchproc.Deps) { d.Now = clk.Now })
+	batchproc.SetCrashHook(p, crashAt(crashpoint.BatchAfterRowCharge, 7))
+	content, want := bigMixed(t, 25)
+	m := testenv.NewMerchant(t)
+	ctx := context.Background()
+	if err := p.HandleS3(ctx, f.upload(t, m.ID, "again.csv", []byte(content))); !batchproc.IsCrash(err) {
+		t.Fatalf("first run: %v", err)
+	}
+	// Past the dead run's row leases, not its job lease: the job is not
+	// recovered yet.
+	clk.advance(3 * time.Minute)
+	if err := p.HandleS3(ctx, f.upload(t, m.ID, "again.csv", []byte(content))); err != nil {
+		t.Fatal(err)
+	}
+	second := parseResult(t, f.result(t, m.ID, "again.csv"))
+	clk.advance(11 * time.Minute)
+	if rep, err := p.RecoverStuck(ctx, clk.Now()); err != nil || rep.Resumed != 1 {
+		t.Fatalf("recovery: %+v %v", rep, err)
+	}
+	first := parseResult(t, f.result(t, m.ID, "again.csv")) // the recovered job writes last
+	if len(first) != len(want) || len(second) != len(want) {
+		t.Fatalf("%d and %d lines, want %d", len(first), len(second), len(want))
+	}
+	dups := [2]int{}
+	for i := range want {
+		a, b := first[i], second[i]
+		if want[i].status == "rejected" {
+			continue
+		}
+		if a.status == "duplicate" {
+			dups[0]++
+			a, b = b, a
+		} else {
+			dups[1]++
+		}
+		if a.status != want[i].status || b.status != "duplicate" || a.prID != b.prID || a.txID != b.txID {
+			t.Errorf("line %d: %+v and %+v, want one charge and one duplicate of it", i+1, a, b)
+		}
+	}
+	if dups[1] < 7 || dups[0] == 0 {
+		t.Errorf("duplicates: %d in the recovered job, %d in the new one", dups[0], dups[1])
+	}
+	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+	}
+	jobs := f.jobs(t, m.ID, "again.csv")
+	if len(jobs) != 2 || jobs[0].State != "done" || jobs[1].State != "done" {
+		t.Fatalf("jobs: %+v", jobs)
+	}
+	if objs, _ := f.objects.List(ctx, batchproc.WorkPrefix+m.ID+"/"); len(objs) != 0 {
+		t.Errorf("work files left: %v", objs)
+	}
+}

@@ -343,7 +343,9 @@ func (r *jobRun) removeInput(ctx context.Context) error {
 		}
 		return err
 	}
-	if info.ETag != r.job.ETag {
+	// A newer upload of the same bytes has the same ETag: it is told apart
+	// by being written after this job was created (by its event).
+	if info.ETag != r.job.ETag || info.LastModified.After(r.job.CreatedAt) {
 		return nil
 	}
 	return r.p.Objects.Remove(ctx, r.job.Key)
@@ -384,23 +386,54 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		PaymentRequestID: r.p.NewID(now), Owner: r.job.Owner, LeaseUntil: now.Add(r.p.cfg.RowLease).UnixMilli(),
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(keep).Unix()}
 	held, err := r.p.Store.ClaimBatchRow(ctx, rec, now)
-	for tries := 0; errors.Is(err, dynamo.ErrExists) && !held.Owns(r.job.JobID, t.line); tries++ {
-		res, derr := r.duplicate(ctx, m, t, held)
-		if !errors.Is(derr, errRecordGone) || tries == 2 {
-			return res, derr
-		}
-		held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
-	}
 	fresh := err == nil // the id was drawn for this claim
-	if errors.Is(err, dynamo.ErrExists) {
-		var res *batch.Result
-		if res, rec, err = r.resumeOwn(ctx, m, t, held); err != nil || res != nil {
-			if res == nil {
+	for tries := 0; errors.Is(err, dynamo.ErrExists); tries++ {
+		if tries == 5 {
+			return batch.Result{}, fmt.Errorf("batch row %d: its record keeps changing", t.line)
+		}
+		if held.Owns(r.job.JobID, t.line) {
+			res, taken, rerr := r.resumeOwn(ctx, m, t, held)
+			if rerr != nil || res != nil {
+				if res == nil {
+					return batch.Result{}, rerr
+				}
+				return *res, nil
+			}
+			rec, err = taken, nil
+			break
+		}
+		res, derr := r.duplicate(ctx, m, t, held)
+		switch {
+		case errors.Is(derr, errAbandonedClaim):
+			// The line that claimed the payment died before creating its
+			// request: this line takes the claim over, with its id.
+			taken := *held
+			taken.JobID, taken.File, taken.Row = r.job.JobID, r.job.File, t.line
+			taken.Owner, taken.LeaseUntil = r.job.Owner, r.p.Now().Add(r.p.cfg.RowLease).UnixMilli()
+			if err = r.p.Store.TakeOverBatchRow(ctx, &taken, held.Owner); err == nil {
+				r.log.Warn("batch row takes over the abandoned claim of another line", "row", t.line,
+					"file", held.File, "line", held.Row, "paymentRequestId", taken.PaymentRequestID)
+				rec, fresh = &taken, false
+				break
+			}
+			if !errors.Is(err, dynamo.ErrConflict) {
 				return batch.Result{}, err
 			}
-			return *res, err
+			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.Key, r.p.Now())
+			if err == nil {
+				err = dynamo.ErrExists
+			} else if errors.Is(err, dynamo.ErrNotFound) {
+				held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
+				fresh = err == nil
+			}
+		case errors.Is(derr, errRecordGone):
+			held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
+			fresh = err == nil
+		default:
+			return res, derr
 		}
-	} else if err != nil {
+	}
+	if err != nil {
 		return batch.Result{}, err
 	}
 	res, err := r.chargeWithRetry(ctx, m, t.row, rec, fresh)
@@ -506,9 +539,9 @@ func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask
 		}
 		if !held.LeaseActive(r.p.Now()) {
 			if state == RequestMissing {
-				orig.PaymentRequestID = ""
+				return batch.Result{}, errAbandonedClaim
 			}
-			break
+			break // created, outcome unknown: the owner's recovery finishes it
 		}
 		if err := sleep(ctx, &wait); err != nil {
 			return batch.Result{}, err
@@ -556,6 +589,10 @@ func sleep(ctx context.Context, wait *time.Duration) error {
 // (its job was abandoned before charging it): the line may claim it again.
 var errRecordGone = errors.New("batch row record removed")
 
+// errAbandonedClaim: the record a line was a duplicate of was claimed by a
+// line whose holder died before creating its payment request.
+var errAbandonedClaim = errors.New("batch row claimed by a dead holder, never charged")
+
 // notCharged is the result of a line an abandoned job never charged.
 func notCharged(reason string) batch.Result {
 	return batch.Result{Status: batch.StatusRejected,
@@ -577,7 +614,7 @@ func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 	}
 	if !held.Owns(r.job.JobID, t.line) {
 		res, err := r.duplicate(ctx, m, t, held)
-		if errors.Is(err, errRecordGone) {
+		if errors.Is(err, errRecordGone) || errors.Is(err, errAbandonedClaim) {
 			return notCharged(r.job.Error), nil
 		}
 		return res, err

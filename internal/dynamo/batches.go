@@ -503,13 +503,17 @@ func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now 
 	return r, err
 }
 
-// TakeOverBatchRow moves the lease of an unfinished row whose holder's lease
-// ran out from prevOwner to r.Owner; ErrConflict when somebody else was
-// faster or the row got done meanwhile.
+// TakeOverBatchRow moves an unfinished row whose holder's lease ran out from
+// prevOwner to r.Owner and r's line (JobID, File, Row); ErrConflict when
+// somebody else was faster or the row got done meanwhile. The payment
+// request id stays.
 func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner string) error {
 	u := &batchUpdate{}
 	u.set("owner", sAV(r.Owner))
 	u.set("leaseUntil", numberAV(r.LeaseUntil))
+	u.set("jobId", sAV(r.JobID))
+	u.set("file", sAV(r.File))
+	u.set("line", numberAV(int64(r.Row)))
 	cond := u.name("owner") + " = " + u.value(sAV(prevOwner)) + " AND " + u.name("done") + " = " +
 		u.value(&types.AttributeValueMemberBOOL{Value: false})
 	return s.updateBatchRow(ctx, r, u, cond, "take over")
