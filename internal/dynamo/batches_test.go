@@ -144,8 +144,12 @@ func TestBatchRowRecords(t *testing.T) {
 	if err := s.TakeOverBatchRow(ctx, &b, "X"); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("take over from the wrong holder: %v", err)
 	}
+	b.JobID, b.File, b.Row = "file#b.csv#2", "b.csv", 3 // another line takes the claim over
 	if err := s.TakeOverBatchRow(ctx, &b, "A"); err != nil {
 		t.Fatal(err)
+	}
+	if cur, err := s.BatchRowRecord(ctx, m, key, now); err != nil || !cur.Owns("file#b.csv#2", 3) || cur.File != "b.csv" || cur.Owner != "B" {
+		t.Fatalf("taken over: %+v %v", cur, err)
 	}
 	if err := s.ReassignBatchRow(ctx, &b, 44); err != nil || b.PaymentRequestID != 44 {
 		t.Fatalf("reassign: %v", err)
@@ -176,6 +180,23 @@ func TestBatchRowRecords(t *testing.T) {
 	}
 	if r159, _ := s.BatchRowRecord(ctx, m, dynamo.BatchRowKeyOfReference("159"), now); r159 == nil || !r159.Done || r159.TransactionID != "159" {
 		t.Errorf("row 159: %+v", r159)
+	}
+	// An unfinished claim is forgotten only by its holder.
+	gone := &dynamo.BatchRow{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("gone"), Row: 2, PaymentRequestID: 2, Owner: "A",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
+	if _, err := s.ClaimBatchRow(ctx, gone, now); err != nil {
+		t.Fatal(err)
+	}
+	other := *gone
+	other.Owner = "B"
+	if err := s.ForgetBatchRow(ctx, &other); !errors.Is(err, dynamo.ErrConflict) {
+		t.Errorf("forgotten by another holder: %v", err)
+	}
+	if err := s.ForgetBatchRow(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BatchRowRecord(ctx, m, gone.Key, now); !errors.Is(err, dynamo.ErrNotFound) {
+		t.Errorf("forgotten record still there: %v", err)
 	}
 	// An expired record counts as absent.
 	fp := dynamo.BatchRowKeyOfFingerprint("00ff")
