@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/crashpoint"
@@ -346,4 +350,46 @@ func TestReuploadWhileJobIsStuck(t *testing.T) {
 	if objs, _ := f.objects.List(ctx, batchproc.WorkPrefix+m.ID+"/"); len(objs) != 0 {
 		t.Errorf("work files left: %v", objs)
 	}
+}
+
+// A continuation invocation that dies at a crash point is finished by SQS's
+// redelivery of the same continuation message once the dead run's lease
+// lapsed.
+func TestCrashInContinuationResumedByRedelivery(t *testing.T) {
+	f := newFixture(t)
+	clk := newTestClock()
+	p, pay, queueURL := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency, c.MaxLinesPerRun = 150, 1, 8 },
+		func(d *batchproc.Deps) { d.Now = clk.Now })
+	content, want := bigMixed(t, 24)
+	m := testenv.NewMerchant(t)
+	ctx := context.Background()
+	if err := p.HandleS3(ctx, f.upload(t, m.ID, "cont.csv", []byte(content))); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queueURL, MaxNumberOfMessages: 1, WaitTimeSeconds: 5})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("no continuation queued: %v", err)
+	}
+	msg := events.SQSMessage{MessageId: aws.ToString(out.Messages[0].MessageId), Body: aws.ToString(out.Messages[0].Body), EventSource: "aws:sqs"}
+	if _, err := f.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &queueURL, ReceiptHandle: out.Messages[0].ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
+	batchproc.SetCrashHook(p, crashAt(crashpoint.BatchAfterRowCharge, 3))
+	resp, err := p.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("the dying continuation: %+v %v", resp, err)
+	}
+	batchproc.SetCrashHook(p, nil)
+	clk.advance(11 * time.Minute)
+	resp, err = p.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}}) // SQS redelivers it
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("redelivered continuation: %+v %v", resp, err)
+	}
+	f.drain(t, p, queueURL)
+	lines := parseResult(t, f.result(t, m.ID, "cont.csv"))
+	checkLines(t, lines, want)
+	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+	}
+	f.checkEnded(t, m.ID, "cont.csv", "done")
 }
