@@ -33,7 +33,7 @@ test: $(EMULATORS)
 	exit $$rc
 
 bench: $(EMULATORS)
-	go test -run '^$$' -bench . -benchmem ./...
+	go test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 # Soak: the local stack under mixed load, SIGKILLed 10 times at random
 # moments and restarted; then the invariant audit must find nothing.

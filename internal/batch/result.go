@@ -19,6 +19,10 @@ const (
 	StatusDeclined Status = "declined"
 	StatusPending  Status = "pending"
 	StatusRejected Status = "rejected" // the line was not a valid row; nothing was charged
+	// StatusDuplicate: the payment was charged before (same Reference ID, or
+	// same card, amount and unit within a day); the line names the original
+	// payment request and transaction and charges nothing.
+	StatusDuplicate Status = "duplicate"
 )
 
 // transactionStatusID is the spec's transactionStatusId of each status; a
@@ -28,6 +32,9 @@ var transactionStatusID = map[Status]string{
 	StatusDeclined: "2",
 	StatusPending:  "3",
 	StatusRejected: "",
+	// The ids are the original payment's; its outcome is in the message, so
+	// the column cannot be read as this line's own approval.
+	StatusDuplicate: "",
 }
 
 // Result is one line of the result file. It has no card fields on purpose:

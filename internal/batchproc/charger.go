@@ -38,9 +38,24 @@ type Charger interface {
 // whether a row's payment request already has an attempt outcome. A row
 // held by another invocation is answered from it instead of waiting for
 // that invocation to store the row's result.
+//
+// PeekRequest reads payment request id of merchant m, whatever row it was
+// created for: a duplicate line reports the original's ids and outcome, and
+// an abandoned job tells a request never created (nothing can charge it
+// any more) from one whose outcome is not known yet.
 type Peeker interface {
 	PeekRow(ctx context.Context, m *merchant.Merchant, row batch.Row, ref RowRef) (res batch.Result, ok bool, err error)
+	PeekRequest(ctx context.Context, m *merchant.Merchant, id int64) (batch.Result, RequestState, error)
 }
+
+// RequestState is what PeekRequest found.
+type RequestState int
+
+const (
+	RequestMissing    RequestState = iota // no payment request of the merchant has the id
+	RequestNoOutcome                      // the request exists without an attempt outcome
+	RequestHasOutcome                     // the Result is its outcome
+)
 
 // RowRef is the payment request a row is charged as.
 type RowRef struct {

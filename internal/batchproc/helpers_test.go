@@ -132,7 +132,7 @@ func (f *fixture) newQueue(t testing.TB) string {
 
 // processor builds a batch processor with the service's own wiring of the
 // payment service, wrapped to count charges, on a queue of the test's own.
-func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config)) (*batchproc.Processor, *countingPay, string) {
+func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config), deps ...func(*batchproc.Deps)) (*batchproc.Processor, *countingPay, string) {
 	t.Helper()
 	svc, err := batchwire.PaymentService(context.Background(), f.functionEnv(t, "BatchFunction"), batchwire.Options{AWSConfig: &f.cfg})
 	if err != nil {
@@ -144,10 +144,14 @@ func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config)) (*batchp
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := batchproc.New(cfg, batchproc.Deps{
-		Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals,
+	d := batchproc.Deps{
+		Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, FingerprintKey: testFingerprintKey,
 		Charger: &batchproc.PaymentsCharger{Service: counting, Store: f.store},
-	})
+	}
+	for _, set := range deps {
+		set(&d)
+	}
+	p, err := batchproc.New(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,3 +522,6 @@ func (s *sftpSession) close() {
 		<-done
 	}
 }
+
+// testFingerprintKey keys the fingerprints of rows without a reference.
+var testFingerprintKey = batchproc.FingerprintKeyFrom("batch-test-seal-key-0123456789abcdef")

@@ -2,9 +2,8 @@ package batchproc_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +48,8 @@ func (f *fixture) checkOnePaymentEach(t *testing.T, lines []resultLine) {
 }
 
 // The same S3 event delivered twice (one after the other) charges each row
-// once, and so does a new upload of the same bytes (a new event).
+// once. A new upload of the same bytes (a new event, a new job) charges
+// nothing: every valid line is a duplicate naming the first run's payment.
 func TestSameEventTwiceChargesOnce(t *testing.T) {
 	f := newFixture(t)
 	p, pay, _ := f.processor(t, nil)
@@ -79,9 +79,12 @@ func TestSameEventTwiceChargesOnce(t *testing.T) {
 	if n, _ := pay.total(); n != validRows(want) {
 		t.Fatalf("re-upload charged again: %d charges", n)
 	}
-	if again := f.result(t, m.ID, "twice.csv"); again != first {
-		t.Errorf("re-upload result differs:\n%s\nfirst:\n%s", again, first)
+	again := parseResult(t, f.result(t, m.ID, "twice.csv"))
+	firstLines := parseResult(t, first)
+	if len(again) != len(firstLines) {
+		t.Fatalf("re-upload: %d lines, want %d", len(again), len(firstLines))
 	}
+	checkDuplicates(t, again, firstLines, "twice.csv")
 	if _, err := f.objects.Head(ctx, "incoming/"+m.ID+"/twice.csv"); err == nil {
 		t.Error("the re-uploaded file was not removed")
 	}
@@ -119,9 +122,9 @@ func TestConcurrentInvocationsChargeOnce(t *testing.T) {
 }
 
 // The same content uploaded under two names at the same moment: two jobs
-// race row by row on the same idempotency records (no job lease between
-// them), with two processors; each row is still charged once, and both
-// result files name the same payments.
+// race row by row on the same dedupe records (no job lease between them),
+// with two processors; each row is charged once, by one of the two files,
+// and is a duplicate naming that payment in the other.
 func TestConcurrentJobsOnSameContentChargeEachRowOnce(t *testing.T) {
 	f := newFixture(t)
 	p1, pay1, _ := f.processor(t, func(c *batchproc.Config) { c.Concurrency = 3 })
@@ -144,11 +147,26 @@ func TestConcurrentJobsOnSameContentChargeEachRowOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	one, two := f.result(t, m.ID, "one.csv"), f.result(t, m.ID, "two.csv")
-	if one != two {
-		t.Errorf("the two results differ:\n%s\n---\n%s", one, two)
+	one, two := parseResult(t, f.result(t, m.ID, "one.csv")), parseResult(t, f.result(t, m.ID, "two.csv"))
+	if len(one) != len(want) || len(two) != len(want) {
+		t.Fatalf("%d and %d result lines, want %d", len(one), len(two), len(want))
 	}
-	lines := parseResult(t, one)
+	// Merged: each line's charged result, from whichever file charged it.
+	lines := make([]resultLine, len(want))
+	for i := range want {
+		a, b := one[i], two[i]
+		if a.status == "duplicate" {
+			a, b = b, a
+		}
+		if want[i].status == "rejected" {
+			lines[i] = a
+			continue
+		}
+		if b.status != "duplicate" || a.status == "duplicate" || b.prID != a.prID || b.txID != a.txID {
+			t.Errorf("line %d: %+v and %+v, want one charge and one duplicate of it", i+1, a, b)
+		}
+		lines[i] = a
+	}
 	checkLines(t, lines, want)
 	n1, _ := pay1.total()
 	n2, _ := pay2.total()
@@ -183,7 +201,7 @@ func TestFailedRunIsRetriedWithoutDoubleCharges(t *testing.T) {
 	content, want := bigMixed(t, 40)
 	charger := &failingOnce{inner: &batchproc.PaymentsCharger{Service: pay, Store: f.store}, failOn: "REF-25"}
 	p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 4, PartSize: 300},
-		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, Charger: charger})
+		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, FingerprintKey: testFingerprintKey, Charger: charger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +252,7 @@ func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
 	var draws atomic.Int32
 	_, pay, queueURL := f.processor(t, nil)
 	p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 1},
-		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals,
+		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, FingerprintKey: testFingerprintKey,
 			Charger: &batchproc.PaymentsCharger{Service: pay, Store: f.store},
 			NewID: func(t time.Time) int64 {
 				if draws.Add(1) == 1 {
@@ -248,15 +266,17 @@ func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	content := line("Jane Doe", "4111111111111111", "12/30", "123", "10.50", "USD", "X-1") + "\n" +
 		line("John Roe", "4111111111111111", "12/30", "123", "10.50", "USD", "X-2") + "\n"
-	// The second row was claimed by an invocation that died before creating
-	// its request; the id it recorded is the other merchant's request.
-	sum := sha256.Sum256([]byte(content))
-	crashed := &dynamo.BatchRow{MerchantID: m.ID, FileHash: hex.EncodeToString(sum[:]), Row: 2, PaymentRequestID: taken[1],
+	// The second row was claimed by an invocation of this upload's job that
+	// died before creating its request; the id it recorded is the other
+	// merchant's request.
+	ev := f.upload(t, m.ID, "ids.csv", []byte(content))
+	crashed := &dynamo.BatchRow{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference("X-2"),
+		JobID: dynamo.BatchJobID("ids.csv", ev.Records[0].S3.Object.Sequencer), File: "ids.csv", Row: 2, PaymentRequestID: taken[1],
 		Owner: "crashed", LeaseUntil: now.Add(-time.Second).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	if _, err := f.store.ClaimBatchRow(ctx, crashed, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.HandleS3(ctx, f.upload(t, m.ID, "ids.csv", []byte(content))); err != nil {
+	if err := p.HandleS3(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
 	lines := parseResult(t, f.result(t, m.ID, "ids.csv"))
@@ -339,7 +359,7 @@ func TestEventEdgeCases(t *testing.T) {
 	}
 
 	// A merchant that does not exist: the job fails, nothing is charged,
-	// the upload stays for the lifecycle rule.
+	// and the upload (card data) is removed at once.
 	if err := p.HandleS3(ctx, f.upload(t, "mer_doesnotexist00", "x.csv", []byte(content))); err != nil {
 		t.Fatal(err)
 	}
@@ -347,13 +367,36 @@ func TestEventEdgeCases(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].State != "failed" || !strings.Contains(jobs[0].Error, "no merchant") {
 		t.Errorf("job of an unknown merchant: %+v", jobs)
 	}
-	if _, err := f.objects.Head(ctx, "incoming/mer_doesnotexist00/x.csv"); err != nil {
-		t.Errorf("the upload of an unknown merchant was removed: %v", err)
+	if _, err := f.objects.Head(ctx, "incoming/mer_doesnotexist00/x.csv"); err == nil {
+		t.Error("the upload of an unknown merchant stays")
 	}
 
 	// A malformed continuation is dropped, not retried for ever.
 	resp, err := p.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "1", Body: "{not json"}}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Errorf("malformed continuation: %v %+v", err, resp)
+	}
+}
+
+// checkDuplicates asserts that a re-upload's result repeats the rejections
+// of the first and names, for every charged line, the first run's payment
+// as a duplicate (with no transaction status of its own).
+func checkDuplicates(t *testing.T, again, first []resultLine, file string) {
+	t.Helper()
+	if len(again) != len(first) {
+		t.Fatalf("re-upload: %d lines, want %d", len(again), len(first))
+	}
+	for i, l := range again {
+		o := first[i]
+		if o.status == "rejected" {
+			if l != o {
+				t.Errorf("line %d: %+v, want the same rejection %+v", i+1, l, o)
+			}
+			continue
+		}
+		if l.status != "duplicate" || l.prID != o.prID || l.txID != o.txID || l.tsID != "" ||
+			!strings.Contains(l.message, fmt.Sprintf("by line %d of %s (%s)", i+1, file, o.status)) {
+			t.Errorf("line %d: %+v, want a duplicate of %+v", i+1, l, o)
+		}
 	}
 }

@@ -122,6 +122,24 @@ func (c *PaymentsCharger) PeekRow(ctx context.Context, m *merchant.Merchant, row
 	return res, done && err == nil, err
 }
 
+// PeekRequest implements Peeker.
+func (c *PaymentsCharger) PeekRequest(ctx context.Context, m *merchant.Merchant, id int64) (batch.Result, RequestState, error) {
+	cur, err := c.Store.PaymentRequest(ctx, id)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return batch.Result{}, RequestMissing, nil
+	}
+	if err != nil {
+		return batch.Result{}, RequestMissing, err
+	}
+	if cur.MerchantID != m.ID {
+		return batch.Result{}, RequestMissing, nil
+	}
+	if cur.TransactionStatus == nil && cur.Status == payment.RequestUnpaid {
+		return batch.Result{}, RequestNoOutcome, nil
+	}
+	return ResultOfRequest(cur), RequestHasOutcome, nil
+}
+
 // existing answers from a request that already exists: done is true when it
 // has an attempt outcome to report.
 func (c *PaymentsCharger) existing(ctx context.Context, m *merchant.Merchant, row batch.Row, id int64) (batch.Result, bool, error) {

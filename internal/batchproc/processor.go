@@ -8,17 +8,29 @@
 // queues a continuation message (offsets only, never card data) that the same
 // function consumes to carry on with a ranged GET from that byte.
 //
-// Exactly-once charging rests on two conditional writes in DynamoDB:
+// At-most-once charging rests on two conditional writes in DynamoDB:
 //
 //   - the job lease (one invocation works on a job at a time), and
-//   - the row record per (merchant, SHA-256 of the file content, row number),
-//     claimed before the row is charged: it fixes the payment request id the
-//     row is charged as, and stores the row's result, so a redelivered or
-//     concurrent event — or a re-upload of the same bytes — replays the row.
+//   - the row record per payment of a merchant — its Reference ID, or for a
+//     row without one a keyed fingerprint of (card, amount, unit) valid for
+//     a day — claimed before the row is charged: it names the job and line
+//     that own the payment, fixes the payment request id the row is charged
+//     as and stores the row's result. The owning line replays it after a
+//     crash or redelivery; any other line, in this file or another, is
+//     reported `duplicate` with the original ids and charges nothing.
+//
+// A job whose invocation died is found by RecoverStuck (called on the
+// reconciler's schedule) and resumed, or after MaxRecoveries abandoned: its
+// remaining lines are reported without charging. Either way it ends, and its
+// card-bearing snapshot and upload are deleted when it ends.
+//
+// batch (package internal/batch) is the file format alone; batchproc runs
+// the jobs; batchwire builds a Processor from the function's environment.
 package batchproc
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,11 +43,14 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/card"
+	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
@@ -82,10 +97,21 @@ type Config struct {
 	// LeaseMargin is how long the job lease outlives the invocation's
 	// deadline (default 15 s).
 	LeaseMargin time.Duration
-	// Retention is how long job summaries and row records are kept; a file
-	// uploaded again within it is recognised and not charged again
+	// Retention is how long job summaries and the records of rows with a
+	// Reference ID are kept: a reference used again within it is a duplicate
 	// (default 400 days).
 	Retention time.Duration
+	// FingerprintWindow is how long a row without a Reference ID makes a row
+	// with the same card, amount and unit a duplicate (default 24 h).
+	FingerprintWindow time.Duration
+	// StuckAfter: a job without a lease and not updated for this long was
+	// dropped (its continuation or retries lost) and is taken up by
+	// RecoverStuck (default 2 min). A job whose lease lapsed is stuck at once.
+	StuckAfter time.Duration
+	// MaxRecoveries is how many times RecoverStuck resumes a job before it
+	// abandons it: the remaining lines are then reported, not charged
+	// (default 3).
+	MaxRecoveries int
 }
 
 func (c *Config) setDefaults() {
@@ -99,6 +125,11 @@ func (c *Config) setDefaults() {
 	def(&c.RowLease, 2*time.Minute)
 	def(&c.LeaseMargin, 15*time.Second)
 	def(&c.Retention, 400*24*time.Hour)
+	def(&c.FingerprintWindow, 24*time.Hour)
+	def(&c.StuckAfter, 2*time.Minute)
+	if c.MaxRecoveries <= 0 {
+		c.MaxRecoveries = 3
+	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 16
 	}
@@ -114,11 +145,15 @@ type Store interface {
 	LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*dynamo.BatchJob, error)
 	SaveBatchJob(ctx context.Context, j *dynamo.BatchJob, now time.Time) error
 	ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner string) error
+	BatchJob(ctx context.Context, merchantID, jobID string) (*dynamo.BatchJob, error)
+	OpenBatchJobs(ctx context.Context) ([]dynamo.OpenBatchJob, error)
+	CloseBatchJob(ctx context.Context, merchantID, jobID string) error
 	ClaimBatchRow(ctx context.Context, r *dynamo.BatchRow, now time.Time) (*dynamo.BatchRow, error)
-	BatchRowRecord(ctx context.Context, merchantID, fileHash string, row int) (*dynamo.BatchRow, error)
+	BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*dynamo.BatchRow, error)
 	TakeOverBatchRow(ctx context.Context, r *dynamo.BatchRow, prevOwner string) error
 	CompleteBatchRows(ctx context.Context, rows []*dynamo.BatchRow) error
 	ReleaseBatchRow(ctx context.Context, r *dynamo.BatchRow) error
+	ForgetBatchRow(ctx context.Context, r *dynamo.BatchRow) error
 	ReassignBatchRow(ctx context.Context, r *dynamo.BatchRow, newID int64) error
 }
 
@@ -138,12 +173,59 @@ type Deps struct {
 	Now        func() time.Time
 	// NewID draws payment request ids (default ids.New).
 	NewID func(time.Time) int64
+	// FingerprintKey keys the fingerprint of rows without a Reference ID
+	// (HMAC-SHA256; at least 32 bytes, see FingerprintKeyFrom). Without the
+	// key nobody can test a guessed card number against stored fingerprints.
+	FingerprintKey []byte
+}
+
+// FingerprintKeyFrom derives the fingerprint key from a service secret (the
+// SEAL_KEY), so that no new secret has to be deployed.
+func FingerprintKeyFrom(secret string) []byte {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("payreq batch row fingerprint v1"))
+	return mac.Sum(nil)
 }
 
 // Processor is the batch function's handler.
 type Processor struct {
 	cfg Config
 	Deps
+	// crashAt, set by tests only, makes hit fail at a crash point as if the
+	// process died there: the run stops without any clean-up.
+	crashAt func(point string) bool
+}
+
+// crashError is a simulated death at a crash point (tests).
+type crashError struct{ point string }
+
+func (e crashError) Error() string { return "simulated crash at " + e.point }
+
+func isCrash(err error) bool {
+	var c crashError
+	return errors.As(err, &c)
+}
+
+// hit marks a crash point: a crashtest build dies here when told to, and a
+// test's crashAt makes the run stop here without cleaning up.
+func (p *Processor) hit(point string) error {
+	crashpoint.Hit(point)
+	if p.crashAt != nil && p.crashAt(point) {
+		return crashError{point}
+	}
+	return nil
+}
+
+// rowKey is the dedupe key of a row and how long it holds.
+func (p *Processor) rowKey(row batch.Row) (string, time.Duration) {
+	if row.ReferenceID != "" {
+		return dynamo.BatchRowKeyOfReference(row.ReferenceID), p.cfg.Retention
+	}
+	mac := hmac.New(sha256.New, p.FingerprintKey)
+	// Canonical forms: "4111 1111-1111 1111" is the card 4111111111111111,
+	// 10.50 is 10.5. Separated by NUL so fields cannot run into each other.
+	mac.Write([]byte("v1\x00" + card.Normalize(row.CardNumber) + "\x00" + row.Amount.String() + "\x00" + row.Unit))
+	return dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(mac.Sum(nil))), p.cfg.FingerprintWindow
 }
 
 // New checks the configuration and returns a Processor.
@@ -153,6 +235,9 @@ func New(cfg Config, d Deps) (*Processor, error) {
 	}
 	if d.Store == nil || d.Objects == nil || d.Charger == nil || d.Queue == nil || d.Currencies == nil {
 		return nil, errors.New("batchproc: Store, Objects, Charger, Queue and Currencies are required")
+	}
+	if len(d.FingerprintKey) < 32 {
+		return nil, errors.New("batchproc: FingerprintKey of at least 32 bytes is required")
 	}
 	cfg.setDefaults()
 	if d.Log == nil {
@@ -329,9 +414,18 @@ func (p *Processor) run(ctx context.Context, j *dynamo.BatchJob, create, check b
 		p.Log.Info("batch job already finished", "merchantId", job.MerchantID, "jobId", job.JobID, "state", job.State)
 		return nil
 	}
+	return p.runJob(ctx, job, owner, until, deadline)
+}
+
+// runJob works on a job whose lease owner holds until `until`.
+func (p *Processor) runJob(ctx context.Context, job *dynamo.BatchJob, owner string, until, deadline time.Time) error {
 	job.Owner, job.LeaseUntil = owner, until.UnixMilli()
-	r := &jobRun{p: p, job: job, stopAt: deadline.Add(-p.cfg.TimeReserve), log: p.Log.With("merchantId", job.MerchantID, "jobId", job.JobID)}
-	err = r.work(ctx)
+	r := p.newRun(job)
+	r.stopAt = deadline.Add(-p.cfg.TimeReserve)
+	err := r.work(ctx)
+	if isCrash(err) {
+		return err // a dead process cleans nothing up
+	}
 	if errors.Is(err, dynamo.ErrConflict) {
 		r.log.Warn("batch job taken over by another invocation; stopping")
 		return nil
@@ -344,6 +438,10 @@ func (p *Processor) run(ctx context.Context, j *dynamo.BatchJob, create, check b
 		return err
 	}
 	return nil
+}
+
+func (p *Processor) newRun(job *dynamo.BatchJob) *jobRun {
+	return &jobRun{p: p, job: job, log: p.Log.With("merchantId", job.MerchantID, "jobId", job.JobID)}
 }
 
 // schedule queues a continuation of job after delay.
@@ -367,6 +465,7 @@ type jobRun struct {
 
 	doneMu   sync.Mutex
 	doneRows []*dynamo.BatchRow // charged rows whose results are not stored yet
+	crashed  atomic.Bool        // a simulated crash: no clean-up at all
 }
 
 // outOfBudget reports whether the run must stop starting lines. Every run
@@ -394,7 +493,7 @@ func (r *jobRun) work(ctx context.Context) error {
 		switch r.job.State {
 		case dynamo.BatchHashing:
 			finished, err = r.hash(ctx)
-		case dynamo.BatchCharging:
+		case dynamo.BatchCharging, dynamo.BatchReporting:
 			finished, err = r.charge(ctx, m)
 		case dynamo.BatchAssembling:
 			finished, err = true, r.assemble(ctx)
@@ -429,13 +528,41 @@ func (r *jobRun) save(ctx context.Context) error {
 	return r.p.Store.SaveBatchJob(ctx, r.job, r.p.Now())
 }
 
-// fail ends a job that cannot be processed; its input stays in incoming/
-// until the bucket's lifecycle rule removes it.
+// fail ends a job that cannot be processed at all (no result file).
 func (r *jobRun) fail(ctx context.Context, reason string) error {
 	now := r.p.Now().UTC()
 	r.job.State, r.job.Error, r.job.CompletedAt, r.job.LeaseUntil = dynamo.BatchFailed, reason, &now, 0
 	r.log.Warn("batch job failed", "reason", reason)
-	return r.save(ctx)
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	r.cleanup(ctx)
+	return nil
+}
+
+// cleanup removes what a finished job leaves with card data in it — its
+// work files (the snapshot) and its upload — then its open marker. Failures
+// are logged: the marker stays, and RecoverStuck cleans up within minutes.
+func (r *jobRun) cleanup(ctx context.Context) bool {
+	err := r.removeInput(ctx)
+	if err == nil {
+		var objs []s3store.ObjectInfo
+		if objs, err = r.p.Objects.List(ctx, r.workDir()); err == nil && len(objs) > 0 {
+			keys := make([]string, len(objs))
+			for i, o := range objs {
+				keys[i] = o.Key
+			}
+			err = r.p.Objects.RemoveAll(ctx, keys)
+		}
+	}
+	if err == nil {
+		err = r.p.Store.CloseBatchJob(ctx, r.job.MerchantID, r.job.JobID)
+	}
+	if err != nil {
+		r.log.Warn("batch job files not removed yet; the recovery retries", "error", err.Error())
+		return false
+	}
+	return true
 }
 
 // workDir is the job's private prefix for its snapshot and result parts.
@@ -461,6 +588,9 @@ func (r *jobRun) snapshot(ctx context.Context) (bool, error) {
 	case errors.Is(err, s3store.ErrChanged):
 		return false, r.fail(ctx, "the uploaded file was replaced by a newer upload before processing started")
 	case err != nil:
+		return false, err
+	}
+	if err := r.p.hit(crashpoint.BatchAfterSnapshot); err != nil {
 		return false, err
 	}
 	r.job.Snapshot = key

@@ -16,6 +16,7 @@ import (
 
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/problem"
@@ -48,8 +49,10 @@ type rowTask struct {
 	line int
 	row  batch.Row
 	errs []problem.FieldError
-	end  int64 // offset after the line
-	next int   // line number after the line
+	end  int64         // offset after the line
+	next int           // line number after the line
+	key  string        // dedupe key of a valid row
+	wait chan struct{} // done of an earlier line of this run with the same key
 	done chan struct{}
 	res  batch.Result
 	err  error
@@ -71,8 +74,20 @@ func newPartBuffer() *partBuffer {
 	return pb
 }
 
+// reset empties the buffer for the next part. The writer stays: it writes
+// into pb.buf, so replacing the struct (a copy whose writer points at another
+// buffer) would send every later line nowhere.
+func (pb *partBuffer) reset() {
+	pb.buf.Reset()
+	pb.counts, pb.lines = dynamo.BatchCounts{}, 0
+}
+
 func (pb *partBuffer) add(t *rowTask) error {
+	// Flushed line by line so that buf.Len() is the part's true size.
 	if err := pb.w.Write(t.res); err != nil {
+		return err
+	}
+	if err := pb.w.Flush(); err != nil {
 		return err
 	}
 	pb.counts.Rows++
@@ -83,6 +98,8 @@ func (pb *partBuffer) add(t *rowTask) error {
 		pb.counts.Declined++
 	case batch.StatusPending:
 		pb.counts.Pending++
+	case batch.StatusDuplicate:
+		pb.counts.Duplicate++
 	default:
 		pb.counts.Rejected++
 	}
@@ -113,18 +130,26 @@ func (r *jobRun) checkpoint(ctx context.Context, pb *partBuffer) error {
 	if _, err := r.p.Objects.PutBytes(ctx, r.partKey(n), b); err != nil {
 		return err
 	}
+	if err := r.p.hit(crashpoint.BatchAfterPart); err != nil {
+		return err
+	}
 	r.job.Parts, r.job.Offset, r.job.NextLine = n, pb.end, pb.next
 	r.job.Counts = r.job.Counts.Add(pb.counts)
 	if err := r.save(ctx); err != nil {
 		return err
 	}
-	*pb = *newPartBuffer()
+	pb.reset()
 	return nil
 }
 
 // charge reads rows from the saved position until the end of the file or of
 // the budget. It reports whether the file is finished.
 func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error) {
+	if r.job.Snapshot == "" { // abandoned before its snapshot was taken
+		if ok, err := r.snapshot(ctx); !ok || err != nil {
+			return false, err
+		}
+	}
 	body, err := r.p.Objects.GetRange(ctx, r.job.Snapshot, r.job.Offset, "")
 	if err != nil {
 		return false, err
@@ -141,6 +166,10 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 	var workers sync.WaitGroup
 	var eof bool
 	var readErr error
+	// Lines in flight by dedupe key: of two lines of a run with one key, the
+	// later waits for the earlier, so the earlier line is always the charged
+	// one. Only unfinished lines are kept (bounded by the concurrency).
+	inflight := map[string]*rowTask{}
 	go func() { // producer: reads lines in order, starts their charges
 		defer close(tasks)
 		for {
@@ -162,6 +191,20 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 				t.res = batch.Rejected(line, rowErrs)
 				close(t.done)
 			} else {
+				t.key, _ = r.p.rowKey(row)
+				if prev := inflight[t.key]; prev != nil {
+					t.wait = prev.done
+				}
+				inflight[t.key] = t
+				if len(inflight) > 4*r.p.cfg.Concurrency {
+					for k, o := range inflight {
+						select {
+						case <-o.done:
+							delete(inflight, k)
+						default:
+						}
+					}
+				}
 				select {
 				case sem <- struct{}{}:
 				case <-rctx.Done():
@@ -171,7 +214,17 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 				go func() {
 					defer workers.Done()
 					defer func() { <-sem }()
-					t.res, t.err = r.chargeRow(rctx, m, t)
+					if t.wait != nil {
+						select {
+						case <-t.wait:
+						case <-rctx.Done():
+						}
+					}
+					if r.job.State == dynamo.BatchReporting {
+						t.res, t.err = r.reportRow(rctx, m, t)
+					} else {
+						t.res, t.err = r.chargeRow(rctx, m, t)
+					}
 					t.res.Row = t.line
 					close(t.done)
 				}()
@@ -203,6 +256,10 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 		}
 	}
 	workers.Wait()
+	if isCrash(firstErr) {
+		r.crashed.Store(true)
+		return false, firstErr
+	}
 	if err := r.flushCompleted(ctx); err != nil && firstErr == nil {
 		firstErr = err
 	}
@@ -286,95 +343,94 @@ func (r *jobRun) removeInput(ctx context.Context) error {
 		}
 		return err
 	}
-	if info.ETag != r.job.ETag {
+	// A newer upload of the same bytes has the same ETag: it is told apart
+	// by being written after this job was created (by its event).
+	if info.ETag != r.job.ETag || info.LastModified.After(r.job.CreatedAt) {
 		return nil
 	}
 	return r.p.Objects.Remove(ctx, r.job.Key)
 }
 
-// done marks the job finished and removes its work prefix.
+// done marks the job finished — failed if it was abandoned, though its
+// result file reports every line — and removes its work files.
 func (r *jobRun) done(ctx context.Context) error {
+	if err := r.p.hit(crashpoint.BatchBeforeDone); err != nil {
+		return err
+	}
 	now := r.p.Now().UTC()
-	r.job.State, r.job.CompletedAt, r.job.LeaseUntil = dynamo.BatchDone, &now, 0
+	state := dynamo.BatchDone
+	if r.job.Error != "" {
+		state = dynamo.BatchFailed
+	}
+	r.job.State, r.job.CompletedAt, r.job.LeaseUntil = state, &now, 0
 	if err := r.save(ctx); err != nil {
 		return err
 	}
-	r.log.Info("batch file processed", "file", r.job.File, "rows", r.job.Counts.Rows, "approved", r.job.Counts.Approved,
+	r.log.Info("batch file processed", "state", state, "file", r.job.File, "rows", r.job.Counts.Rows, "approved", r.job.Counts.Approved,
 		"declined", r.job.Counts.Declined, "pending", r.job.Counts.Pending, "rejected", r.job.Counts.Rejected,
-		"invocations", r.job.Invocations, "resultKey", r.job.ResultKey)
-	// Best effort: the lifecycle rule on work/ removes leftovers.
-	objs, err := r.p.Objects.List(ctx, r.workDir())
-	if err == nil {
-		keys := make([]string, len(objs))
-		for i, o := range objs {
-			keys[i] = o.Key
-		}
-		err = r.p.Objects.RemoveAll(ctx, keys)
-	}
-	if err != nil {
-		r.log.Warn("batch work files not removed", "error", err.Error())
-	}
+		"duplicate", r.job.Counts.Duplicate, "invocations", r.job.Invocations, "resultKey", r.job.ResultKey)
+	r.cleanup(ctx)
 	return nil
 }
 
-// chargeRow charges one valid row exactly once across every invocation: the
-// row record is claimed first (one conditional PutItem that fixes the
-// payment request id), and a row found claimed is replayed from its stored
-// result, waited for while another holder charges it, or taken over when
-// that holder's lease lapsed.
+// chargeRow charges one valid row at most once across every invocation and
+// every file: the row record of its dedupe key is claimed first (one
+// conditional PutItem that names this line as the owner and fixes the
+// payment request id). A record owned by this very line (a crash, a
+// redelivery) is replayed, waited for, or taken over when its holder's lease
+// lapsed; a record owned by any other line makes this line a duplicate.
 func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask) (batch.Result, error) {
 	now := r.p.Now()
-	rec := &dynamo.BatchRow{MerchantID: r.job.MerchantID, FileHash: r.job.FileHash, Row: t.line,
+	key, keep := r.p.rowKey(t.row)
+	rec := &dynamo.BatchRow{MerchantID: r.job.MerchantID, Key: key, JobID: r.job.JobID, File: r.job.File, Row: t.line,
 		PaymentRequestID: r.p.NewID(now), Owner: r.job.Owner, LeaseUntil: now.Add(r.p.cfg.RowLease).UnixMilli(),
-		CreatedAt: now.UTC(), ExpiresAt: now.Add(r.p.cfg.Retention).Unix()}
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(keep).Unix()}
 	held, err := r.p.Store.ClaimBatchRow(ctx, rec, now)
 	fresh := err == nil // the id was drawn for this claim
-	wait := 50 * time.Millisecond
-	for errors.Is(err, dynamo.ErrExists) {
-		now = r.p.Now()
+	for tries := 0; errors.Is(err, dynamo.ErrExists); tries++ {
+		if tries == 5 {
+			return batch.Result{}, fmt.Errorf("batch row %d: its record keeps changing", t.line)
+		}
+		if held.Owns(r.job.JobID, t.line) {
+			res, taken, rerr := r.resumeOwn(ctx, m, t, held)
+			if rerr != nil || res != nil {
+				if res == nil {
+					return batch.Result{}, rerr
+				}
+				return *res, nil
+			}
+			rec, err = taken, nil
+			break
+		}
+		res, derr := r.duplicate(ctx, m, t, held)
 		switch {
-		case held.Done:
-			return storedResult(held), nil
-		case held.Owner != r.job.Owner && held.LeaseActive(now):
-			// Another invocation charges the row. Its attempt outcome is
-			// on the payment request as soon as it is committed, before
-			// the row record says done.
-			if peeker, ok := r.p.Charger.(Peeker); ok {
-				res, ok, perr := peeker.PeekRow(ctx, m, t.row, RowRef{PaymentRequestID: held.PaymentRequestID})
-				if perr != nil {
-					return batch.Result{}, perr
-				}
-				if ok {
-					return res, nil
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return batch.Result{}, ctx.Err()
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, time.Second)
-			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.FileHash, rec.Row)
-			if err == nil {
-				err = dynamo.ErrExists
-			}
-		default:
-			// The holder's lease lapsed (it crashed or was cut off): take
-			// the row over, keeping its payment request id.
+		case errors.Is(derr, errAbandonedClaim):
+			// The line that claimed the payment died before creating its
+			// request: this line takes the claim over, with its id.
 			taken := *held
-			taken.Owner, taken.LeaseUntil = r.job.Owner, now.Add(r.p.cfg.RowLease).UnixMilli()
+			taken.JobID, taken.File, taken.Row = r.job.JobID, r.job.File, t.line
+			taken.Owner, taken.LeaseUntil = r.job.Owner, r.p.Now().Add(r.p.cfg.RowLease).UnixMilli()
 			if err = r.p.Store.TakeOverBatchRow(ctx, &taken, held.Owner); err == nil {
-				rec = &taken
-				r.log.Warn("batch row taken over after its lease lapsed", "row", t.line, "paymentRequestId", rec.PaymentRequestID)
+				r.log.Warn("batch row takes over the abandoned claim of another line", "row", t.line,
+					"file", held.File, "line", held.Row, "paymentRequestId", taken.PaymentRequestID)
+				rec, fresh = &taken, false
 				break
 			}
 			if !errors.Is(err, dynamo.ErrConflict) {
 				return batch.Result{}, err
 			}
-			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.FileHash, rec.Row)
+			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.Key, r.p.Now())
 			if err == nil {
 				err = dynamo.ErrExists
+			} else if errors.Is(err, dynamo.ErrNotFound) {
+				held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
+				fresh = err == nil
 			}
+		case errors.Is(derr, errRecordGone):
+			held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
+			fresh = err == nil
+		default:
+			return res, derr
 		}
 	}
 	if err != nil {
@@ -382,11 +438,18 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 	}
 	res, err := r.chargeWithRetry(ctx, m, t.row, rec, fresh)
 	if err != nil {
+		if isCrash(err) || r.crashed.Load() {
+			return batch.Result{}, err
+		}
 		// Let a retry take the row over at once (best effort: otherwise
 		// its lease lapses).
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		_ = r.p.Store.ReleaseBatchRow(rctx, rec)
 		cancel()
+		return batch.Result{}, err
+	}
+	if err := r.p.hit(crashpoint.BatchAfterRowCharge); err != nil {
+		r.crashed.Store(true)
 		return batch.Result{}, err
 	}
 	rec.Status, rec.TransactionID, rec.Code, rec.Message = string(res.Status), res.TransactionID, string(res.Code), res.Message
@@ -396,6 +459,201 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 	return res, nil
 }
 
+// resumeOwn handles this line's own record found claimed: its stored result
+// (res), or the record to charge after taking it over (rec), waiting while
+// another holder's lease runs.
+func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask, held *dynamo.BatchRow) (*batch.Result, *dynamo.BatchRow, error) {
+	wait := 50 * time.Millisecond
+	for {
+		now := r.p.Now()
+		switch {
+		case held.Done:
+			res := storedResult(held)
+			return &res, nil, nil
+		case held.Owner != r.job.Owner && held.LeaseActive(now):
+			// Another invocation charges the row. Its attempt outcome is on
+			// the payment request as soon as it is committed, before the row
+			// record says done.
+			if peeker, ok := r.p.Charger.(Peeker); ok {
+				res, ok, err := peeker.PeekRow(ctx, m, t.row, RowRef{PaymentRequestID: held.PaymentRequestID})
+				if err != nil {
+					return nil, nil, err
+				}
+				if ok {
+					return &res, nil, nil
+				}
+			}
+			if err := sleep(ctx, &wait); err != nil {
+				return nil, nil, err
+			}
+		default:
+			// The holder's lease lapsed (it crashed or was cut off): take the
+			// row over, keeping its payment request id.
+			taken := *held
+			taken.Owner, taken.LeaseUntil = r.job.Owner, now.Add(r.p.cfg.RowLease).UnixMilli()
+			err := r.p.Store.TakeOverBatchRow(ctx, &taken, held.Owner)
+			if err == nil {
+				r.log.Warn("batch row taken over after its lease lapsed", "row", t.line, "paymentRequestId", taken.PaymentRequestID)
+				return nil, &taken, nil
+			}
+			if !errors.Is(err, dynamo.ErrConflict) {
+				return nil, nil, err
+			}
+		}
+		cur, err := r.p.Store.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		held = cur
+	}
+}
+
+// duplicate is the result of a line whose payment another line owns: the
+// original's ids and outcome, once known. It waits while the owner is
+// charging (its lease runs), and never charges.
+func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask, held *dynamo.BatchRow) (batch.Result, error) {
+	peeker, _ := r.p.Charger.(Peeker)
+	// peek reads the original's outcome off its payment request, committed
+	// before its record says done (which may wait for the end of a run: the
+	// original may be a line of this very run).
+	peek := func() (batch.Result, RequestState, error) {
+		if peeker == nil {
+			return batch.Result{}, RequestNoOutcome, nil
+		}
+		return peeker.PeekRequest(ctx, m, held.PaymentRequestID)
+	}
+	orig := batch.Result{PaymentRequestID: strconv.FormatInt(held.PaymentRequestID, 10)}
+	wait := 50 * time.Millisecond
+	for {
+		if held.Done {
+			orig = storedResult(held)
+			break
+		}
+		res, state, err := peek()
+		if err != nil {
+			return batch.Result{}, err
+		}
+		if state == RequestHasOutcome {
+			orig = res
+			break
+		}
+		if !held.LeaseActive(r.p.Now()) {
+			if state == RequestMissing {
+				return batch.Result{}, errAbandonedClaim
+			}
+			break // created, outcome unknown: the owner's recovery finishes it
+		}
+		if err := sleep(ctx, &wait); err != nil {
+			return batch.Result{}, err
+		}
+		cur, err := r.p.Store.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
+		if errors.Is(err, dynamo.ErrNotFound) {
+			return batch.Result{}, errRecordGone
+		}
+		if err != nil {
+			return batch.Result{}, err
+		}
+		held = cur
+	}
+	what := "Reference ID already used"
+	if t.row.ReferenceID == "" {
+		what = "same card, amount and unit already charged within " + fmtWindow(r.p.cfg.FingerprintWindow)
+	}
+	outcome := string(orig.Status)
+	if outcome == "" {
+		outcome = "outcome not known yet"
+	}
+	return batch.Result{Status: batch.StatusDuplicate, PaymentRequestID: orig.PaymentRequestID, TransactionID: orig.TransactionID,
+		Message: fmt.Sprintf("duplicate, not charged: %s by line %d of %s (%s)", what, held.Row, held.File, outcome)}, nil
+}
+
+func fmtWindow(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return strconv.Itoa(int(d/time.Hour)) + " hours"
+	}
+	return d.String()
+}
+
+// sleep waits *wait (doubling it up to a second) or until ctx ends.
+func sleep(ctx context.Context, wait *time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(*wait):
+	}
+	*wait = min(2**wait, time.Second)
+	return nil
+}
+
+// errRecordGone: the record a line was a duplicate of was removed meanwhile
+// (its job was abandoned before charging it): the line may claim it again.
+var errRecordGone = errors.New("batch row record removed")
+
+// errAbandonedClaim: the record a line was a duplicate of was claimed by a
+// line whose holder died before creating its payment request.
+var errAbandonedClaim = errors.New("batch row claimed by a dead holder, never charged")
+
+// notCharged is the result of a line an abandoned job never charged.
+func notCharged(reason string) batch.Result {
+	return batch.Result{Status: batch.StatusRejected,
+		Message: "not charged: " + reason + ". Upload this line again in a new file"}
+}
+
+// reportRow is the result of a valid line of an abandoned job: what was
+// done for it, found from its record and its payment request, charging
+// nothing. A line whose payment request was never created is reported
+// rejected and its record removed, so that uploading it again charges it.
+func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask) (batch.Result, error) {
+	key, _ := r.p.rowKey(t.row)
+	held, err := r.p.Store.BatchRowRecord(ctx, r.job.MerchantID, key, r.p.Now())
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return notCharged(r.job.Error), nil
+	}
+	if err != nil {
+		return batch.Result{}, err
+	}
+	if !held.Owns(r.job.JobID, t.line) {
+		res, err := r.duplicate(ctx, m, t, held)
+		if errors.Is(err, errRecordGone) || errors.Is(err, errAbandonedClaim) {
+			return notCharged(r.job.Error), nil
+		}
+		return res, err
+	}
+	wait := 50 * time.Millisecond
+	for !held.Done && held.LeaseActive(r.p.Now()) { // a charge may still be under way
+		if err := sleep(ctx, &wait); err != nil {
+			return batch.Result{}, err
+		}
+		if held, err = r.p.Store.BatchRowRecord(ctx, r.job.MerchantID, key, r.p.Now()); err != nil {
+			return batch.Result{}, err
+		}
+	}
+	if held.Done {
+		return storedResult(held), nil
+	}
+	id := strconv.FormatInt(held.PaymentRequestID, 10)
+	state := RequestNoOutcome
+	var res batch.Result
+	if peeker, ok := r.p.Charger.(Peeker); ok {
+		if res, state, err = peeker.PeekRequest(ctx, m, held.PaymentRequestID); err != nil {
+			return batch.Result{}, err
+		}
+	}
+	switch state {
+	case RequestHasOutcome:
+		// Stored on the record, so a duplicate of the line sees it at once.
+		held.Status, held.TransactionID, held.Code, held.Message = string(res.Status), res.TransactionID, string(res.Code), res.Message
+		return res, r.completed(ctx, held)
+	case RequestMissing:
+		if err := r.p.Store.ForgetBatchRow(ctx, held); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+			return batch.Result{}, err
+		}
+		return notCharged(r.job.Error), nil
+	}
+	return batch.Result{Status: batch.StatusPending, PaymentRequestID: id,
+		Message: "the outcome is not known yet: GET /payment-requests/status/" + id + " and the notification give it"}, nil
+}
+
 // completeBatch is how many row results are stored per write.
 const completeBatch = 25
 
@@ -403,6 +661,9 @@ const completeBatch = 25
 // are written in one call. Until its result is stored, a replay of the row
 // finds its outcome on the payment request instead.
 func (r *jobRun) completed(ctx context.Context, rec *dynamo.BatchRow) error {
+	if r.crashed.Load() {
+		return nil
+	}
 	r.doneMu.Lock()
 	r.doneRows = append(r.doneRows, rec)
 	var full []*dynamo.BatchRow

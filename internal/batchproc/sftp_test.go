@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -108,16 +109,17 @@ func TestOpenSSHUploadGetsResultInSameSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(data2) != string(data) {
-		t.Errorf("re-upload of the same bytes gave another result:\n%s\nfirst:\n%s", data2, data)
-	}
+	// The same bytes again charge nothing: each payment is a duplicate.
+	checkDuplicates(t, parseResult(t, string(data2)), parseResult(t, string(data)), "payments-2026-01-15.csv")
 
 	// The summaries.
-	for name, want := range map[string]int64{"payments-2026-01-15.csv": 12, "again.csv": 12} {
+	for name, want := range map[string]dynamo.BatchCounts{
+		"payments-2026-01-15.csv": {Rows: 12, Approved: 4, Declined: 4, Rejected: 4},
+		"again.csv":               {Rows: 12, Duplicate: 8, Rejected: 4},
+	} {
 		jobs := f.jobs(t, m.ID, name)
-		if len(jobs) != 1 || jobs[0].State != "done" || jobs[0].Counts.Rows != want || jobs[0].Counts.Approved != 4 ||
-			jobs[0].Counts.Declined != 4 || jobs[0].Counts.Rejected != 4 {
-			t.Errorf("%s summary: %+v", name, jobs)
+		if len(jobs) != 1 || jobs[0].State != "done" || jobs[0].Counts != want {
+			t.Errorf("%s summary: %+v", name, jobs[0])
 		}
 	}
 }

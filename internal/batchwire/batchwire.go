@@ -88,6 +88,8 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 		Queue:      queue.New(sqs.NewFromConfig(b.aws)),
 		Currencies: currency.Decimals,
 		Log:        b.cfg.NewLogger().With("function", "batch"),
+		// Keys the fingerprints of rows without a Reference ID.
+		FingerprintKey: batchproc.FingerprintKeyFrom(b.cfg.SealKey),
 	})
 }
 

@@ -21,25 +21,48 @@ import (
 // the next invocation continue at an exact byte of the object, the lease that
 // lets only one invocation work on it at a time, and the summary counts.
 //
-// A row record is the idempotency record of one row of one file content:
-// pk "batchrow#<merchantId>#<sha256 of the content>", sk the zero-padded row
-// number. Claiming it is one conditional PutItem that fixes the payment
-// request id the row is charged as; its result is stored on it, so a
-// repeated or concurrent event replays the row instead of charging it again.
+// A row record is the dedupe record of one payment of a merchant, keyed by
+// what makes two rows the same payment: pk "batchrow#<merchantId>#<key>",
+// sk "row", where key is "ref#<Reference ID>" or, for a row without one,
+// "fp#<keyed fingerprint of card, amount and unit>" (BatchRowKeyOfReference,
+// BatchRowKeyOfFingerprint; the fingerprint record expires after a day).
+// Claiming it is one conditional PutItem that names the job and line that
+// own the payment and fixes the payment request id it is charged as; its
+// result is stored on it. The owning line replays it after a crash or a
+// redelivery; any other line (another file, or the same file uploaded
+// again) is a duplicate of it.
+//
+// An open-job marker (pk "batchopen", sk "<merchantId>#<jobId>") exists from
+// a job's creation until it is finished and its work files are removed, so
+// the recovery of stuck jobs finds them without scanning.
 
 // Job states.
 const (
 	BatchHashing    = "hashing"    // computing the content hash (resumable)
 	BatchCharging   = "charging"   // reading rows from Offset
 	BatchAssembling = "assembling" // joining result parts into the result file
-	BatchDone       = "done"
-	BatchFailed     = "failed" // nothing more will happen (see Error); the input stays for the lifecycle rule
+	// BatchReporting: the job was abandoned (see Error); its remaining lines
+	// are reported from their row records, and nothing more is charged.
+	BatchReporting = "reporting"
+	BatchDone      = "done"
+	BatchFailed    = "failed" // nothing more will happen (see Error)
 )
 
 const (
-	batchJobPrefix = "batch#"
-	batchRowPrefix = "batchrow#"
+	batchJobPrefix  = "batch#"
+	batchRowPrefix  = "batchrow#"
+	batchOpenPK     = "batchopen"
+	batchRowSK      = "row"
+	batchRowRefPfx  = "ref#"
+	batchRowFingPfx = "fp#"
 )
+
+// BatchRowKeyOfReference is the dedupe key of a row with a Reference ID.
+func BatchRowKeyOfReference(ref string) string { return batchRowRefPfx + ref }
+
+// BatchRowKeyOfFingerprint is the dedupe key of a row without one: fp is a
+// keyed fingerprint (never card data).
+func BatchRowKeyOfFingerprint(fp string) string { return batchRowFingPfx + fp }
 
 // BatchCounts are a job's rows by outcome.
 type BatchCounts struct {
@@ -48,12 +71,14 @@ type BatchCounts struct {
 	Declined int64 `dynamodbav:"declined" json:"declined"`
 	Pending  int64 `dynamodbav:"pending" json:"pending"`
 	Rejected int64 `dynamodbav:"rejected" json:"rejected"`
+	// Duplicate rows were charged before by another line or file.
+	Duplicate int64 `dynamodbav:"duplicate" json:"duplicate"`
 }
 
 // Add sums two counts.
 func (c BatchCounts) Add(o BatchCounts) BatchCounts {
 	return BatchCounts{Rows: c.Rows + o.Rows, Approved: c.Approved + o.Approved, Declined: c.Declined + o.Declined,
-		Pending: c.Pending + o.Pending, Rejected: c.Rejected + o.Rejected}
+		Pending: c.Pending + o.Pending, Rejected: c.Rejected + o.Rejected, Duplicate: c.Duplicate + o.Duplicate}
 }
 
 // BatchJob is the processing state and summary of one uploaded file. It never
@@ -81,8 +106,10 @@ type BatchJob struct {
 	Counts     BatchCounts `dynamodbav:"counts"`
 	// Clock is the instant rows are validated at (card expiry), fixed for the
 	// job so that a replayed row is judged exactly as the first time.
-	Clock       time.Time  `dynamodbav:"clock"`
-	Invocations int        `dynamodbav:"invocations"`
+	Clock       time.Time `dynamodbav:"clock"`
+	Invocations int       `dynamodbav:"invocations"`
+	// Recoveries counts the times the job was found stuck and taken up again.
+	Recoveries  int        `dynamodbav:"recoveries,omitempty"`
 	Error       string     `dynamodbav:"error,omitempty"`
 	Owner       string     `dynamodbav:"owner,omitempty"`
 	LeaseUntil  int64      `dynamodbav:"leaseUntil,omitempty"` // unix ms
@@ -135,8 +162,13 @@ var ErrBatchJobBusy = errors.New("batch job leased by another invocation")
 // like LeaseBatchJob (a redelivered event): a finished job comes back with a
 // nil error (check Finished), another owner's live lease as ErrBatchJobBusy
 // with the job.
+//
+// The job's open marker is written first, so no job exists without one.
 func (s *Store) AcquireBatchJob(ctx context.Context, j *BatchJob, owner string, now, until time.Time) (*BatchJob, error) {
 	j.Owner, j.LeaseUntil, j.Invocations = owner, until.UnixMilli(), 1
+	if err := s.markBatchJobOpen(ctx, j.MerchantID, j.JobID, now); err != nil {
+		return nil, err
+	}
 	item, err := attributevalue.MarshalMap(j)
 	if err != nil {
 		return nil, fmt.Errorf("marshal batch job: %w", err)
@@ -208,6 +240,7 @@ func (s *Store) SaveBatchJob(ctx context.Context, j *BatchJob, now time.Time) er
 	u.set("nextLine", numberAV(int64(j.NextLine)))
 	u.set("parts", numberAV(int64(j.Parts)))
 	u.set("counts", counts)
+	u.set("recoveries", numberAV(int64(j.Recoveries)))
 	u.set("leaseUntil", numberAV(j.LeaseUntil))
 	u.set("updatedAt", sAV(j.UpdatedAt.Format(time.RFC3339Nano)))
 	u.setOrRemove("hashState", &types.AttributeValueMemberB{Value: j.HashState}, len(j.HashState) > 0)
@@ -365,11 +398,15 @@ func (s *Store) queryAPI() dynamodb.QueryAPIClient { return queryOnly{s.db} }
 
 // ---- row idempotency records ----------------------------------------------
 
-// BatchRow is the idempotency record of one row of one file content.
+// BatchRow is the dedupe record of one payment (see the top of the file).
 type BatchRow struct {
 	MerchantID string `dynamodbav:"-"`
-	FileHash   string `dynamodbav:"-"`
-	Row        int    `dynamodbav:"-"`
+	Key        string `dynamodbav:"-"` // BatchRowKeyOfReference or BatchRowKeyOfFingerprint
+
+	// The line that owns the payment: job, file name and line number.
+	JobID string `dynamodbav:"jobId"`
+	File  string `dynamodbav:"file"`
+	Row   int    `dynamodbav:"line"`
 
 	// PaymentRequestID is fixed by the first claim: every later attempt at
 	// the row charges (or finds) this very payment request.
@@ -390,31 +427,35 @@ type BatchRow struct {
 // LeaseActive reports whether another holder may still be charging the row.
 func (r *BatchRow) LeaseActive(now time.Time) bool { return !r.Done && r.LeaseUntil >= now.UnixMilli() }
 
-func batchRowKey(merchantID, fileHash string, row int) map[string]types.AttributeValue {
+// Owns reports whether the record belongs to line row of job jobID.
+func (r *BatchRow) Owns(jobID string, row int) bool { return r.JobID == jobID && r.Row == row }
+
+func batchRowKey(merchantID, key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: batchRowPrefix + merchantID + "#" + fileHash},
-		"sk": &types.AttributeValueMemberS{Value: fmt.Sprintf("%010d", row)},
+		"pk": &types.AttributeValueMemberS{Value: batchRowPrefix + merchantID + "#" + key},
+		"sk": &types.AttributeValueMemberS{Value: batchRowSK},
 	}
 }
 
-func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, fileHash string, row int) (*BatchRow, error) {
+func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, key string) (*BatchRow, error) {
 	var r BatchRow
 	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
 		return nil, fmt.Errorf("unmarshal batch row: %w", err)
 	}
-	r.MerchantID, r.FileHash, r.Row = merchantID, fileHash, row
+	r.MerchantID, r.Key = merchantID, key
 	return &r, nil
 }
 
 // ClaimBatchRow stores r (not done, leased by r.Owner until r.LeaseUntil)
-// with one conditional PutItem that succeeds only when the row has no live
-// record. Otherwise it returns the stored record and ErrExists.
+// with one conditional PutItem that succeeds only when the key has no live
+// record: of two lines racing on one key, exactly one wins. Otherwise it
+// returns the stored record and ErrExists.
 func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (*BatchRow, error) {
 	item, err := attributevalue.MarshalMap(r)
 	if err != nil {
 		return nil, fmt.Errorf("marshal batch row: %w", err)
 	}
-	for k, v := range batchRowKey(r.MerchantID, r.FileHash, r.Row) {
+	for k, v := range batchRowKey(r.MerchantID, r.Key) {
 		item[k] = v
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
@@ -427,11 +468,11 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (
 	var cf *types.ConditionalCheckFailedException
 	if errors.As(err, &cf) {
 		if len(cf.Item) > 0 { // AWS returns the holder with the failure; dynalite does not
-			if held, uerr := unmarshalBatchRow(cf.Item, r.MerchantID, r.FileHash, r.Row); uerr == nil {
+			if held, uerr := unmarshalBatchRow(cf.Item, r.MerchantID, r.Key); uerr == nil {
 				return held, ErrExists
 			}
 		}
-		held, gerr := s.BatchRowRecord(ctx, r.MerchantID, r.FileHash, r.Row)
+		held, gerr := s.BatchRowRecord(ctx, r.MerchantID, r.Key, now)
 		if gerr != nil {
 			return nil, gerr
 		}
@@ -443,27 +484,36 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (
 	return r, nil
 }
 
-// BatchRowRecord reads a row record (strongly consistent); ErrNotFound.
-func (s *Store) BatchRowRecord(ctx context.Context, merchantID, fileHash string, row int) (*BatchRow, error) {
+// BatchRowRecord reads a row record (strongly consistent); ErrNotFound
+// also for an expired one.
+func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*BatchRow, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.t.Operations, Key: batchRowKey(merchantID, fileHash, row), ConsistentRead: aws.Bool(true),
+		TableName: &s.t.Operations, Key: batchRowKey(merchantID, key), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("get batch row %d: %w", row, err)
+		return nil, fmt.Errorf("get batch row: %w", err)
 	}
 	if out.Item == nil {
 		return nil, ErrNotFound
 	}
-	return unmarshalBatchRow(out.Item, merchantID, fileHash, row)
+	r, err := unmarshalBatchRow(out.Item, merchantID, key)
+	if err == nil && r.ExpiresAt <= now.Unix() {
+		return nil, ErrNotFound
+	}
+	return r, err
 }
 
-// TakeOverBatchRow moves the lease of an unfinished row whose holder's lease
-// ran out from prevOwner to r.Owner; ErrConflict when somebody else was
-// faster or the row got done meanwhile.
+// TakeOverBatchRow moves an unfinished row whose holder's lease ran out from
+// prevOwner to r.Owner and r's line (JobID, File, Row); ErrConflict when
+// somebody else was faster or the row got done meanwhile. The payment
+// request id stays.
 func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner string) error {
 	u := &batchUpdate{}
 	u.set("owner", sAV(r.Owner))
 	u.set("leaseUntil", numberAV(r.LeaseUntil))
+	u.set("jobId", sAV(r.JobID))
+	u.set("file", sAV(r.File))
+	u.set("line", numberAV(int64(r.Row)))
 	cond := u.name("owner") + " = " + u.value(sAV(prevOwner)) + " AND " + u.name("done") + " = " +
 		u.value(&types.AttributeValueMemberBOOL{Value: false})
 	return s.updateBatchRow(ctx, r, u, cond, "take over")
@@ -498,6 +548,27 @@ func (s *Store) ReleaseBatchRow(ctx context.Context, r *BatchRow) error {
 	return s.updateBatchRow(ctx, r, u, cond, "release")
 }
 
+// ForgetBatchRow deletes the record of an unfinished row still held by
+// r.Owner (its payment request was never created: an abandoned job reports
+// the line as not charged, and the line may be uploaded again);
+// ErrConflict otherwise.
+func (s *Store) ForgetBatchRow(ctx context.Context, r *BatchRow) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 &s.t.Operations,
+		Key:                       batchRowKey(r.MerchantID, r.Key),
+		ConditionExpression:       aws.String("#owner = :owner AND #done = :false"),
+		ExpressionAttributeNames:  map[string]string{"#owner": "owner", "#done": "done"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": sAV(r.Owner), ":false": &types.AttributeValueMemberBOOL{Value: false}},
+	})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("forget batch row %d: %w", r.Row, err)
+	}
+	return nil
+}
+
 // ReassignBatchRow gives r's row a new payment request id (the old one
 // turned out to belong to another payment request), if r.Owner still holds
 // the unfinished row with the old id; ErrConflict otherwise.
@@ -517,7 +588,7 @@ func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) 
 func (s *Store) updateBatchRow(ctx context.Context, r *BatchRow, u *batchUpdate, cond, what string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.Operations,
-		Key:                       batchRowKey(r.MerchantID, r.FileHash, r.Row),
+		Key:                       batchRowKey(r.MerchantID, r.Key),
 		UpdateExpression:          aws.String(u.expression()),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  u.names,
@@ -561,7 +632,7 @@ func (s *Store) CompleteBatchRows(ctx context.Context, rows []*BatchRow) error {
 			if err != nil {
 				return fmt.Errorf("marshal batch row: %w", err)
 			}
-			for k, v := range batchRowKey(r.MerchantID, r.FileHash, r.Row) {
+			for k, v := range batchRowKey(r.MerchantID, r.Key) {
 				item[k] = v
 			}
 			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
@@ -589,4 +660,75 @@ func (s *Store) CompleteBatchRows(ctx context.Context, rows []*BatchRow) error {
 		rows = rows[n:]
 	}
 	return nil
+}
+
+// ---- open-job markers -----------------------------------------------------
+
+// OpenBatchJob names a job that is not finished, or whose work files may
+// still exist.
+type OpenBatchJob struct {
+	MerchantID, JobID string
+	Since             time.Time // when the marker was written
+}
+
+func batchOpenKey(merchantID, jobID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: batchOpenPK},
+		"sk": &types.AttributeValueMemberS{Value: merchantID + "#" + jobID},
+	}
+}
+
+func (s *Store) markBatchJobOpen(ctx context.Context, merchantID, jobID string, now time.Time) error {
+	item := batchOpenKey(merchantID, jobID)
+	item["since"] = numberAV(now.UnixMilli())
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item}); err != nil {
+		return fmt.Errorf("mark batch job open: %w", err)
+	}
+	return nil
+}
+
+// CloseBatchJob removes a job's open marker, once it is finished and its
+// work files are gone.
+func (s *Store) CloseBatchJob(ctx context.Context, merchantID, jobID string) error {
+	if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: batchOpenKey(merchantID, jobID)}); err != nil {
+		return fmt.Errorf("close batch job: %w", err)
+	}
+	return nil
+}
+
+// OpenBatchJobs lists the open-job markers, every page.
+func (s *Store) OpenBatchJobs(ctx context.Context) ([]OpenBatchJob, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.t.Operations,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: batchOpenPK}},
+		ConsistentRead:            aws.Bool(true),
+	}
+	var open []OpenBatchJob
+	p := dynamodb.NewQueryPaginator(s.queryAPI(), in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query open batch jobs: %w", err)
+		}
+		for _, item := range out.Items {
+			sk, _ := item["sk"].(*types.AttributeValueMemberS)
+			if sk == nil {
+				continue
+			}
+			// Merchant ids have no "#"; the job id may.
+			m, job, ok := strings.Cut(sk.Value, "#")
+			if !ok {
+				continue
+			}
+			o := OpenBatchJob{MerchantID: m, JobID: job}
+			if n, ok := item["since"].(*types.AttributeValueMemberN); ok {
+				if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+					o.Since = time.UnixMilli(ms)
+				}
+			}
+			open = append(open, o)
+		}
+	}
+	return open, nil
 }

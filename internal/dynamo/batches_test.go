@@ -36,9 +36,30 @@ func TestBatchJobLease(t *testing.T) {
 		NextLine: 1, CreatedAt: now, UpdatedAt: now, Clock: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	calls.Reset()
 	got, err := s.AcquireBatchJob(ctx, j, "A", now, now.Add(time.Minute))
-	if err != nil || got.Owner != "A" || len(calls.Calls()) != 1 {
-		t.Fatalf("create: %+v %v (%v)", got, err, calls.Calls())
+	if err != nil || got.Owner != "A" || len(calls.Calls()) != 2 {
+		t.Fatalf("create (open marker and job): %+v %v (%v)", got, err, calls.Calls())
 	}
+	// The job is listed open until it is closed.
+	isOpen := func() bool {
+		open, err := s.OpenBatchJobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range open {
+			if o.MerchantID == m && o.JobID == j.JobID && !o.Since.IsZero() {
+				return true
+			}
+		}
+		return false
+	}
+	if !isOpen() {
+		t.Fatal("a new job is not listed open")
+	}
+	defer func() {
+		if err := s.CloseBatchJob(ctx, m, j.JobID); err != nil || isOpen() {
+			t.Errorf("a closed job is still listed open (%v)", err)
+		}
+	}()
 	// The same event again while A works: busy, with A's lease end.
 	dup := *j
 	busy, err := s.AcquireBatchJob(ctx, &dup, "B", now, now.Add(time.Minute))
@@ -104,8 +125,8 @@ func TestBatchRowRecords(t *testing.T) {
 	s, calls := batchStore(t)
 	ctx := context.Background()
 	now := time.Now()
-	m, hash := batchUniq("mer_row"), "0123abcd"
-	r := &dynamo.BatchRow{MerchantID: m, FileHash: hash, Row: 7, PaymentRequestID: 42, Owner: "A",
+	m, key := batchUniq("mer_row"), dynamo.BatchRowKeyOfReference("INV #7")
+	r := &dynamo.BatchRow{MerchantID: m, Key: key, JobID: "file#a.csv#1", File: "a.csv", Row: 7, PaymentRequestID: 42, Owner: "A",
 		LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	calls.Reset()
 	if _, err := s.ClaimBatchRow(ctx, r, now); err != nil || len(calls.Calls()) != 1 {
@@ -114,7 +135,7 @@ func TestBatchRowRecords(t *testing.T) {
 	again := *r
 	again.Owner, again.PaymentRequestID = "B", 43
 	held, err := s.ClaimBatchRow(ctx, &again, now)
-	if !errors.Is(err, dynamo.ErrExists) || held.PaymentRequestID != 42 || held.Owner != "A" || !held.LeaseActive(now) || held.Done {
+	if !errors.Is(err, dynamo.ErrExists) || held.PaymentRequestID != 42 || held.Owner != "A" || !held.Owns("file#a.csv#1", 7) || held.File != "a.csv" || !held.LeaseActive(now) || held.Done {
 		t.Fatalf("second claim: %+v %v", held, err)
 	}
 	// While A's lease runs, B cannot take over; afterwards it can, once.
@@ -123,8 +144,12 @@ func TestBatchRowRecords(t *testing.T) {
 	if err := s.TakeOverBatchRow(ctx, &b, "X"); !errors.Is(err, dynamo.ErrConflict) {
 		t.Fatalf("take over from the wrong holder: %v", err)
 	}
+	b.JobID, b.File, b.Row = "file#b.csv#2", "b.csv", 3 // another line takes the claim over
 	if err := s.TakeOverBatchRow(ctx, &b, "A"); err != nil {
 		t.Fatal(err)
+	}
+	if cur, err := s.BatchRowRecord(ctx, m, key, now); err != nil || !cur.Owns("file#b.csv#2", 3) || cur.File != "b.csv" || cur.Owner != "B" {
+		t.Fatalf("taken over: %+v %v", cur, err)
 	}
 	if err := s.ReassignBatchRow(ctx, &b, 44); err != nil || b.PaymentRequestID != 44 {
 		t.Fatalf("reassign: %v", err)
@@ -133,7 +158,7 @@ func TestBatchRowRecords(t *testing.T) {
 	if err := s.CompleteBatchRows(ctx, []*dynamo.BatchRow{&b}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.BatchRowRecord(ctx, m, hash, 7)
+	got, err := s.BatchRowRecord(ctx, m, key, now)
 	if err != nil || !got.Done || got.PaymentRequestID != 44 || got.Status != "declined" || got.Code != "999" || got.LeaseActive(now) {
 		t.Fatalf("completed row: %+v %v", got, err)
 	}
@@ -143,7 +168,7 @@ func TestBatchRowRecords(t *testing.T) {
 	// Many rows at once: more than one BatchWriteItem call.
 	var rows []*dynamo.BatchRow
 	for i := 100; i < 160; i++ {
-		rows = append(rows, &dynamo.BatchRow{MerchantID: m, FileHash: hash, Row: i, PaymentRequestID: int64(i), Owner: "A",
+		rows = append(rows, &dynamo.BatchRow{MerchantID: m, Key: dynamo.BatchRowKeyOfReference(strconv.Itoa(i)), Row: i, PaymentRequestID: int64(i), Owner: "A",
 			Status: "approved", TransactionID: strconv.Itoa(i), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()})
 	}
 	calls.Reset()
@@ -153,13 +178,34 @@ func TestBatchRowRecords(t *testing.T) {
 	if n := len(calls.Calls()); n != 3 {
 		t.Errorf("60 rows in %d calls, want 3", n)
 	}
-	if r159, _ := s.BatchRowRecord(ctx, m, hash, 159); r159 == nil || !r159.Done || r159.TransactionID != "159" {
+	if r159, _ := s.BatchRowRecord(ctx, m, dynamo.BatchRowKeyOfReference("159"), now); r159 == nil || !r159.Done || r159.TransactionID != "159" {
 		t.Errorf("row 159: %+v", r159)
 	}
+	// An unfinished claim is forgotten only by its holder.
+	gone := &dynamo.BatchRow{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("gone"), Row: 2, PaymentRequestID: 2, Owner: "A",
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
+	if _, err := s.ClaimBatchRow(ctx, gone, now); err != nil {
+		t.Fatal(err)
+	}
+	other := *gone
+	other.Owner = "B"
+	if err := s.ForgetBatchRow(ctx, &other); !errors.Is(err, dynamo.ErrConflict) {
+		t.Errorf("forgotten by another holder: %v", err)
+	}
+	if err := s.ForgetBatchRow(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BatchRowRecord(ctx, m, gone.Key, now); !errors.Is(err, dynamo.ErrNotFound) {
+		t.Errorf("forgotten record still there: %v", err)
+	}
 	// An expired record counts as absent.
-	exp := &dynamo.BatchRow{MerchantID: m, FileHash: hash, Row: 1, PaymentRequestID: 1, Owner: "A", ExpiresAt: now.Add(-time.Second).Unix()}
+	fp := dynamo.BatchRowKeyOfFingerprint("00ff")
+	exp := &dynamo.BatchRow{MerchantID: m, Key: fp, Row: 1, PaymentRequestID: 1, Owner: "A", ExpiresAt: now.Add(-time.Second).Unix()}
 	if _, err := s.ClaimBatchRow(ctx, exp, now); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.BatchRowRecord(ctx, m, fp, now); !errors.Is(err, dynamo.ErrNotFound) {
+		t.Errorf("an expired record is read back: %v", err)
 	}
 	fresh := *exp
 	fresh.PaymentRequestID, fresh.ExpiresAt = 2, now.Add(time.Hour).Unix()

@@ -1,0 +1,52 @@
+package batchproc_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+// BenchmarkBatchFile100k charges a 100,000-line file (PAYREQ_BENCH_ROWS
+// overrides) end to end on the local emulators, through the real payment
+// service: one invocation and its continuations, exactly as deployed. It
+// checks one result line per input line, in order, with every valid row
+// charged once, and reports rows/s. `make bench` runs it; `make test` does
+// not (benchmarks run only with -bench).
+func BenchmarkBatchFile100k(b *testing.B) {
+	rows := 100_000
+	if v := os.Getenv("PAYREQ_BENCH_ROWS"); v != "" {
+		var err error
+		if rows, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	content, want := bigMixed(b, rows)
+	f := newFixture(b)
+	p, pay, queueURL := f.processor(b, nil)
+	b.ResetTimer()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m := testenv.NewMerchant(b)
+		ev := f.upload(b, m.ID, "bench.csv", []byte(content))
+		b.StartTimer()
+		start := time.Now()
+		if err := p.HandleS3(context.Background(), ev); err != nil {
+			b.Fatal(err)
+		}
+		f.drain(b, p, queueURL)
+		total += time.Since(start)
+		b.StopTimer()
+		lines := parseResult(b, f.result(b, m.ID, "bench.csv"))
+		checkLines(b, lines, want)
+		b.StartTimer()
+	}
+	if n, twice := pay.total(); n != b.N*validRows(want) || len(twice) > 0 {
+		b.Fatalf("%d charges (want %d), charged twice: %v", n, b.N*validRows(want), twice)
+	}
+	b.ReportMetric(float64(b.N*rows)/total.Seconds(), "rows/s")
+}

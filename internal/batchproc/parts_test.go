@@ -1,0 +1,32 @@
+package batchproc_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+// A part size of a few lines forces a part every two or three lines in one
+// invocation: the result file still has exactly one line per input line, in
+// order (the buffer used to keep writing into a discarded copy after the
+// first part, losing every later line of the invocation).
+func TestManyPartsKeepEveryLine(t *testing.T) {
+	f := newFixture(t)
+	p, pay, _ := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency = 120, 4 })
+	content, want := bigMixed(t, 80)
+	m := testenv.NewMerchant(t)
+	if err := p.HandleS3(context.Background(), f.upload(t, m.ID, "parts.csv", []byte(content))); err != nil {
+		t.Fatal(err)
+	}
+	lines := parseResult(t, f.result(t, m.ID, "parts.csv"))
+	checkLines(t, lines, want)
+	jobs := f.jobs(t, m.ID, "parts.csv")
+	if len(jobs) != 1 || jobs[0].Parts < 20 || jobs[0].Invocations != 1 {
+		t.Fatalf("want one invocation writing at least 20 parts, got %d jobs: %+v", len(jobs), *jobs[0])
+	}
+	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+	}
+}
