@@ -3,6 +3,7 @@ package batchproc_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -195,9 +196,15 @@ func TestStuckJobResumedByRecovery(t *testing.T) {
 		t.Fatalf("a job that just stopped is not stuck yet: %+v %v", rep, err)
 	}
 	clk.advance(3 * time.Minute)
-	rep, err := p.RecoverStuck(bg, clk.Now())
-	if err != nil || rep.Resumed < 1 {
-		t.Fatalf("recovery: %+v %v", rep, err)
+	// The template's schedule invokes the batch function with EventBridge's
+	// scheduled event (the golden event of events/).
+	ev, err := os.ReadFile("../../events/eventbridge-schedule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Handle(bg, ev)
+	if rep, ok := out.(batchproc.RecoveryReport); err != nil || !ok || rep.Resumed < 1 {
+		t.Fatalf("recovery on the schedule: %+v %v", out, err)
 	}
 	lines := parseResult(t, f.result(t, m.ID, "stuck.csv"))
 	checkLines(t, lines, want)

@@ -360,8 +360,19 @@ func (p *Processor) Handle(ctx context.Context, raw json.RawMessage) (any, error
 		Records []struct {
 			EventSource string `json:"eventSource"`
 		} `json:"Records"`
+		Source     string `json:"source"`
+		DetailType string `json:"detail-type"`
 	}
-	if err := json.Unmarshal(raw, &probe); err != nil || len(probe.Records) == 0 {
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, fmt.Errorf("batch: unsupported event")
+	}
+	if probe.Source == "aws.events" && probe.DetailType == "Scheduled Event" {
+		// The template's schedule: resume or abandon jobs a crash left
+		// behind, and delete their card-bearing work files.
+		rep, err := p.RecoverStuck(ctx, p.Now())
+		return rep, err
+	}
+	if len(probe.Records) == 0 {
 		return nil, fmt.Errorf("batch: unsupported event")
 	}
 	switch src := probe.Records[0].EventSource; src {
