@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -202,11 +203,29 @@ func (e *Emulators) start(logDir, name, dir string, env []string, prog string, a
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logFile, logFile
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = processGroup()
-	if err := cmd.Start(); err != nil {
+	// The kernel's parent-death signal (processGroup) fires when the OS
+	// thread that started the child ends, not the process, and the Go
+	// runtime does end threads (one whose locked goroutine exits). So the
+	// emulator is started from a goroutine locked to its thread, which
+	// stays until the emulator ends: it is killed only if paydev dies.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			runtime.UnlockOSThread()
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		logFile.Close()
+		// Returning with the thread locked ends the thread: the child is
+		// gone already.
+	}()
+	if err := <-started; err != nil {
 		logFile.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait(); logFile.Close() }()
 	e.procs, e.names = append(e.procs, cmd), append(e.names, name)
 	return nil
 }

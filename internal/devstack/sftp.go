@@ -79,10 +79,17 @@ func (r *Resources) SFTPSetup() (setup SFTPSetup, ok bool, err error) {
 // functionTimeout is a function's Timeout (its own, else the Globals').
 func (r *Resources) functionTimeout(id string) time.Duration {
 	for _, n := range []*yaml.Node{cfn.Path(r.Template.Resources[id].Properties, "Timeout"), cfn.Path(r.Template.Globals, "Function", "Timeout")} {
-		if n != nil {
-			if s, err := strconv.Atoi(n.Value); err == nil && s > 0 {
-				return time.Duration(s) * time.Second
+		if n == nil {
+			continue
+		}
+		v := n.Value
+		if r.resolver != nil { // a !Ref to a parameter (BatchTimeout)
+			if resolved, err := r.resolver.String(n); err == nil {
+				v = resolved
 			}
+		}
+		if s, err := strconv.Atoi(v); err == nil && s > 0 {
+			return time.Duration(s) * time.Second
 		}
 	}
 	return 3 * time.Second // Lambda's default

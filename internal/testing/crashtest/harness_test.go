@@ -151,7 +151,7 @@ func (p *proc) died() {
 			p.t.Fatalf("the stack died, but not at a crash point\n%s", p.logs)
 		}
 		p.exited <- err // stop() sees it ended
-	case <-time.After(30 * time.Second):
+	case <-time.After(90 * time.Second):
 		p.t.Fatalf("the crash point was never reached\n%s", p.logs)
 	}
 }
