@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -194,6 +195,13 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 		record.Outcome = "delivered"
 		log.Info("notification delivered", "status", attempt.StatusCode, "latency_ms", record.LatencyMS,
 			"since_event_ms", now.Sub(ev.OccurredAt).Milliseconds())
+		return n.Store.RecordDelivery(ctx, record)
+	}
+	if attempt.StatusCode == http.StatusGone {
+		// Standard Webhooks: 410 Gone means the endpoint wants no more of
+		// this delivery; retrying it for days would be noise.
+		record.Outcome = "gone"
+		log.Warn("notification endpoint answered 410 Gone; no more attempts for this delivery")
 		return n.Store.RecordDelivery(ctx, record)
 	}
 	next, ok := n.retry(ev, attempt)

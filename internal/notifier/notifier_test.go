@@ -216,6 +216,21 @@ func TestRetriesWithGrowingDelaysUntilDelivered(t *testing.T) {
 	}
 }
 
+// 410 Gone stops the retries of that delivery and is recorded.
+func TestGoneStopsRetries(t *testing.T) {
+	m := testenv.NewMerchant(t)
+	rc := newReceiver(t, 410, 200)
+	ev := settle(t, m, rc.srv.URL, false)
+	waitFor(t, "the first attempt", 15*time.Second, func() bool { return len(deliveries(t, ev.RequestID)) == 1 })
+	time.Sleep(2500 * time.Millisecond) // the schedule's first retry (about 1 s) would have come
+	if hits := rc.got(); len(hits) != 1 {
+		t.Fatalf("%d attempts after a 410, want 1", len(hits))
+	}
+	if d := deliveries(t, ev.RequestID); d[0].Outcome != "gone" || d[0].StatusCode != 410 || !d[0].NextAt.IsZero() {
+		t.Fatalf("recorded attempt %+v, want outcome gone", d[0])
+	}
+}
+
 func TestExhaustedGoesToDLQThenRedriveDelivers(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	rc := newReceiver(t, 503)
