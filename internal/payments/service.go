@@ -248,6 +248,7 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 		return nil, problem.BadRequest("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
 	}
 	if a.Payer != nil {
+		a.Payer.Normalize()
 		errs = append(errs, a.Payer.Validate(payerKind(a.Method))...)
 		if a.WalletToken == "" && a.Payer.Token != nil {
 			a.WalletToken = *a.Payer.Token
