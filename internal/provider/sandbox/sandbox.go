@@ -28,6 +28,10 @@ const (
 	DefaultQRDelay          = 5 * time.Second
 	DefaultUPIDelay         = 5 * time.Second
 	DefaultUPICollectWindow = 60 * time.Second
+	// DefaultPendingHold is how long pending@upi stays pending: longer than
+	// the embedded checkout page waits (120 s) before payment.pending, so a
+	// merchant can see onPending in the sandbox.
+	DefaultPendingHold = 5 * time.Minute
 )
 
 // Options configures a Sandbox. Zero values select the defaults.
@@ -43,6 +47,9 @@ type Options struct {
 	// UPICollectWindow is how long a collect request stays open; timeout@upi
 	// is declined with 013 when it closes.
 	UPICollectWindow time.Duration
+	// PendingHold is how long pending@upi stays pending before it is
+	// approved.
+	PendingHold time.Duration
 	// ChallengeWindow is how long a 3-D Secure challenge stays open; Lookup
 	// declines an unanswered one with 013 afterwards.
 	ChallengeWindow time.Duration
@@ -77,6 +84,9 @@ func New(opts Options) *Sandbox {
 	}
 	if opts.ChallengeWindow <= 0 {
 		opts.ChallengeWindow = DefaultChallengeWindow
+	}
+	if opts.PendingHold <= 0 {
+		opts.PendingHold = DefaultPendingHold
 	}
 	if opts.Ledger == nil {
 		opts.Ledger = NewMemoryLedger()
@@ -237,6 +247,9 @@ func (s *Sandbox) apply(req provider.ChargeRequest, e effect) provider.Outcome {
 			o.Async.After = s.opts.UPIDelay
 			if e.collectTimeout {
 				o.Async.After = s.opts.UPICollectWindow
+			}
+			if e.held {
+				o.Async.After = s.opts.PendingHold
 			}
 			o.NextAction = &provider.NextAction{Type: provider.ActionUPICollect, Reference: ref}
 		}

@@ -58,6 +58,7 @@ type effect struct {
 	code           codes.Code
 	alwaysFails    bool // a challenge that declines whatever the payer answers
 	collectTimeout bool // the callback comes when the UPI collect window closes
+	held           bool // the callback comes after Options.PendingHold
 }
 
 // Effect constructors, named for how the tables below read.
@@ -77,6 +78,13 @@ func later(s provider.Status, c codes.Code) effect {
 func collectTimeout() effect {
 	e := later(provider.Declined, codes.AuthenticationTimeout)
 	e.collectTimeout = true
+	return e
+}
+
+// heldPending stays pending past the checkout page's wait, then approves.
+func heldPending() effect {
+	e := later(provider.Approved, "")
+	e.held = true
 	return e
 }
 
@@ -123,6 +131,7 @@ var upis = []rule{
 	{"failure@upi", "UPI failed", later(provider.Declined, codes.DeclinedContactIssuer)},
 	{"insufficient@upi", "UPI insufficient funds", later(provider.Declined, codes.InsufficientFunds)},
 	{"timeout@upi", "UPI timeout", collectTimeout()},
+	{"pending@upi", "UPI stays pending (5 minutes, then approved)", heldPending()},
 	{"invalid@upi", "UPI invalid identifier", decline(codes.InvalidUPI)},
 }
 
