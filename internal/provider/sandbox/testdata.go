@@ -49,6 +49,9 @@ type TestCase struct {
 	First  provider.Status // transactionStatusId in the payment response
 	Status provider.Status // final transactionStatusId
 	Code   codes.Code      // final lastLog.code; "" when approved
+	// Held marks an input that stays pending for Options.PendingHold
+	// (minutes) before its final status.
+	Held bool
 }
 
 // effect is what a test input does to an attempt.
@@ -185,7 +188,7 @@ func TestData() []TestCase {
 
 // cases expands one rule into the rows a tester can reproduce.
 func cases(m provider.Method, r rule) []TestCase {
-	tc := TestCase{Method: m, Input: r.input, Class: r.class, Flow: r.flow, Status: r.status, Code: r.code}
+	tc := TestCase{Method: m, Input: r.input, Class: r.class, Flow: r.flow, Status: r.status, Code: r.code, Held: r.held}
 	switch r.flow {
 	case Immediate:
 		tc.First = r.status
