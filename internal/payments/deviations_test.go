@@ -110,3 +110,43 @@ func TestSandboxInputStaysPending(t *testing.T) {
 		t.Fatalf("pending@upi settled: %+v", s)
 	}
 }
+
+// A new attempt by the payer supersedes a 3-D Secure challenge left open
+// longer than the grace (a tenth of the challenge window: 300 ms here). The
+// provider closes the challenge (declined 013) before the new attempt runs;
+// inside the grace the new attempt is a 409 whose Retry-After is the grace
+// left, not the challenge window.
+func TestNewAttemptSupersedesAbandonedChallenge(t *testing.T) {
+	m := newMerchant(t)
+	id := createRequest(t, m, "30", "EUR")
+	path := "/payments/walletA/" + strconv.FormatInt(id, 10)
+	first := pay(t, m, path, payerData("token", "tok_3ds_required"))
+	if first.TransactionStatusID != 3 || first.NextAction == nil {
+		t.Fatalf("challenge: %+v", first)
+	}
+	links := challengeLinks(t, first.NextAction.URL)
+	resp := testenv.Do(t, "POST", base(t)+path, m.APIKey, payerData("token", "tok_success"))
+	if resp.Status != 409 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("inside the grace: %d Retry-After %q %s", resp.Status, resp.Header.Get("Retry-After"), resp.Body)
+	}
+	time.Sleep(400 * time.Millisecond)
+	second := pay(t, m, path, payerData("token", "tok_success"))
+	if second.TransactionStatusID != 1 || second.PaymentRequestStatusID != 1 || second.TransactionID == first.TransactionID {
+		t.Fatalf("new attempt after the grace: %+v", second)
+	}
+	old, err := store(t).Transaction(t.Context(), first.TransactionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Status != 2 || old.Code != "013" {
+		t.Fatalf("superseded challenge: status %d code %q, want declined 013", old.Status, old.Code)
+	}
+	// The abandoned challenge's Approve link cannot revive it.
+	answerChallenge(t, links["approve"])
+	if old, err = store(t).Transaction(t.Context(), first.TransactionID); err != nil || old.Status != 2 {
+		t.Fatalf("after a late approve: %+v %v", old, err)
+	}
+	if s := getStatus(t, m, id); *s.TransactionID != second.TransactionID || *s.TransactionStatusID != 1 {
+		t.Fatalf("status: %+v", s)
+	}
+}

@@ -314,6 +314,33 @@ func (s *Sandbox) CompleteChallenge(ctx context.Context, res provider.ChallengeR
 	return e.outcome(now), nil
 }
 
+var _ provider.ChallengeAbandoner = (*Sandbox)(nil)
+
+// AbandonChallenge closes an open challenge as if its window had ended
+// (declined 013). The ledger settles it conditionally (pending only), so a
+// payer's answer that wins the race is the booked outcome instead.
+func (s *Sandbox) AbandonChallenge(ctx context.Context, reference string) (provider.Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Outcome{}, err
+	}
+	e, err := s.opts.Ledger.LedgerEntry(ctx, reference)
+	if errors.Is(err, ErrNoEntry) || (err == nil && (e.Abandoned || !strings.HasPrefix(e.ProviderRef, challengePrefix) &&
+		!strings.HasPrefix(e.ProviderRef, failingChallengePrefix))) {
+		return provider.Outcome{}, provider.ErrUnknownChallenge
+	}
+	if err != nil {
+		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+	}
+	now := s.opts.Now().UTC()
+	if e.Status == provider.Pending {
+		st, code := provider.Declined, codes.AuthenticationTimeout
+		if e, err = s.opts.Ledger.SettleLedgerEntry(ctx, reference, st, code, provider.Message(st, code), now); err != nil {
+			return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+		}
+	}
+	return e.outcome(now), nil
+}
+
 // Refund approves every well-formed refund: the sandbox has no balance to
 // run out of. Checking the amount against the charge is the service's job.
 // The refund id is booked, so a repeated refund returns money once; a void
