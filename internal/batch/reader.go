@@ -11,6 +11,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/problem"
 )
 
@@ -185,7 +186,7 @@ func parseRow(line string) (row Row, amountOK bool, rowErrs []problem.FieldError
 	row = Row{
 		HolderName: f[0], CardNumber: f[1], CardExpiry: f[2], CVV: f[3],
 		Email: f[4], Phone: f[5], Address: f[6], City: f[7], State: f[8],
-		PostalCode: f[9], Country: upperASCII(f[10]), Unit: upperASCII(f[12]),
+		PostalCode: f[9], Country: payer.NormalizeCountry(f[10]), Unit: upperASCII(f[12]),
 		ReferenceID: f[13],
 	}
 	row.Amount, amountOK = parseAmount(f[11])

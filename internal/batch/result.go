@@ -67,8 +67,9 @@ func Rejected(line int, errs []problem.FieldError) Result {
 
 // ResultWriter writes result lines
 // row;status;paymentRequestId;transactionId;transactionStatusId;code;message
-// with no header. Values are neutralised so that every line keeps exactly
-// seven fields and no cell is read as a formula by a spreadsheet.
+// with no header, as CSV with ';' as separator. Values are neutralised so
+// that every line keeps exactly seven fields and no cell is read as a
+// formula by a spreadsheet.
 type ResultWriter struct {
 	w *bufio.Writer
 }
@@ -104,16 +105,23 @@ func (rw *ResultWriter) Write(r Result) error {
 // Flush writes buffered lines to the underlying writer.
 func (rw *ResultWriter) Flush() error { return rw.w.Flush() }
 
-// separators are replaced inside values so that they cannot add a field or a
-// line to the result file.
-var separators = strings.NewReplacer(";", ",", "\r\n", " ", "\n", " ", "\r", " ")
+// lineBreaks are replaced inside values so that they cannot add a line to
+// the result file.
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
 // neutralise defuses CSV injection (a cell starting with =, +, -, @, tab or
-// CR is a formula to spreadsheet software, so it gets a leading apostrophe)
-// and removes separators from the value.
+// CR is a formula to spreadsheet software, so it gets a leading apostrophe),
+// replaces line breaks, and quotes a value that holds a ';' or a '"' as RFC
+// 4180 does (inner quotes doubled): the text keeps its ';' (a rejection
+// message says `separated by ";"`) and the line keeps its seven fields for
+// any CSV reader set to ';', spreadsheet imports included.
 func neutralise(v string) string {
 	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
 		v = "'" + v
 	}
-	return separators.Replace(v)
+	v = lineBreaks.Replace(v)
+	if strings.ContainsAny(v, `;"`) {
+		v = `"` + strings.ReplaceAll(v, `"`, `""`) + `"`
+	}
+	return v
 }

@@ -2,7 +2,9 @@ package batch
 
 import (
 	"bytes"
+	"encoding/csv"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -24,6 +26,23 @@ func writeResults(t *testing.T, results ...Result) string {
 		t.Fatal(err)
 	}
 	return buf.String()
+}
+
+// fieldsOf reads one result line as a CSV reader set to ';' does (a
+// spreadsheet import, encoding/csv): it must be exactly seven fields.
+func fieldsOf(t *testing.T, line string) []string {
+	t.Helper()
+	r := csv.NewReader(strings.NewReader(line))
+	r.Comma = ';'
+	r.FieldsPerRecord = 7
+	rec, err := r.Read()
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	if _, err := r.Read(); err != io.EOF {
+		t.Fatalf("%q: more than one record", line)
+	}
+	return rec
 }
 
 func TestResultWriterFormat(t *testing.T) {
@@ -60,7 +79,8 @@ func TestResultWriterNeutralises(t *testing.T) {
 		"@SUM(A1)":                 "'@SUM(A1)",
 		"\tTAB":                    "'\tTAB",
 		"\rCR":                     "' CR",
-		"a;b;c":                    "a,b,c",
+		"a;b;c":                    "a;b;c",
+		`separated by ";"`:         `separated by ";"`,
 		"line1\nline2\r\nline3":    "line1 line2 line3",
 		"plain text":               "plain text",
 		"":                         "",
@@ -68,8 +88,8 @@ func TestResultWriterNeutralises(t *testing.T) {
 	}
 	for in, want := range cases {
 		got := writeResults(t, Result{Row: 1, Status: StatusDeclined, PaymentRequestID: "p", TransactionID: "t", Message: in})
-		fields := strings.Split(strings.TrimSuffix(got, "\n"), ";")
-		if len(fields) != 7 || fields[6] != want {
+		fields := fieldsOf(t, got)
+		if fields[6] != want {
 			t.Errorf("message %q → %q, want %q", in, got, want)
 		}
 	}
@@ -100,10 +120,7 @@ func TestResultWriterAlwaysSevenFields(t *testing.T) {
 		if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") || strings.Contains(out, "\r") {
 			t.Fatalf("%+v → %q: not one line", res, out)
 		}
-		fields := strings.Split(strings.TrimSuffix(out, "\n"), ";")
-		if len(fields) != 7 {
-			t.Fatalf("%+v → %q: %d fields", res, out, len(fields))
-		}
+		fields := fieldsOf(t, out)
 		for _, f := range fields {
 			if f != "" && strings.ContainsRune("=+-@\t", rune(f[0])) {
 				t.Fatalf("%q → cell %q starts a formula", out, f)

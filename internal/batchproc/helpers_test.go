@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/csv"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -257,7 +258,7 @@ func mixedFile(tag string) (string, []expect) {
 		{line("Three D", "4000 0000 0000 3220", "03/29", "321", "5.00", "EUR", "C-"+tag), expect{"declined", "2", "004", "3-D Secure system decline"}},
 		{line("Three D Fail", "4000 0084 0000 1629", "03/29", "321", "5.00", "EUR", "D-"+tag), expect{"declined", "2", "004", "3-D Secure system decline"}},
 		{line("Bad Row", "4111 1111 1111 1112", "13/30", "12", "10,50", "USD", "E-"+tag), expect{"rejected", "", "040", "number: number is not a valid card number, expiry: expiry must be MM/YY"}},
-		{"too;few;fields", expect{"rejected", "", "", "row: expected 13 or 14 fields"}},
+		{"too;few;fields", expect{"rejected", "", "", `row: expected 13 or 14 fields separated by ";"`}},
 		{line("Proc Error", "4000-0000-0000-0119", "03/29", "321", "1", "USD", "G-"+tag), expect{"declined", "2", "001", "Bank system error"}},
 		{line("Expired", "4111111111111111", "01/20", "123", "1", "USD", "H-"+tag), expect{"rejected", "", "041", "expiry:"}},
 		{"", expect{"rejected", "", "", "row: empty line"}},
@@ -289,9 +290,12 @@ func parseResult(t testing.TB, s string) []resultLine {
 		if s == "" {
 			break
 		}
-		f := strings.Split(l, ";")
-		if len(f) != 7 {
-			t.Fatalf("result line %d has %d fields: %q", i+1, len(f), l)
+		// CSV with ';' as separator: a value holding ';' or '"' is quoted.
+		r := csv.NewReader(strings.NewReader(l))
+		r.Comma, r.FieldsPerRecord = ';', 7
+		f, err := r.Read()
+		if err != nil {
+			t.Fatalf("result line %d: %v: %q", i+1, err, l)
 		}
 		row, err := strconv.Atoi(f[0])
 		if err != nil {

@@ -67,8 +67,16 @@ func Routes() []string {
 	for _, p := range append(slices.Clone(resultPaths), "/callbacks/3ds") {
 		out = append(out, "GET "+p, "POST "+p)
 	}
-	return append(out, "POST /callbacks/test/json", "POST /callbacks/test/form", "GET /callbacks/test/text")
+	// The spec lets a merchant's callback be called with GET or POST, so each
+	// test callback answers both.
+	for _, p := range testPaths {
+		out = append(out, "GET "+p, "POST "+p)
+	}
+	return out
 }
+
+// testPaths are the test callbacks merchants can point notifications at.
+var testPaths = []string{"/callbacks/test/json", "/callbacks/test/form", "/callbacks/test/text"}
 
 type handler struct{ Deps }
 
@@ -91,9 +99,10 @@ func New(d Deps) http.Handler {
 	}
 	mux.Handle("GET /callbacks/3ds", httpapi.HandlerFunc(h.threeDSBrowser))
 	mux.Handle("POST /callbacks/3ds", httpapi.HandlerFunc(h.threeDSPost))
-	mux.Handle("POST /callbacks/test/json", httpapi.HandlerFunc(echoJSON))
-	mux.Handle("POST /callbacks/test/form", httpapi.HandlerFunc(echoForm))
-	mux.Handle("GET /callbacks/test/text", httpapi.HandlerFunc(echoText))
+	for i, fn := range []httpapi.HandlerFunc{echoJSON, echoForm, echoText} {
+		mux.Handle("GET "+testPaths[i], fn)
+		mux.Handle("POST "+testPaths[i], fn)
+	}
 	return httpapi.Wrap(mux, d.Log)
 }
 
@@ -400,17 +409,27 @@ type Echo struct {
 	Form        map[string][]string `json:"form,omitempty"`
 }
 
+// echoJSON echoes a JSON body (POST) or the query alone (GET, or a POST
+// without a body).
 func echoJSON(w http.ResponseWriter, r *http.Request) error {
 	var body any
-	if err := httpapi.DecodeJSON(w, r, &body); err != nil {
-		return err
+	if r.Method == http.MethodPost {
+		if err := httpapi.DecodeOptionalJSON(w, r, &body); err != nil {
+			return err
+		}
 	}
 	httpapi.WriteJSON(w, http.StatusOK, Echo{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"),
 		Query: r.URL.Query(), Body: body})
 	return nil
 }
 
+// echoForm echoes a form: the urlencoded body of a POST, the query of a GET
+// (a form notification sent with GET carries its fields in the query).
 func echoForm(w http.ResponseWriter, r *http.Request) error {
+	if r.Method == http.MethodGet {
+		httpapi.WriteJSON(w, http.StatusOK, Echo{Method: r.Method, Path: r.URL.Path, Form: r.URL.Query()})
+		return nil
+	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/x-www-form-urlencoded" {
 		return problem.UnsupportedMediaType("Send the body as application/x-www-form-urlencoded.")
@@ -428,15 +447,25 @@ func echoForm(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// echoText answers in plain text: the method and path, then one key=value
+// line per query parameter (and, for a POST, per urlencoded body field).
 func echoText(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return problem.TooLarge(MaxBody)
+		}
+		return problem.BadRequest("The form body is malformed.", "")
+	}
+	q := r.Form
 	keys := make([]string, 0, len(q))
 	for k := range q {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	var b strings.Builder
-	b.WriteString("received GET " + r.URL.Path + "\n")
+	b.WriteString("received " + r.Method + " " + r.URL.Path + "\n")
 	for _, k := range keys {
 		for _, v := range q[k] {
 			b.WriteString(k + "=" + v + "\n")

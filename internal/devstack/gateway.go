@@ -64,10 +64,34 @@ func (g *Gateway) Handle(pattern string, h http.Handler) { g.mux.Handle(pattern,
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := g.mux.Handler(r); pattern == "" {
+		if allow := g.allowed(r); len(allow) > 0 {
+			// A known path with another method: 405 with Allow (RFC 9110),
+			// as a problem object like every other answer.
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed",
+				r.Method+" is not allowed on "+r.URL.Path+"; use "+strings.Join(allow, " or ")+".", ""))
+			return
+		}
 		problem.Write(w, r, problem.NotFound("No route matches "+r.Method+" "+r.URL.Path+"."))
 		return
 	}
 	g.mux.ServeHTTP(w, r)
+}
+
+// routeMethods are the methods the template's routes use.
+var routeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowed lists the methods some route serves on r's path.
+func (g *Gateway) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range routeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := g.mux.Handler(probe); pattern != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 var pathParamRE = regexp.MustCompile(`\{([^}+]+)\+?\}`)

@@ -54,6 +54,29 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return Unmarshal(body, v)
 }
 
+// DecodeOptionalJSON is DecodeJSON for operations whose parameters are all
+// optional: a body that is empty or only whitespace reads as {} whatever its
+// Content-Type (many HTTP clients send application/json on every POST), so
+// v keeps its zero value. A non-empty body follows DecodeJSON's rules.
+func DecodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return problem.TooLarge(MaxBody)
+	}
+	if err != nil {
+		return problem.BadRequest("The request body could not be read.", "")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); ct == "" || err != nil || !contains(JSONTypes, mt) {
+		return problem.UnsupportedMediaType("Send the body as application/json.")
+	}
+	return Unmarshal(body, v)
+}
+
 // Unmarshal applies DecodeJSON's rules to a body already read.
 func Unmarshal(body []byte, v any) error {
 	if !utf8.Valid(body) {

@@ -212,6 +212,9 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, dynamo.ErrNotFound):
 		return notFound(id)
+	case errors.Is(err, dynamo.ErrConflict) && req != nil && req.Status == payment.RequestCancelled:
+		// Cancelling is idempotent: a retried cancel (its first answer lost)
+		// gets the cancelled request again.
 	case errors.Is(err, dynamo.ErrConflict):
 		return notUnpaid(req)
 	case err != nil:
@@ -228,14 +231,12 @@ func notUnpaid(req *payment.Request) error {
 	return problem.Conflict(fmt.Sprintf("Payment request %d is already %s.", req.ID, req.Status), "")
 }
 
-// allowEmptyBody accepts no body or a JSON object (these POSTs take no
-// parameters today; an empty object keeps clients future-proof).
+// allowEmptyBody accepts no body (with or without a JSON Content-Type) or a
+// JSON object (these POSTs take no parameters today; an empty object keeps
+// clients future-proof).
 func allowEmptyBody(w http.ResponseWriter, r *http.Request) error {
-	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
-		return nil
-	}
 	var empty struct{}
-	return httpapi.DecodeJSON(w, r, &empty)
+	return httpapi.DecodeOptionalJSON(w, r, &empty)
 }
 
 // ParseID reads a positive int64 path id or returns a 400 problem.

@@ -175,7 +175,9 @@ func TestDeliveredSignedAndVerifiable(t *testing.T) {
 	want := map[string]string{"id": strconv.FormatInt(ev.RequestID, 10), "transactionId": strconv.FormatInt(ev.TransactionID, 10),
 		"transactionStatusId": "1", "paymentRequestStatusId": "1", "merchantId": m.ID, "unit": "EUR", "grossAmount": "10.50",
 		"fee": "0.00", "netAmount": "10.50", "referenceId": "order-9", "notes": "n", "clientId": "c1", "clientName": "Ann",
-		"clientEmail": "ann@example.com", "clientPhone": "4915112345678", "clientMemberId": "m1", "message": "Approved", "code": ""}
+		"clientEmail": "ann@example.com", "clientPhone": "4915112345678", "clientMemberId": "m1",
+		// message is the failure reason: empty on an approval (docs/notifications.md).
+		"message": "", "code": ""}
 	for k, v := range want {
 		if form.Get(k) != v {
 			t.Errorf("field %s = %q, want %q", k, form.Get(k), v)

@@ -104,6 +104,12 @@ var FormFields = []string{
 // exactly decimals places (the currency's minor-unit exponent: 2 for EUR, 0
 // for JPY, 8 for BTC), never an exponent and never through float64.
 func (n Notification) formValues(decimals int32) []string {
+	// message is the failure reason: empty on an approval whatever the
+	// attempt's last log said ("Approved"), as in the JSON variant.
+	message := n.Message
+	if n.TransactionStatusID == TxApproved {
+		message = ""
+	}
 	return []string{
 		strconv.FormatInt(n.ID, 10),
 		strconv.FormatInt(n.TransactionID, 10),
@@ -121,7 +127,7 @@ func (n Notification) formValues(decimals int32) []string {
 		n.ClientEmail,
 		n.ClientPhone,
 		n.ClientMemberID,
-		n.Message,
+		message,
 		string(n.Code),
 	}
 }

@@ -175,3 +175,20 @@ func TestJSONVariant(t *testing.T) {
 		t.Errorf("re-serialised body: %v", err)
 	}
 }
+
+// message is the failure reason: an approval's form body carries
+// message= whatever the attempt's last log said, as the JSON variant does.
+func TestApprovalFormMessageIsEmpty(t *testing.T) {
+	n := approved()
+	n.Message = "Approved"
+	v, err := ParseForm(n.FormBody(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Message != "" || !strings.Contains(string(n.FormBody(2)), "&message=&code=") {
+		t.Fatalf("approval form body carries message %q: %s", v.Message, n.FormBody(2))
+	}
+	if d, _ := ParseForm(declined().FormBody(2)); d.Message != "Insufficient funds" {
+		t.Fatalf("a decline keeps its reason, got %q", d.Message)
+	}
+}

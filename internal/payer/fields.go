@@ -46,7 +46,8 @@ func ValidState(s string) bool { return stateProblem(s) == "" }
 func ValidPostalCode(s string) bool { return postalCodeProblem(s) == "" }
 
 // ValidCountry reports whether code is an assigned ISO 3166-1 alpha-2 code in
-// upper case (code 037).
+// upper case (code 037); NormalizeCountry first makes every channel accept
+// either case.
 func ValidCountry(code string) bool { return countryProblem(code) == "" }
 
 // ValidUPI reports whether s is a UPI virtual payment address (code 038).
@@ -151,7 +152,7 @@ func countryProblem(s string) string {
 	case s == "":
 		return "country is required"
 	case len(s) != CountryLen || !iso3166[s]:
-		return "country must be an ISO 3166-1 alpha-2 code in upper case, such as US"
+		return "country must be an ISO 3166-1 alpha-2 code, such as US"
 	}
 	return ""
 }
@@ -181,4 +182,18 @@ func asciiDigits(s string) bool {
 
 func isASCIIAlnum(r rune) bool {
 	return r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z'
+}
+
+// NormalizeCountry upper-cases the ASCII letters of a country code: every
+// channel (the API, the hosted page, batch rows) accepts "us" as "US" and
+// stores the upper-case form. Other bytes are left alone, so a non-ASCII
+// look-alike still fails validation.
+func NormalizeCountry(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		}
+	}
+	return string(b)
 }

@@ -94,6 +94,10 @@ const (
 	FieldUPIID       = "upiId"
 )
 
+// Normalize puts d's fields in their stored form before Validate (the
+// country code in upper case).
+func (d *Data) Normalize() { d.Country = NormalizeCountry(d.Country) }
+
 // Validate checks d for operation k and returns one error per invalid field,
 // in the order of the spec's payer table (upiId, which the table lacks, last).
 func (d Data) Validate(k Kind) []problem.FieldError {

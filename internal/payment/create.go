@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -145,6 +146,10 @@ func ParseAmount(raw json.RawMessage) (decimal.Decimal, string) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return decimal.Decimal{}, "amount must be a number"
 		}
+	} else if m, e, ok := strings.Cut(strings.ToLower(s), "e"); ok {
+		// A JSON number in exponent form, as JavaScript writes 0.0000001
+		// (1e-7): read exactly, then held to the plain form's limits.
+		return exponentAmount(m, e)
 	}
 	if !plainDecimal(s) {
 		return decimal.Decimal{}, "amount must be a plain decimal number such as 10.50"
@@ -155,6 +160,30 @@ func ParseAmount(raw json.RawMessage) (decimal.Decimal, string) {
 	}
 	if !d.IsPositive() {
 		return decimal.Decimal{}, "amount must be greater than zero"
+	}
+	return d, ""
+}
+
+// exponentAmount reads mantissa "e" exponent exactly. The value must fit
+// the plain form (at most 15 integer digits and 18 decimal places, trailing
+// zeros not counted); the currency's own decimals are checked later, like
+// any amount's.
+func exponentAmount(mantissa, exp string) (decimal.Decimal, string) {
+	const bad = "amount must be a decimal number such as 10.50 or 1e-7"
+	e, err := strconv.Atoi(strings.TrimPrefix(exp, "+"))
+	if !plainDecimal(mantissa) || err != nil || e < -40 || e > 40 || strings.HasPrefix(exp, "+-") {
+		return decimal.Decimal{}, bad
+	}
+	m, err := decimal.NewFromString(mantissa)
+	if err != nil {
+		return decimal.Decimal{}, bad
+	}
+	d := m.Shift(int32(e))
+	if !d.IsPositive() {
+		return decimal.Decimal{}, "amount must be greater than zero"
+	}
+	if !plainDecimal(d.String()) {
+		return decimal.Decimal{}, bad
 	}
 	return d, ""
 }

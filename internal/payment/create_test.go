@@ -21,7 +21,10 @@ func TestCreateInputValidate(t *testing.T) {
 		{"missing amount", `{"unit":"EUR"}`, "amount", codes.InvalidAmount},
 		{"negative amount", `{"amount":-5,"unit":"EUR"}`, "amount", codes.InvalidAmount},
 		{"zero amount", `{"amount":0,"unit":"EUR"}`, "amount", codes.InvalidAmount},
-		{"exponent amount", `{"amount":1e3,"unit":"EUR"}`, "amount", codes.InvalidAmount},
+		{"exponent beyond currency decimals", `{"amount":1e-3,"unit":"EUR"}`, "amount", codes.InvalidAmount},
+		{"exponent too large", `{"amount":1e16,"unit":"EUR"}`, "amount", codes.InvalidAmount},
+		{"exponent huge", `{"amount":1e999999999,"unit":"EUR"}`, "amount", codes.InvalidAmount},
+		{"exponent in a string", `{"amount":"1e3","unit":"EUR"}`, "amount", codes.InvalidAmount},
 		{"too many decimals", `{"amount":10.123,"unit":"EUR"}`, "amount", codes.InvalidAmount},
 		{"JPY decimals", `{"amount":10.5,"unit":"JPY"}`, "amount", codes.InvalidAmount},
 		{"bool amount", `{"amount":true,"unit":"EUR"}`, "amount", codes.InvalidAmount},
@@ -53,6 +56,26 @@ func TestCreateInputValidate(t *testing.T) {
 				t.Fatalf("got %+v, want field %s code %s", errs, c.field, c.code)
 			}
 		})
+	}
+}
+
+// JSON numbers in exponent form (JavaScript writes 0.0000001 as 1e-7) are
+// read exactly when the value fits the currency's decimals.
+func TestCreateInputExponentAmounts(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"amount":1e-7,"unit":"BTC"}`:    "0.0000001",
+		`{"amount":1.25E+3,"unit":"EUR"}`: "1250",
+		`{"amount":125e-2,"unit":"EUR"}`:  "1.25",
+		`{"amount":1e-18,"unit":"ETH"}`:   "0.000000000000000001",
+	} {
+		var in CreateInput
+		if err := json.Unmarshal([]byte(body), &in); err != nil {
+			t.Fatal(err)
+		}
+		r, errs := in.Validate(CreateRules{DefaultRecipient: "Shop"})
+		if len(errs) != 0 || !r.Amount.Equal(decimal.RequireFromString(want)) {
+			t.Errorf("%s: %v %+v, want %s", body, r.Amount, errs, want)
+		}
 	}
 }
 

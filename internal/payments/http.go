@@ -164,6 +164,7 @@ func (h *handler) h2h(w http.ResponseWriter, r *http.Request) error {
 	if body.Card != nil {
 		a.Card = &card.Input{Holder: body.Card.HolderName, Number: body.Card.Number, Expiry: body.Card.Expiry, CVV: body.Card.CVC}
 	}
+	body.Data.Normalize()
 	errs := body.Data.Validate(payerKind(method))
 	var res Result
 	if raw := bytes.TrimSpace(body.PaymentRequestID); len(raw) > 0 && string(raw) != "null" {

@@ -248,6 +248,7 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 		return nil, problem.BadRequest("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
 	}
 	if a.Payer != nil {
+		a.Payer.Normalize()
 		errs = append(errs, a.Payer.Validate(payerKind(a.Method))...)
 		if a.WalletToken == "" && a.Payer.Token != nil {
 			a.WalletToken = *a.Payer.Token
@@ -399,7 +400,25 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 		return Result{}, problem.Validation([]problem.FieldError{{Field: "unit", Code: codes.InvalidCurrency,
 			Detail: "unit does not match the payment request's unit " + req.Unit}})
 	case lease.Active(now):
-		return Result{}, busy(id, time.UnixMilli(lease.Until).Sub(now))
+		superseded, after, err := s.supersedeChallenge(ctx, lease.TransactionID, a, now)
+		if err != nil {
+			return Result{}, err
+		}
+		if !superseded {
+			wait := time.UnixMilli(lease.Until).Sub(now)
+			if after > 0 && after < wait {
+				wait = after // the challenge can be superseded sooner
+			}
+			return Result{}, busy(id, wait)
+		}
+		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
+		if errors.Is(err, dynamo.ErrConflict) {
+			return Result{}, s.stateProblem(ctx, id)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return s.run(ctx, m, req, txID, a, det)
 	case lease.TransactionID != 0:
 		// An attempt whose lease ran out: it may have charged, so it is
 		// finished first (asking the provider, never charging), then the
@@ -417,6 +436,50 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 		return s.run(ctx, m, req, txID, a, det)
 	}
 	return Result{}, busy(id, time.Second)
+}
+
+// SupersedeGrace is how long a 3-D Secure challenge stays the request's
+// only attempt: after it, a new attempt by the payer (cardholder present)
+// supersedes the challenge. A tenth of the challenge window (1 minute by
+// default): long enough for a payer still at the challenge page, short
+// enough that one who left it can pay again.
+func (s *Service) SupersedeGrace() time.Duration { return s.ChallengeWindow / 10 }
+
+// supersedeChallenge closes attempt holder when it is a 3-D Secure
+// challenge older than SupersedeGrace and the provider can close it: the
+// provider settles the challenge (declined 013, unless the payer answered
+// it meanwhile) and Recover books that outcome, whose final commit releases
+// the lease. It reports whether the holder is now final, else how long
+// until it can be superseded (0: it cannot).
+func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attempt, now time.Time) (bool, time.Duration, error) {
+	ab, ok := s.Provider.(provider.ChallengeAbandoner)
+	if !ok || !a.CardholderPresent || holder == 0 {
+		return false, 0, nil
+	}
+	tx, err := s.Store.Transaction(ctx, holder)
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	if tx.Status != payment.TxPending || tx.ThreeDS != dynamo.ThreeDSChallenge {
+		return false, 0, nil
+	}
+	if left := tx.CreatedAt.Add(s.SupersedeGrace()).Sub(now); left > 0 {
+		return false, left, nil
+	}
+	if _, err := ab.AbandonChallenge(ctx, tx.Reference); err != nil {
+		if errors.Is(err, provider.ErrUnknownChallenge) {
+			return false, 0, nil
+		}
+		return false, 0, fmt.Errorf("abandon challenge of transaction %d: %w", tx.ID, err)
+	}
+	if err := s.Recover(ctx, tx); err != nil {
+		return false, 0, err
+	}
+	s.Log.Info("3-D Secure challenge superseded by a new attempt", "transaction_id", tx.ID, "payment_request_id", tx.PaymentRequestID)
+	return true, 0, nil
 }
 
 // busy is the 409 of a request another attempt holds, with the real wait.

@@ -84,6 +84,17 @@ type Provider interface {
 	Lookup(ctx context.Context, reference string) (Outcome, error)
 }
 
+// ChallengeAbandoner is a Provider that can close a pending 3-D Secure
+// challenge before its window ends, when the payer left it and started a new
+// attempt. AbandonChallenge settles the charge made with reference as an
+// unanswered challenge (declined 013) unless it was answered meanwhile, and
+// returns the charge's outcome, final either way. It moves no money; a later
+// answer to the closed challenge gets the booked outcome. It returns
+// ErrUnknownChallenge when no challenge is pending for that reference.
+type ChallengeAbandoner interface {
+	AbandonChallenge(ctx context.Context, reference string) (Outcome, error)
+}
+
 // Errors a Provider returns for requests the service should never send.
 var (
 	ErrInvalidRequest   = errors.New("provider: invalid request")

@@ -28,6 +28,10 @@ const (
 	DefaultQRDelay          = 5 * time.Second
 	DefaultUPIDelay         = 5 * time.Second
 	DefaultUPICollectWindow = 60 * time.Second
+	// DefaultPendingHold is how long pending@upi stays pending: longer than
+	// the embedded checkout page waits (120 s) before payment.pending, so a
+	// merchant can see onPending in the sandbox.
+	DefaultPendingHold = 5 * time.Minute
 )
 
 // Options configures a Sandbox. Zero values select the defaults.
@@ -43,6 +47,9 @@ type Options struct {
 	// UPICollectWindow is how long a collect request stays open; timeout@upi
 	// is declined with 013 when it closes.
 	UPICollectWindow time.Duration
+	// PendingHold is how long pending@upi stays pending before it is
+	// approved.
+	PendingHold time.Duration
 	// ChallengeWindow is how long a 3-D Secure challenge stays open; Lookup
 	// declines an unanswered one with 013 afterwards.
 	ChallengeWindow time.Duration
@@ -77,6 +84,9 @@ func New(opts Options) *Sandbox {
 	}
 	if opts.ChallengeWindow <= 0 {
 		opts.ChallengeWindow = DefaultChallengeWindow
+	}
+	if opts.PendingHold <= 0 {
+		opts.PendingHold = DefaultPendingHold
 	}
 	if opts.Ledger == nil {
 		opts.Ledger = NewMemoryLedger()
@@ -238,6 +248,9 @@ func (s *Sandbox) apply(req provider.ChargeRequest, e effect) provider.Outcome {
 			if e.collectTimeout {
 				o.Async.After = s.opts.UPICollectWindow
 			}
+			if e.held {
+				o.Async.After = s.opts.PendingHold
+			}
 			o.NextAction = &provider.NextAction{Type: provider.ActionUPICollect, Reference: ref}
 		}
 		return o
@@ -297,6 +310,33 @@ func (s *Sandbox) CompleteChallenge(ctx context.Context, res provider.ChallengeR
 	e, err = s.opts.Ledger.SettleLedgerEntry(ctx, res.Reference, st, code, provider.Message(st, code), now)
 	if err != nil {
 		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+	}
+	return e.outcome(now), nil
+}
+
+var _ provider.ChallengeAbandoner = (*Sandbox)(nil)
+
+// AbandonChallenge closes an open challenge as if its window had ended
+// (declined 013). The ledger settles it conditionally (pending only), so a
+// payer's answer that wins the race is the booked outcome instead.
+func (s *Sandbox) AbandonChallenge(ctx context.Context, reference string) (provider.Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Outcome{}, err
+	}
+	e, err := s.opts.Ledger.LedgerEntry(ctx, reference)
+	if errors.Is(err, ErrNoEntry) || (err == nil && (e.Abandoned || !strings.HasPrefix(e.ProviderRef, challengePrefix) &&
+		!strings.HasPrefix(e.ProviderRef, failingChallengePrefix))) {
+		return provider.Outcome{}, provider.ErrUnknownChallenge
+	}
+	if err != nil {
+		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+	}
+	now := s.opts.Now().UTC()
+	if e.Status == provider.Pending {
+		st, code := provider.Declined, codes.AuthenticationTimeout
+		if e, err = s.opts.Ledger.SettleLedgerEntry(ctx, reference, st, code, provider.Message(st, code), now); err != nil {
+			return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
+		}
 	}
 	return e.outcome(now), nil
 }

@@ -571,3 +571,47 @@ func TestLedgerChargesAReferenceOnce(t *testing.T) {
 		t.Fatalf("refund entries = %d, charge voided = %v; want 1, true", refunds, voided)
 	}
 }
+
+// AbandonChallenge closes an open challenge as declined 013 and books it:
+// a later answer gets the booked decline, Lookup agrees, and a challenge
+// answered first keeps its answer. Charges without a challenge are refused.
+func TestAbandonChallenge(t *testing.T) {
+	s := New(Options{})
+	ctx := context.Background()
+	r := baseRequest(provider.MethodWallet)
+	r.WalletToken = "tok_3ds_required"
+	if o := charge(t, s, r); o.Status != provider.Pending {
+		t.Fatalf("charge: %+v", o)
+	}
+	o, err := s.AbandonChallenge(ctx, r.Reference)
+	if err != nil || o.Status != provider.Declined || o.Code != codes.AuthenticationTimeout {
+		t.Fatalf("abandon: %+v %v", o, err)
+	}
+	late, err := s.CompleteChallenge(ctx, provider.ChallengeResult{Reference: r.Reference, TransactionID: r.TransactionID, Approved: true})
+	if err != nil || late.Status != provider.Declined || late.Code != codes.AuthenticationTimeout {
+		t.Fatalf("approve after abandon: %+v %v", late, err)
+	}
+	if l, err := s.Lookup(ctx, r.Reference); err != nil || l.Status != provider.Declined {
+		t.Fatalf("lookup after abandon: %+v %v", l, err)
+	}
+
+	answered := baseRequest(provider.MethodWallet)
+	answered.WalletToken = "tok_3ds_required"
+	charge(t, s, answered)
+	if _, err := s.CompleteChallenge(ctx, provider.ChallengeResult{Reference: answered.Reference, TransactionID: answered.TransactionID, Approved: true}); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := s.AbandonChallenge(ctx, answered.Reference); err != nil || o.Status != provider.Approved {
+		t.Fatalf("abandon after approve: %+v %v", o, err)
+	}
+
+	plain := baseRequest(provider.MethodWallet)
+	plain.WalletToken = "tok_success"
+	charge(t, s, plain)
+	if _, err := s.AbandonChallenge(ctx, plain.Reference); !errors.Is(err, provider.ErrUnknownChallenge) {
+		t.Fatalf("abandon without a challenge: %v", err)
+	}
+	if _, err := s.AbandonChallenge(ctx, "ptx_never"); !errors.Is(err, provider.ErrUnknownChallenge) {
+		t.Fatalf("abandon of an unknown reference: %v", err)
+	}
+}

@@ -49,6 +49,9 @@ type TestCase struct {
 	First  provider.Status // transactionStatusId in the payment response
 	Status provider.Status // final transactionStatusId
 	Code   codes.Code      // final lastLog.code; "" when approved
+	// Held marks an input that stays pending for Options.PendingHold
+	// (minutes) before its final status.
+	Held bool
 }
 
 // effect is what a test input does to an attempt.
@@ -58,6 +61,7 @@ type effect struct {
 	code           codes.Code
 	alwaysFails    bool // a challenge that declines whatever the payer answers
 	collectTimeout bool // the callback comes when the UPI collect window closes
+	held           bool // the callback comes after Options.PendingHold
 }
 
 // Effect constructors, named for how the tables below read.
@@ -77,6 +81,13 @@ func later(s provider.Status, c codes.Code) effect {
 func collectTimeout() effect {
 	e := later(provider.Declined, codes.AuthenticationTimeout)
 	e.collectTimeout = true
+	return e
+}
+
+// heldPending stays pending past the checkout page's wait, then approves.
+func heldPending() effect {
+	e := later(provider.Approved, "")
+	e.held = true
 	return e
 }
 
@@ -123,6 +134,7 @@ var upis = []rule{
 	{"failure@upi", "UPI failed", later(provider.Declined, codes.DeclinedContactIssuer)},
 	{"insufficient@upi", "UPI insufficient funds", later(provider.Declined, codes.InsufficientFunds)},
 	{"timeout@upi", "UPI timeout", collectTimeout()},
+	{"pending@upi", "UPI stays pending (5 minutes, then approved)", heldPending()},
 	{"invalid@upi", "UPI invalid identifier", decline(codes.InvalidUPI)},
 }
 
@@ -176,7 +188,7 @@ func TestData() []TestCase {
 
 // cases expands one rule into the rows a tester can reproduce.
 func cases(m provider.Method, r rule) []TestCase {
-	tc := TestCase{Method: m, Input: r.input, Class: r.class, Flow: r.flow, Status: r.status, Code: r.code}
+	tc := TestCase{Method: m, Input: r.input, Class: r.class, Flow: r.flow, Status: r.status, Code: r.code, Held: r.held}
 	switch r.flow {
 	case Immediate:
 		tc.First = r.status
