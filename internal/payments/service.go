@@ -463,7 +463,7 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 	if err != nil {
 		return false, 0, err
 	}
-	if tx.Status != payment.TxPending || tx.ThreeDS != dynamo.ThreeDSChallenge {
+	if tx.Status != payment.TxPending || tx.ThreeDS != payment.ThreeDSChallenge {
 		return false, 0, nil
 	}
 	if left := tx.CreatedAt.Add(s.SupersedeGrace()).Sub(now); left > 0 {
