@@ -26,7 +26,12 @@ type testClock struct {
 	t  time.Time
 }
 
-func newTestClock() *testClock { return &testClock{t: time.Now()} }
+// newTestClock starts a few seconds ahead of the real clock: the tests
+// upload after creating it, and a job (stamped by this clock) must be
+// created after its upload's S3 LastModified (stamped by the real one, in
+// whole seconds), as it always is on AWS; otherwise the upload looks like a
+// newer one and is kept.
+func newTestClock() *testClock { return &testClock{t: time.Now().Add(5 * time.Second)} }
 
 func (c *testClock) Now() time.Time {
 	c.mu.Lock()
