@@ -103,6 +103,15 @@
     return true;
   }
 
+  // Embedded: reports the content height (to the confirmed origin only, like
+  // every event) so PayCheckout fits the iframe to the page and the Pay
+  // button is never cut off.
+  let reportedHeight = 0;
+  function reportHeight() {
+    const h = Math.ceil(document.documentElement.getBoundingClientRect().height);
+    if (h > 0 && h !== reportedHeight && post('payment.resize', { height: h })) reportedHeight = h;
+  }
+
   function result(kind, title, msg, r) {
     clearTimeout(pollTimer);
     pollTimer = 0;
@@ -568,5 +577,10 @@
     post('payment.ready', {});
   }
 
-  boot();
+  if (embedded) {
+    // The page's own height, not the frame's, decides (no full-viewport card).
+    document.documentElement.classList.add('embedded');
+    if (window.ResizeObserver) new ResizeObserver(reportHeight).observe(document.documentElement);
+  }
+  boot().finally(reportHeight);
 })();
