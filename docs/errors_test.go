@@ -3,6 +3,7 @@ package docs_test
 import (
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -67,6 +68,67 @@ func TestErrorsPageListsEverySpecCode(t *testing.T) {
 	for _, c := range []codes.Code{codes.DeclinedContactIssuer, codes.InsufficientFunds, codes.AmountAboveMaximum, codes.CountryNotAllowed} {
 		if !slices.Equal(seen[c], []int{http.StatusOK}) {
 			t.Errorf("decline code %s: docs say %v, want 200", c, seen[c])
+		}
+	}
+}
+
+// The idempotency and rate-limit pages carry the guide sections of their
+// packages' documentation word for word.
+func TestGuidePagesMatchTheCode(t *testing.T) {
+	for page, src := range map[string]string{
+		"idempotency.md": "../internal/idempotency/idempotency.go",
+		"ratelimits.md":  "../internal/ratelimit/ratelimit.go",
+	} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, guide, ok := strings.Cut(string(b), "The section below is meant for the integration guide.\n//\n")
+		guide, _, _ = strings.Cut(guide, "\npackage ")
+		if !ok || guide == "" {
+			t.Fatalf("%s: no guide section", src)
+		}
+		var lines []string
+		for _, l := range strings.Split(guide, "\n") {
+			l = strings.TrimPrefix(l, "//")
+			if t, ok := strings.CutPrefix(l, "\t"); ok {
+				l = t
+			} else {
+				l = strings.TrimPrefix(l, " ")
+			}
+			lines = append(lines, l)
+		}
+		// The page has its own title: compare from the first line after the section heading.
+		want := strings.Join(lines[1:], "\n")
+		want = strings.TrimSpace(want)
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(md), want) {
+			t.Errorf("%s does not contain the guide section of %s:\n%s", page, src, want)
+		}
+	}
+}
+
+// Relative links in README.md and docs/*.md point at files that exist.
+func TestDocLinksResolve(t *testing.T) {
+	pages, _ := filepath.Glob("*.md")
+	pages = append(pages, "../README.md")
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(p), target)); err != nil {
+				t.Errorf("%s links %s, which does not exist", p, target)
+			}
 		}
 	}
 }
