@@ -12,10 +12,18 @@ EMULATORS := infra/local/node_modules/.package-lock.json
 
 .PHONY: dev test bench chaos lint build clean
 
+# Ports of `make dev` (127.0.0.1): PORT for the API, SFTP_PORT for the SFTP
+# server. Another PORT runs a second stack side by side: its SFTP port then
+# defaults to PORT-778 (3001 → 2223) and its state to .paydev-PORT, so
+# `make dev PORT=3001` does not touch the first stack's .paydev/stack.json.
+PORT ?= 3000
+SFTP_PORT ?= $(if $(filter 3000,$(PORT)),2222,$(if $(filter 0,$(PORT)),0,$(shell expr $(PORT) - 778)))
+STATE_DIR ?= $(if $(filter 3000,$(PORT)),.paydev,.paydev-$(PORT))
+
 dev: $(EMULATORS)
 	@mkdir -p .paydev/bin
 	go build -o .paydev/bin/paydev ./cmd/paydev
-	exec .paydev/bin/paydev
+	exec .paydev/bin/paydev -port $(PORT) -sftp-port $(SFTP_PORT) -state-dir $(STATE_DIR)
 
 # Packages whose tests run against the local stack (their tests import
 # internal/testenv): `make test` runs them a second time on moto

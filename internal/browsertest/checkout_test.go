@@ -392,10 +392,64 @@ func TestEmbeddedCheckout(t *testing.T) {
 			t.Errorf("%d listeners left", n)
 		}
 	}
-	// Messages that reached the merchant window from the checkout, in order.
+	// Event messages that reached the merchant window from the checkout, in order (size reports
+	// aside: resized tells those).
 	messages := func(t *testing.T, tab context.Context) []string {
-		return bt.Eval[[]string](t, tab, `T.seen.filter(m => m.data && m.data.source === 'paycheckout').map(m => m.origin + ' ' + m.data.type)`)
+		return bt.Eval[[]string](t, tab, `T.seen.filter(m => m.data && m.data.source === 'paycheckout' && m.data.type !== 'payment.resize').map(m => m.origin + ' ' + m.data.type)`)
 	}
+	resized := func(t *testing.T, tab context.Context) []string {
+		return bt.Eval[[]string](t, tab, `T.seen.filter(m => m.data && m.data.type === 'payment.resize').map(m => m.origin + ' ' + m.data.data.height)`)
+	}
+	frameHeight := func(t *testing.T, tab context.Context) float64 {
+		return bt.Eval[float64](t, tab, `T.frame().getBoundingClientRect().height`)
+	}
+	// The Pay button's bottom edge and the frame's viewport height, inside the hosted page.
+	payInView := func(t *testing.T, tab context.Context) []float64 {
+		return bt.FrameEval[[]float64](t, tab, "/checkout", `[document.querySelector('#card .pay').getBoundingClientRect().bottom, innerHeight, Math.ceil(document.documentElement.getBoundingClientRect().height)]`)
+	}
+
+	t.Run("inline frame fits the page: grows from a small height, keeps a larger one", func(t *testing.T) {
+		tab, api, _ := setup(t, true, nil)
+		ready(t, tab, `T.init({containerId: 'box', height: '240px'})`)
+		// The page reports its content height and the frame grows to it: the Pay button is in view.
+		bt.WaitJS(t, tab, `T.frame().getBoundingClientRect().height > 240`, 5*time.Second)
+		got := payInView(t, tab)
+		if got[0] > got[1] || got[2] != got[1] {
+			t.Errorf("Pay button bottom %v, frame viewport %v, content %v: want the frame to fit the content", got[0], got[1], got[2])
+		}
+		if h := frameHeight(t, tab); h != got[2] {
+			t.Errorf("iframe height %v, content %v", h, got[2])
+		}
+		for _, m := range resized(t, tab) {
+			if !strings.HasPrefix(m, api.Origin+" ") {
+				t.Errorf("size report %q, want from %s only", m, api.Origin)
+			}
+		}
+		// The content grows (a QR code): the frame follows.
+		before := frameHeight(t, tab)
+		bt.FrameEval[bool](t, tab, "/checkout", `(document.getElementById('tab-qr').click(), document.querySelector('#qr .pay').click(), true)`)
+		bt.WaitFrameJS(t, tab, "/checkout", visible("#wait"), 5*time.Second)
+		bt.FrameEval[bool](t, tab, "/checkout", `(document.getElementById('wait-msg').textContent += ' ' + 'x '.repeat(800), true)`)
+		bt.WaitJS(t, tab, `T.frame().getBoundingClientRect().height > `+bt.JS(before+100), 5*time.Second)
+		grown := bt.FrameEval[[]float64](t, tab, "/checkout", `[innerHeight, Math.ceil(document.documentElement.getBoundingClientRect().height)]`)
+		if grown[0] != grown[1] {
+			t.Errorf("after growing: frame viewport %v, content %v", grown[0], grown[1])
+		}
+		bt.Eval[void](t, tab, `PayCheckout.destroy()`)
+
+		// A height above the content stays: it is the minimum.
+		tab2, _, _ := setup(t, true, nil)
+		ready(t, tab2, `T.init({containerId: 'box', height: '1400px'})`)
+		bt.WaitJS(t, tab2, `T.seen.some(m => m.data && m.data.type === 'payment.resize')`, 5*time.Second)
+		time.Sleep(200 * time.Millisecond)
+		if h := frameHeight(t, tab2); h != 1400 {
+			t.Errorf("iframe height %v, want the 1400px minimum", h)
+		}
+		if got := payInView(t, tab2); got[2] >= 1400 {
+			t.Errorf("content %v px: the test needs a page shorter than 1400px", got[2])
+		}
+		bt.Eval[void](t, tab2, `PayCheckout.destroy()`)
+	})
 
 	t.Run("inline card payment reports success", func(t *testing.T) {
 		tab, api, _ := setup(t, true, nil)

@@ -292,6 +292,51 @@ func TestPayCheckout(t *testing.T) {
 		bt.Eval[void](t, tab, `PayCheckout.destroy()`)
 	})
 
+	t.Run("payment.resize from its own frame sizes the iframe, never below height", func(t *testing.T) {
+		tab := open(t)
+		bt.Eval[void](t, tab, `T.init({containerId: 'box', height: '300px'}); T.addFrame(T.url()); T.addFrame(T.url(T.other))`)
+		sameOrigin, otherOrigin := `document.querySelectorAll('iframe.rogue')[0]`, `document.querySelectorAll('iframe.rogue')[1]`
+		waitLoaded(t, tab, `T.frame()`)
+		waitLoaded(t, tab, sameOrigin)
+		waitLoaded(t, tab, otherOrigin)
+		height := func() float64 { return bt.Eval[float64](t, tab, `T.frame().getBoundingClientRect().height`) }
+		resize := func(h any) map[string]any { return msg("payment.resize", map[string]any{"height": h}) }
+		if h := height(); h != 300 {
+			t.Fatalf("initial height %v, want 300", h)
+		}
+		send(t, tab, `T.frame()`, resize(850))
+		if h := height(); h != 850 {
+			t.Errorf("after resize 850: %v", h)
+		}
+		send(t, tab, `T.frame()`, resize(120.2))
+		if h := height(); h != 300 {
+			t.Errorf("after resize 120.2: %v, want the 300px minimum", h)
+		}
+		send(t, tab, `T.frame()`, resize(640.4))
+		if h := height(); h != 641 {
+			t.Errorf("after resize 640.4: %v, want 641", h)
+		}
+		// Other frames (same and other origin), the merchant window, malformed heights: ignored.
+		send(t, tab, sameOrigin, resize(2000))
+		send(t, tab, otherOrigin, resize(2000))
+		before := bt.Eval[int](t, tab, `T.seen.length`)
+		bt.Eval[void](t, tab, `window.postMessage(`+bt.JS(resize(2000))+`, '*')`)
+		bt.WaitJS(t, tab, `T.seen.length > `+bt.JS(before), 5*time.Second)
+		send(t, tab, `T.frame()`, resize("2000px"), resize(-5), resize(nil), msg("payment.resize", 2000),
+			map[string]any{"type": "payment.resize", "data": map[string]any{"height": 2000}})
+		if h := height(); h != 641 {
+			t.Errorf("after ignored messages: %v, want 641", h)
+		}
+		// Absurd heights are capped.
+		send(t, tab, `T.frame()`, resize(1e9))
+		if h := height(); h != 10000 {
+			t.Errorf("after resize 1e9: %v, want the 10000px cap", h)
+		}
+		wantCalls(t, tab)
+		wantListeners(t, tab, 1, 0)
+		bt.Eval[void](t, tab, `PayCheckout.destroy()`)
+	})
+
 	t.Run("extra payload fields are dropped", func(t *testing.T) {
 		tab := open(t)
 		bt.Eval[void](t, tab, `T.init({containerId: 'box'})`)

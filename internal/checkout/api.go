@@ -103,7 +103,11 @@ func (h *handler) pay(w http.ResponseWriter, r *http.Request, s *session) error 
 		na.URL = "/checkout/3ds?" + url.Values{"transactionId": {strconv.FormatInt(res.TransactionID, 10)},
 			"requestId": {strconv.FormatInt(s.req.ID, 10)}, "frame": {frame}}.Encode()
 	}
-	httpapi.WriteJSON(w, http.StatusOK, res)
+	out, err := forPage(res)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -103,6 +103,15 @@
     return true;
   }
 
+  // Embedded: reports the content height (to the confirmed origin only, like
+  // every event) so PayCheckout fits the iframe to the page and the Pay
+  // button is never cut off.
+  let reportedHeight = 0;
+  function reportHeight() {
+    const h = Math.ceil(document.documentElement.getBoundingClientRect().height);
+    if (h > 0 && h !== reportedHeight && post('payment.resize', { height: h })) reportedHeight = h;
+  }
+
   function result(kind, title, msg, r) {
     clearTimeout(pollTimer);
     pollTimer = 0;
@@ -118,12 +127,17 @@
     $('result-title').focus();
   }
 
-  function wait(title, msg, code) {
+  function wait(title, msg, code, qrImage) {
     const fresh = $('wait').hidden;
     $('wait-title').textContent = title;
     $('wait-msg').textContent = msg;
     $('wait-code').textContent = code || '';
     $('wait-code').hidden = !code;
+    // Only the PNG data: URL the server rendered (the CSP allows data: images for it).
+    const img = typeof qrImage === 'string' && qrImage.indexOf('data:image/png;base64,') === 0 ? qrImage : '';
+    if (img) $('wait-qr').src = img; else $('wait-qr').removeAttribute('src');
+    $('wait-qr').hidden = !img;
+    $('wait').classList.toggle('has-qr', !!img);
     show('wait');
     if (fresh) $('wait-title').focus();
   }
@@ -213,7 +227,7 @@
     const na = r.nextAction || {};
     if (na.type === 'threeds_redirect' && !polling) return threeds(na.url);
     if (na.type === 'qr') {
-      wait('Scan to pay', 'Scan this code with your banking app, or copy it into the app. This page updates when the payment is confirmed.', str(na.qrPayload));
+      wait('Scan to pay', 'Scan this code with your banking app, or copy it into the app. This page updates when the payment is confirmed.', str(na.qrPayload), na.qrImage);
     } else if (na.type === 'upi_collect') {
       wait('Approve in your UPI app', 'We sent a payment request to your UPI app. Approve it there; this page updates automatically.',
         na.reference ? 'Reference: ' + na.reference : '');
@@ -563,5 +577,10 @@
     post('payment.ready', {});
   }
 
-  boot();
+  if (embedded) {
+    // The page's own height, not the frame's, decides (no full-viewport card).
+    document.documentElement.classList.add('embedded');
+    if (window.ResizeObserver) new ResizeObserver(reportHeight).observe(document.documentElement);
+  }
+  boot().finally(reportHeight);
 })();

@@ -37,8 +37,18 @@ declare namespace PayCheckout {
   /** Payload of `payment.ready` (onReady): always an empty object. */
   type ReadyPayload = Record<string, never>;
 
+  /**
+   * Payload of `payment.resize` (no callback): the checkout page's content height in CSS pixels.
+   * The page posts it once ready and whenever its content height changes; PayCheckout sets the
+   * iframe height to the larger of this and the `height` option.
+   */
+  interface ResizePayload {
+    height: number;
+  }
+
   /** Message that the checkout page posts to the parent window (for reference; PayCheckout validates it). */
   type Message =
+    | { source: 'paycheckout'; type: 'payment.resize'; data: ResizePayload }
     | { source: 'paycheckout'; type: 'payment.ready'; data: ReadyPayload }
     | { source: 'paycheckout'; type: 'payment.success'; data: SuccessPayload }
     | { source: 'paycheckout'; type: 'payment.failure'; data: FailurePayload }
@@ -54,7 +64,12 @@ declare namespace PayCheckout {
     paymentUrl: string;
     /** iframe width (inline) or dialog width (modal), as a CSS length. Default "480px". */
     width?: string;
-    /** CSS height of the iframe. Default "700px". */
+    /**
+     * Initial and minimum CSS height of the iframe. Default "700px". The checkout page reports its
+     * content height (`payment.resize`, accepted only from the checkout origin and this iframe) and
+     * the iframe grows to fit it, and shrinks back, never below this value. In modal mode the
+     * iframe is also capped at the viewport height minus 80px (the dialog scrolls).
+     */
     height?: string;
     /** Payment completed. Terminal: the component removes itself after the callback. */
     onSuccess?: (payload: SuccessPayload) => void;

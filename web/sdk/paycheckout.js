@@ -15,6 +15,8 @@
   var LOCAL = /^(localhost|127\.0\.0\.1|\[::1\])$/;
   // Merchant API keys start with prk_test_ or prk_live_ (the service's key format).
   var API_KEY = /prk_(test|live)_/i;
+  // Upper bound of a reported content height (px): a page far taller is broken, not content.
+  var MAX_HEIGHT = 10000;
   var cur = null; // the open session
 
   function fail(msg) {
@@ -130,6 +132,14 @@
 
     s.onMessage = function (e) {
       if (cur !== s || e.source !== frame.contentWindow || e.origin !== s.origin) return;
+      if (e.data && e.data.source === 'paycheckout' && e.data.type === 'payment.resize') {
+        var px = e.data.data && e.data.data.height;
+        // Fit the content, never below the height option (CSS max() keeps any unit it uses).
+        if (typeof px === 'number' && isFinite(px) && px > 0) {
+          frame.style.height = 'max(' + height + ', ' + Math.min(Math.ceil(px), MAX_HEIGHT) + 'px)';
+        }
+        return;
+      }
       var data = payload(e.data);
       if (!data) return;
       if (e.data.type === 'payment.ready') {

@@ -1,0 +1,134 @@
+package docs_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/problem"
+)
+
+// docs/errors.md lists every spec code of internal/codes, each once, with the
+// message the service sends for it, and HTTP statuses that match the
+// problem constructors that carry it.
+func TestErrorsPageListsEverySpecCode(t *testing.T) {
+	b, err := os.ReadFile("errors.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^\| (\d{3}) \| ([^|]+) \| ([^|]+) \| [^|]+ \|$`)
+	seen := map[codes.Code][]int{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		c := codes.Code(m[1])
+		if _, dup := seen[c]; dup {
+			t.Errorf("code %s listed twice", c)
+		}
+		if !c.Known() {
+			t.Errorf("code %s is not a spec code", c)
+		}
+		if got, want := strings.TrimSpace(m[2]), c.Message(); got != want {
+			t.Errorf("code %s: meaning %q, internal/codes says %q", c, got, want)
+		}
+		var st []int
+		for _, s := range strings.Split(m[3], ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || http.StatusText(n) == "" {
+				t.Errorf("code %s: bad HTTP status %q", c, s)
+			}
+			st = append(st, n)
+		}
+		seen[c] = st
+	}
+	for _, c := range codes.All() {
+		if _, ok := seen[c]; !ok {
+			t.Errorf("code %s (%s) missing from docs/errors.md", c, c.Message())
+		}
+	}
+	// The statuses of the codes that problem constructors carry.
+	for c, p := range map[codes.Code][]*problem.Problem{
+		codes.InvalidCredentials:   {problem.Unauthorized("")},
+		codes.EntityNotFound:       {problem.NotFound("")},
+		codes.SystemError:          {problem.Internal(), problem.Unavailable("")},
+		codes.TransactionCancelled: {problem.Conflict("", codes.TransactionCancelled)},
+		codes.InvalidAmount:        {problem.Validation([]problem.FieldError{{Field: "amount", Code: codes.InvalidAmount}})},
+	} {
+		for _, pr := range p {
+			if pr.Code != c || !slices.Contains(seen[c], pr.Status) {
+				t.Errorf("code %s: docs say %v, the problem it travels in is %d (code %s)", c, seen[c], pr.Status, pr.Code)
+			}
+		}
+	}
+	// A decline is a processed attempt: 200.
+	for _, c := range []codes.Code{codes.DeclinedContactIssuer, codes.InsufficientFunds, codes.AmountAboveMaximum, codes.CountryNotAllowed} {
+		if !slices.Equal(seen[c], []int{http.StatusOK}) {
+			t.Errorf("decline code %s: docs say %v, want 200", c, seen[c])
+		}
+	}
+}
+
+// The idempotency and rate-limit pages carry the guide sections of their
+// packages' documentation word for word.
+func TestGuidePagesMatchTheCode(t *testing.T) {
+	for page, src := range map[string]string{
+		"idempotency.md": "../internal/idempotency/idempotency.go",
+		"ratelimits.md":  "../internal/ratelimit/ratelimit.go",
+	} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, guide, ok := strings.Cut(string(b), "The section below is meant for the integration guide.\n//\n")
+		guide, _, _ = strings.Cut(guide, "\npackage ")
+		if !ok || guide == "" {
+			t.Fatalf("%s: no guide section", src)
+		}
+		var lines []string
+		for _, l := range strings.Split(guide, "\n") {
+			l = strings.TrimPrefix(l, "//")
+			if t, ok := strings.CutPrefix(l, "\t"); ok {
+				l = t
+			} else {
+				l = strings.TrimPrefix(l, " ")
+			}
+			lines = append(lines, l)
+		}
+		// The page has its own title: compare from the first line after the section heading.
+		want := strings.Join(lines[1:], "\n")
+		want = strings.TrimSpace(want)
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(md), want) {
+			t.Errorf("%s does not contain the guide section of %s:\n%s", page, src, want)
+		}
+	}
+}
+
+// Relative links in README.md and docs/*.md point at files that exist.
+func TestDocLinksResolve(t *testing.T) {
+	pages, _ := filepath.Glob("*.md")
+	pages = append(pages, "../README.md")
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(p), target)); err != nil {
+				t.Errorf("%s links %s, which does not exist", p, target)
+			}
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package payreq_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// `make dev` passes its port options to paydev, and a second stack gets its
+// own SFTP port and state directory by default, so two run side by side.
+func TestMakeDevPortOptions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "-port 3000 -sftp-port 2222 -state-dir .paydev"},
+		{[]string{"PORT=3001", "SFTP_PORT=2223"}, "-port 3001 -sftp-port 2223 -state-dir .paydev-3001"},
+		{[]string{"PORT=3005"}, "-port 3005 -sftp-port 2227 -state-dir .paydev-3005"},
+		{[]string{"PORT=3001", "SFTP_PORT=2300", "STATE_DIR=/tmp/b"}, "-port 3001 -sftp-port 2300 -state-dir /tmp/b"},
+	} {
+		out, err := exec.Command("make", append([]string{"-n", "dev"}, c.args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n dev %v: %v\n%s", c.args, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if last := lines[len(lines)-1]; last != "exec .paydev/bin/paydev "+c.want {
+			t.Errorf("make dev %v runs %q, want paydev %s", c.args, last, c.want)
+		}
+	}
+}
