@@ -47,6 +47,9 @@ func wantNoCSPViolations(t *testing.T, tab context.Context) {
 
 func wantNoCSPViolationsInFrame(t *testing.T, tab context.Context, urlPart string) {
 	t.Helper()
+	// An element can be visible before DOMContentLoaded (deferred scripts
+	// still loading), which is when the hook marks itself: wait for it.
+	bt.WaitFrameJS(t, tab, urlPart, `document.documentElement.hasAttribute('data-csp-hook')`, 10*time.Second)
 	if v := bt.FrameEval[string](t, tab, urlPart, cspViolations); v != "" {
 		t.Errorf("CSP violations in frame %s: %s", urlPart, v)
 	}
