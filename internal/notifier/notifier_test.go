@@ -218,6 +218,38 @@ func TestRetriesWithGrowingDelaysUntilDelivered(t *testing.T) {
 	}
 }
 
+// The notifier signs what the store says, not what a queue message claims:
+// a forged "declined" for an approved payment is delivered as approved, and
+// a message naming an unknown transaction is dropped.
+func TestQueueMessageClaimsAreNotSigned(t *testing.T) {
+	m := testenv.NewMerchant(t)
+	rc := newReceiver(t, 200)
+	ev := settle(t, m, rc.srv.URL, true) // approved and stored; nothing queued
+	forged := ev
+	forged.TransactionStatusID, forged.PaymentRequestStatusID, forged.Code, forged.Message = payment.TxDeclined, payment.RequestUnpaid, "999", "forged"
+	unknown := ev
+	unknown.EventID, unknown.TransactionID = "evt_forged", ev.TransactionID+1
+	q := queue.New(sqsClient(t))
+	for _, e := range []payment.NotifyEvent{unknown, forged} {
+		if err := q.Send(context.Background(), testenv.Stack(t).Info.Queues["NotificationsQueue"], e, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "delivery", 15*time.Second, func() bool { return len(rc.got()) >= 1 })
+	time.Sleep(500 * time.Millisecond)
+	hits := rc.got()
+	if len(hits) != 1 {
+		t.Fatalf("%d deliveries, want 1 (the unknown transaction's message dropped)", len(hits))
+	}
+	form, err := url.ParseQuery(string(hits[0].body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form.Get("transactionStatusId") != "1" || form.Get("paymentRequestStatusId") != "1" || form.Get("code") != "" || form.Get("message") == "forged" {
+		t.Fatalf("signed what the message claimed: %v", form)
+	}
+}
+
 // 410 Gone stops the retries of that delivery and is recorded.
 func TestGoneStopsRetries(t *testing.T) {
 	m := testenv.NewMerchant(t)
