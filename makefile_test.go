@@ -1,6 +1,7 @@
 package payreq_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,7 +19,11 @@ func TestMakeDevPortOptions(t *testing.T) {
 		{[]string{"PORT=3005"}, "-port 3005 -sftp-port 2227 -state-dir .paydev-3005"},
 		{[]string{"PORT=3001", "SFTP_PORT=2300", "STATE_DIR=/tmp/b"}, "-port 3001 -sftp-port 2300 -state-dir /tmp/b"},
 	} {
-		out, err := exec.Command("make", append([]string{"-n", "dev"}, c.args...)...).CombinedOutput()
+		cmd := exec.Command("make", append([]string{"--no-print-directory", "-n", "dev"}, c.args...)...)
+		// Under `make test` this is a sub-make: do not inherit its flags
+		// (they print "Entering/Leaving directory" lines).
+		cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MAKELEVEL=", "MFLAGS=")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("make -n dev %v: %v\n%s", c.args, err, out)
 		}
