@@ -662,7 +662,7 @@ func TestE2ECheckout(t *testing.T) {
 		var snaps []string
 		snaps = append(snaps, frameSnapshots(t, s.ctx)...)
 		bt.FrameEval[bool](t, s.ctx, "/checkout", payByCard("4000 0000 0000 3220"))
-		bt.WaitFrameJS(t, s.ctx, "/checkout/3ds", visible("#approve"), challengeWait)
+		bt.WaitFrameJS(t, s.ctx, "/checkout/3ds", visible("#approve")+` && !document.getElementById('approve').disabled`, challengeWait)
 		snaps = append(snaps, frameSnapshots(t, s.ctx)...)
 		bt.FrameEval[bool](t, s.ctx, "/checkout/3ds", `(document.getElementById('approve').click(), true)`)
 		// The hosted page again, showing the result, just before it reports.

@@ -54,6 +54,11 @@
     fail('This verification link is invalid or has expired.');
     for (const b of document.querySelectorAll('.actions button')) b.disabled = true;
   } else {
-    for (const b of document.querySelectorAll('.actions button')) b.addEventListener('click', () => send(b.dataset.result));
+    // The buttons are disabled in the HTML until they answer: a click
+    // before this script ran would otherwise be lost.
+    for (const b of document.querySelectorAll('.actions button')) {
+      b.addEventListener('click', () => send(b.dataset.result));
+      b.disabled = false;
+    }
   }
 })();
