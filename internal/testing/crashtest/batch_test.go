@@ -25,7 +25,8 @@ import (
 // batchParams shorten what a dead batch invocation leaves locked: its job
 // lease is the function's timeout (5 min deployed) and a claimed line's
 // lease 2 min; the schedule that recovers stuck jobs runs every 2 s here.
-var batchParams = []string{"-schedule-every", "2s", "-param", "BatchTimeout=20", "-param", "BatchRowLease=3s"}
+var batchParams = []string{"-schedule-every", "2s", "-param", "BatchTimeout=20", "-param", "BatchTimeReserve=3s",
+	"-param", "BatchRowLease=3s", "-param", "BatchPartSize=300"} // a part every few lines
 
 // A batch file whose processing dies at each batch phase: after a restart
 // the schedule resumes the job; every line is charged exactly once, the
@@ -67,14 +68,14 @@ func TestCrashDuringBatchFile(t *testing.T) {
 			}
 			// The job ends right after its result file: its card-bearing
 			// files (upload, snapshot, parts) go with it.
-			deadline := time.Now().Add(90 * time.Second) // a job cut off before it closed is closed by recovery: lease (20 s + 15 s margin here) + schedule
+			deadline := time.Now().Add(120 * time.Second) // a job cut off before it closed is closed by recovery: lease (20 s + 15 s margin here) + schedule
 			for {
 				keys := objects(t, p, batchproc.WorkPrefix+p.info.Merchant.ID+"/", "incoming/"+p.info.Merchant.ID+"/")
 				if len(keys) == 0 {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("card-bearing files left in S3 90 s after the result file: %v", keys)
+					t.Fatalf("card-bearing files left in S3 120 s after the result file: %v", keys)
 				}
 				time.Sleep(time.Second)
 			}
