@@ -28,7 +28,7 @@ import (
 // the public HTTP API: a hosted-page card payment approved with its
 // notification recorded, a refund, a pending payment settled by a signed
 // Stripe webhook, a replay of that webhook changing nothing, and forged and
-// stale signatures refused.
+// stale signatures refused; and methods Stripe does not serve refused.
 //
 // stripe-mock is stateless and answers every PaymentIntent from one
 // fixture (patched here to succeeded). It cannot leave an intent
@@ -105,6 +105,25 @@ func TestLocalProductionStack(t *testing.T) {
 		return requestID, pay.JSON(t)
 	}
 	txID := func(res map[string]any) int64 { return int64(res["transactionId"].(float64)) }
+
+	// 0. Routing: Stripe serves cards only, so every selector and route of
+	// another method (wallets, UPI, alternatives, QR) answers 400 045 for
+	// this production merchant, though its Methods list them all; selector 1
+	// is the sandbox's.
+	for _, n := range []int{1, 27, 30, 44, 48} {
+		r := testenv.Do(t, "POST", base+"/payments/h2h/"+strconv.Itoa(n), key, `{"amount":5,"unit":"EUR"}`)
+		if r.Status != 400 || r.JSON(t)["code"] != "045" {
+			t.Fatalf("h2h selector %d in production with Stripe: %d %s", n, r.Status, r.Body)
+		}
+	}
+	cr := testenv.Do(t, "POST", base+"/payment-requests", key, `{"amount":5,"unit":"EUR"}`)
+	unpaid := strconv.FormatInt(int64(cr.JSON(t)["id"].(float64)), 10)
+	for _, route := range []string{"/payments/walletA/", "/payments/qr/"} {
+		r := testenv.Do(t, "POST", base+route+unpaid, key, `{"name":"Ann Lee","email":"ann@example.com","token":"tok_x"}`)
+		if r.Status != 400 || r.JSON(t)["code"] != "045" {
+			t.Fatalf("%s in production with Stripe: %d %s", route, r.Status, r.Body)
+		}
+	}
 
 	// 1. Approved end to end, notification recorded.
 	prID, res := payByCard()
