@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -97,8 +98,13 @@ func TestLocalProductionStack(t *testing.T) {
 		if s.Status != 201 && s.Status != 200 {
 			t.Fatalf("checkout session: %d %s", s.Status, s.Body)
 		}
+		tok := s.JSON(t)["token"].(string)
+		// The hosted page offers only what the connector serves.
+		if ms := testenv.Do(t, "GET", base+"/checkout/api/session", "", nil, "X-Checkout-Token", tok).JSON(t)["methods"]; fmt.Sprint(ms) != "[card]" {
+			t.Fatalf("hosted page methods in production with Stripe: %v", ms)
+		}
 		pay := testenv.Do(t, "POST", base+"/checkout/api/pay/card", "",
-			`{"holderName":"Ann Lee","number":"4242 4242 4242 4242","expiry":"12/30","cvc":"123"}`, "X-Checkout-Token", s.JSON(t)["token"].(string))
+			`{"holderName":"Ann Lee","number":"4242 4242 4242 4242","expiry":"12/30","cvc":"123"}`, "X-Checkout-Token", tok)
 		if pay.Status != 200 {
 			t.Fatalf("pay: %d %s", pay.Status, pay.Body)
 		}
