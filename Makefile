@@ -15,7 +15,7 @@ EMULATORS := infra/local/node_modules/.package-lock.json
 dev: $(EMULATORS)
 	@mkdir -p .paydev/bin
 	go build -o .paydev/bin/paydev ./cmd/paydev
-	exec .paydev/bin/paydev
+	exec .paydev/bin/paydev $(if $(STAGE),-stage $(STAGE))
 
 # Packages whose tests run against the local stack (their tests import
 # internal/testenv): `make test` runs them a second time on moto

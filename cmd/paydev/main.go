@@ -58,7 +58,7 @@ func main() {
 	}
 	printBanner(stack.Info, *stateDir, time.Since(started))
 	if *stage == "production" {
-		fmt.Printf("  Stage      production: Stripe API %s\n  Stripe webhooks  POST %s/callbacks/svcwh, signed with %s\n\n",
+		fmt.Printf("  Stage      production (Stripe connector; stripe-mock %s)\n  Webhooks   POST %s/callbacks/svcwh, Stripe-Signature with the secret in %s\n\n",
 			params["LocalStripeApiBase"], stack.Info.APIBase, *stateDir+"/stripe-webhook.secret")
 	}
 	<-ctx.Done()
@@ -68,13 +68,18 @@ func main() {
 
 // startStripeMock runs stripe-mock (a Go tool of this module) and points the
 // stack's Stripe connector at it. stripe-mock accepts any sk_test_ key and
-// keeps no state; the webhook secret is written to the state directory so a
+// keeps no state and answers every payment from one fixture, patched to a
+// succeeded PaymentIntent so card payments are approved; the webhook secret is written to the state directory so a
 // developer can sign test events (docs/stripe.md).
 func startStripeMock(ctx context.Context, stateDir string, params map[string]string) (func(), error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
-	url, stop, err := stripemock.Run(ctx, stateDir, "")
+	fixtures, err := stripemock.WriteFixtures(ctx, stateDir, stripemock.Succeeded)
+	if err != nil {
+		return nil, err
+	}
+	url, stop, err := stripemock.Run(ctx, stateDir, fixtures)
 	if err != nil {
 		return nil, err
 	}

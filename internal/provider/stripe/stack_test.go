@@ -39,10 +39,7 @@ import (
 // description. stripe-mock also cannot send webhooks: the test signs the
 // event itself with stripe-go's webhook package, as Stripe would.
 func TestLocalProductionStack(t *testing.T) {
-	mock := stripemock.Start(t, func(r map[string]map[string]any) {
-		pi := r["payment_intent"]
-		pi["status"], pi["next_action"], pi["last_payment_error"] = "succeeded", nil, nil
-	})
+	mock := stripemock.Start(t, stripemock.Succeeded)
 	var forceStatus atomic.Value // "" or a PaymentIntent status for the next confirmations
 	forceStatus.Store("")
 	target, _ := url.Parse(mock)

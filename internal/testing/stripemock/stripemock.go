@@ -107,25 +107,42 @@ func goOutput(t testing.TB, ctx context.Context, args ...string) string {
 
 func patchedFixtures(t testing.TB, ctx context.Context, dir string, patch func(map[string]map[string]any)) string {
 	t.Helper()
-	modDir := goOutput(t, ctx, "list", "-m", "-f", "{{.Dir}}", "github.com/stripe/stripe-mock")
-	b, err := os.ReadFile(filepath.Join(modDir, "embedded", "openapi", "fixtures3.json"))
+	p, err := WriteFixtures(ctx, dir, patch)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return p
+}
+
+// WriteFixtures writes stripe-mock's bundled fixtures, edited by patch, to
+// dir and returns the file's path (for Run).
+func WriteFixtures(ctx context.Context, dir string, patch func(map[string]map[string]any)) (string, error) {
+	modDir, err := goCmd(ctx, "list", "-m", "-f", "{{.Dir}}", "github.com/stripe/stripe-mock")
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(modDir, "embedded", "openapi", "fixtures3.json"))
+	if err != nil {
+		return "", err
 	}
 	var fx struct {
 		Resources map[string]map[string]any `json:"resources"`
 	}
 	if err := json.Unmarshal(b, &fx); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	patch(fx.Resources)
-	b, err = json.Marshal(fx)
-	if err != nil {
-		t.Fatal(err)
+	if b, err = json.Marshal(fx); err != nil {
+		return "", err
 	}
-	p := filepath.Join(dir, "fixtures.json")
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	p := filepath.Join(dir, "stripe-mock-fixtures.json")
+	return p, os.WriteFile(p, b, 0o600)
+}
+
+// Succeeded patches the PaymentIntent fixture to a succeeded payment (the
+// bundled one awaits a payment method, which the connector reads as a
+// decline).
+func Succeeded(r map[string]map[string]any) {
+	pi := r["payment_intent"]
+	pi["status"], pi["next_action"], pi["last_payment_error"] = "succeeded", nil, nil
 }
