@@ -6,21 +6,26 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/testing/stripemock"
 )
 
 func main() {
 	port := flag.Int("port", 3000, "HTTP API port on 127.0.0.1 (0 = any free port)")
 	stateDir := flag.String("state-dir", ".paydev", "directory for stack.json, keys and emulator logs")
 	sftpPort := flag.Int("sftp-port", 0, "SFTP port on 127.0.0.1 (0 = 2222, or any free port with -port 0)")
+	stage := flag.String("stage", "sandbox", "sandbox, or production: the Stripe connector against a stripe-mock paydev starts (unless -param LocalStripeSecretKey=... is given)")
 	scheduleEvery := flag.Duration("schedule-every", 0, "run scheduled functions (the reconciler) this often instead of the template's rate")
 	params := map[string]string{}
 	flag.Func("param", "override a template parameter, Name=Value (repeatable)", func(v string) error {
@@ -36,15 +41,62 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	started := time.Now()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, ScheduleEvery: *scheduleEvery, Log: os.Stderr})
+	stopMock := func() {}
+	if *stage == "production" && params["LocalStripeSecretKey"] == "" {
+		var err error
+		if stopMock, err = startStripeMock(ctx, *stateDir, params); err != nil {
+			fmt.Fprintln(os.Stderr, "paydev:", err)
+			os.Exit(1)
+		}
+	}
+	defer stopMock()
+	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, Stage: *stage, ScheduleEvery: *scheduleEvery, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paydev:", err)
+		stopMock()
 		os.Exit(1)
 	}
 	printBanner(stack.Info, *stateDir, time.Since(started))
+	if *stage == "production" {
+		fmt.Printf("  Stage      production (Stripe connector; stripe-mock %s)\n  Webhooks   POST %s/callbacks/svcwh, Stripe-Signature with the secret in %s\n\n",
+			params["LocalStripeApiBase"], stack.Info.APIBase, *stateDir+"/stripe-webhook.secret")
+	}
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\npaydev: stopping...")
 	stack.Close()
+}
+
+// startStripeMock runs stripe-mock (a Go tool of this module) and points the
+// stack's Stripe connector at it. stripe-mock accepts any sk_test_ key and
+// keeps no state and answers every payment from one fixture, patched to a
+// succeeded PaymentIntent so card payments are approved; the webhook secret is written to the state directory so a
+// developer can sign test events (docs/stripe.md).
+func startStripeMock(ctx context.Context, stateDir string, params map[string]string) (func(), error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, err
+	}
+	fixtures, err := stripemock.WriteFixtures(ctx, stateDir, stripemock.Succeeded)
+	if err != nil {
+		return nil, err
+	}
+	url, stop, err := stripemock.Run(ctx, stateDir, fixtures)
+	if err != nil {
+		return nil, err
+	}
+	secret := make([]byte, 24)
+	if _, err := rand.Read(secret); err != nil {
+		stop()
+		return nil, err
+	}
+	whsec := "whsec_" + base64.StdEncoding.EncodeToString(secret)
+	if err := os.WriteFile(filepath.Join(stateDir, "stripe-webhook.secret"), []byte(whsec+"\n"), 0o600); err != nil {
+		stop()
+		return nil, err
+	}
+	params["LocalStripeSecretKey"] = "sk_test_paydev"
+	params["LocalStripeApiBase"] = url
+	params["LocalStripeWebhookSecrets"] = whsec
+	return stop, nil
 }
 
 func printBanner(info devstack.Info, stateDir string, took time.Duration) {

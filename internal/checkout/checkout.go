@@ -27,6 +27,7 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/web"
 )
@@ -357,7 +358,7 @@ func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) er
 	out := Session{
 		RequestID: strconv.FormatInt(s.req.ID, 10), RecipientName: s.req.RecipientName,
 		Amount: string(payment.DisplayAmount(s.req.Amount, s.req.Unit)), Unit: s.req.Unit,
-		PaymentRequestStatusID: s.req.Status, Methods: methods(s.merchant), Sandbox: s.merchant.Sandbox,
+		PaymentRequestStatusID: s.req.Status, Methods: h.served(methods(s.merchant)), Sandbox: s.merchant.Sandbox,
 		SuccessURL: firstNonEmpty(s.req.SuccessURL, s.merchant.SuccessURL), FailureURL: firstNonEmpty(s.req.FailureURL, s.merchant.FailureURL),
 		ExpiresAt: time.Unix(s.claims.ExpiresAt, 0).UTC(),
 	}
@@ -394,6 +395,17 @@ func methods(m *merchant.Merchant) []string {
 		out = append(out, "qr")
 	}
 	return out
+}
+
+// served drops the methods the configured connector does not take (a
+// production stage with Stripe shows cards only). The page's method names
+// are the provider's.
+func (h *handler) served(names []string) []string {
+	ms, ok := h.Payments.(interface{ Serves(provider.Method) bool })
+	if !ok {
+		return names
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return !ms.Serves(provider.Method(n)) })
 }
 
 func firstNonEmpty(a, b string) string {

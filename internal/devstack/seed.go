@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/payreq/payreq/internal/dynamo"
@@ -14,7 +16,8 @@ import (
 	"github.com/payreq/payreq/internal/seal"
 )
 
-// SeedMerchant is the sandbox merchant every local stack starts with.
+// SeedMerchant is the merchant every local stack starts with: a sandbox
+// merchant, or a production one on a production stack.
 type SeedMerchant struct {
 	ID           string `json:"id"`
 	APIKey       string `json:"apiKey"`
@@ -22,30 +25,38 @@ type SeedMerchant struct {
 	SFTPPassword string `json:"sftpPassword"`
 }
 
+// Sandbox reports whether the seeded merchant is a sandbox one (its key).
+func (s SeedMerchant) Sandbox() bool { return strings.HasPrefix(s.APIKey, "prk_test_") }
+
 // seedMerchant recreates the merchant saved in path (the emulators keep no
 // state across restarts, but a developer's key should not change every run),
 // or creates and saves a new one.
-func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer, path, apiBase string) (SeedMerchant, error) {
+func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer, path, apiBase string, sandbox bool) (SeedMerchant, error) {
 	var seed SeedMerchant
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &seed); err != nil {
 			return seed, fmt.Errorf("read %s: %w", path, err)
 		}
 	}
-	if seed.ID == "" || seed.APIKey == "" {
-		seed = SeedMerchant{ID: merchant.NewID(), APIKey: merchant.NewAPIKey(true)}
+	if seed.ID == "" || seed.APIKey == "" || seed.Sandbox() != sandbox {
+		seed = SeedMerchant{ID: merchant.NewID(), APIKey: merchant.NewAPIKey(sandbox)}
 	}
 	secret, err := notify.NewWebhookSecret()
 	if err != nil {
 		return seed, err
 	}
+	// A production merchant cannot have the sandbox selector.
+	methods := merchant.AllSelectors()
+	if !sandbox {
+		methods = slices.DeleteFunc(methods, func(n int) bool { return n == merchant.SandboxSelector })
+	}
 	now := time.Now().UTC()
 	m := &merchant.Merchant{
-		ID: seed.ID, Name: "Sandbox Shop", Sandbox: true,
+		ID: seed.ID, Name: "Sandbox Shop", Sandbox: sandbox,
 		// The demo page is served by the stack itself; a merchant site on
 		// localhost:8080 is the usual development setup.
 		AllowedOrigins: []string{apiBase, "http://localhost:8080", "http://127.0.0.1:8080"},
-		Methods:        merchant.AllSelectors(),
+		Methods:        methods,
 		APIKeyHash:     merchant.HashAPIKey(seed.APIKey), APIKeyPrefix: merchant.KeyPrefix(seed.APIKey),
 		SealedAPIKey: sealer.Seal(seed.APIKey, seed.ID), SealedSecret: sealer.Seal(secret, seed.ID),
 		CreatedAt: now, UpdatedAt: now,

@@ -41,6 +41,11 @@ type Options struct {
 	// Params set template parameters (tests shorten the sandbox timings).
 	// Stage, PublicBaseUrl, LocalStack and LocalSealKey are the stack's own.
 	Params map[string]string
+	// Stage is the template's Stage: "" or "sandbox", or "production" (a
+	// real acquirer: the Stripe connector against stripe-mock, through the
+	// LocalStripe* parameters). A production stack seeds a production
+	// merchant.
+	Stage string
 	// SFTPPort is the local SFTP server's port: 0 means DefaultSFTPPort (2222)
 	// when APIPort is fixed, any free port when APIPort is 0 (tests).
 	SFTPPort int
@@ -155,8 +160,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Stage == "" {
+		opts.Stage = "sandbox"
+	}
+	if opts.Stage != "sandbox" && opts.Stage != "production" {
+		return nil, fmt.Errorf("stage %q: want sandbox or production", opts.Stage)
+	}
 	params := LocalParams(payreq.Template, opts.Params, os.Getenv)
-	for k, v := range map[string]string{"Stage": "sandbox", "PublicBaseUrl": s.Info.APIBase, "LocalStack": "1", "LocalSealKey": sealKey,
+	for k, v := range map[string]string{"Stage": opts.Stage, "PublicBaseUrl": s.Info.APIBase, "LocalStack": "1", "LocalSealKey": sealKey,
 		"LocalDynamoDBEndpoint": s.Info.Endpoints.DynamoDB, "LocalSQSEndpoint": s.Info.Endpoints.SQS, "LocalS3Endpoint": s.Info.Endpoints.S3} {
 		params[k] = v
 	}
@@ -175,7 +186,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.Info.Merchant, err = seedMerchant(ctx, s.Store, sealer, filepath.Join(opts.StateDir, "merchant.json"), s.Info.APIBase); err != nil {
+	if s.Info.Merchant, err = seedMerchant(ctx, s.Store, sealer, filepath.Join(opts.StateDir, "merchant.json"), s.Info.APIBase, opts.Stage == "sandbox"); err != nil {
 		return nil, err
 	}
 

@@ -223,12 +223,30 @@ func MethodOf(selector int, hasCard bool) (provider.Method, bool) {
 	return "", false
 }
 
-// SelectorEnabled reports whether merchant m may use selector n.
+// SelectorEnabled reports whether merchant m may use selector n: the
+// merchant has it, and outside the sandbox the configured connector serves
+// its method (a wallet or UPI selector stays disabled until one does).
 func (s *Service) SelectorEnabled(m *merchant.Merchant, n int) bool {
 	if !merchant.KnownSelector(n) || !slices.Contains(m.Methods, n) {
 		return false
 	}
-	return n != merchant.SandboxSelector || (m.Sandbox && s.Sandbox)
+	if n == merchant.SandboxSelector {
+		return m.Sandbox && s.Sandbox
+	}
+	method, _ := MethodOf(n, false)
+	return s.Serves(method)
+}
+
+// Serves reports whether the configured provider takes method (always in
+// the sandbox, which simulates them all).
+func (s *Service) Serves(method provider.Method) bool {
+	ms, ok := s.Provider.(provider.MethodServer)
+	return s.Sandbox || !ok || ms.Serves(method)
+}
+
+// MethodProblem is the 400 045 of a method no configured connector serves.
+func MethodProblem(method provider.Method) *problem.Problem {
+	return problem.BadRequest("Payment method "+strconv.Quote(string(method))+" is not enabled for this merchant.", codes.InvalidPaymentMethod)
 }
 
 // SelectorProblem is the 400 045 of a selector the merchant cannot use.
@@ -246,6 +264,9 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 	case provider.MethodCard, provider.MethodWallet, provider.MethodQR, provider.MethodUPI, provider.MethodAlternative:
 	default:
 		return nil, problem.BadRequest("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
+	}
+	if !s.Serves(a.Method) {
+		return nil, MethodProblem(a.Method)
 	}
 	if a.Payer != nil {
 		a.Payer.Normalize()

@@ -95,6 +95,14 @@ type ChallengeAbandoner interface {
 	AbandonChallenge(ctx context.Context, reference string) (Outcome, error)
 }
 
+// MethodServer is implemented by a provider that serves only some methods
+// (a connector is tenant configuration: Stripe takes cards only). The
+// service refuses the other methods with 400 045 before anything is
+// written; a provider without it serves every method.
+type MethodServer interface {
+	Serves(Method) bool
+}
+
 // Errors a Provider returns for requests the service should never send.
 var (
 	ErrInvalidRequest   = errors.New("provider: invalid request")

@@ -119,6 +119,12 @@ func New(opts Options) (*Provider, error) {
 // a reference can be quoted in a search query safely.
 var validRef = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// Serves reports the methods this connector takes: cards only. Wallets,
+// QR and UPI stay disabled for a merchant until a connector serves them.
+func (p *Provider) Serves(m provider.Method) bool { return m == provider.MethodCard }
+
+var _ provider.MethodServer = (*Provider)(nil)
+
 func checkRef(ref string) error {
 	if ref == "" || len(ref) > maxReferenceBytes || !validRef.MatchString(ref) {
 		return fmt.Errorf("%w: reference %q", provider.ErrInvalidRequest, ref)

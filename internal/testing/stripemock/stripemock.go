@@ -12,6 +12,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,24 +28,45 @@ import (
 func Start(t testing.TB, patch func(resources map[string]map[string]any)) string {
 	t.Helper()
 	ctx := context.Background()
-	bin := goOutput(t, ctx, "tool", "-n", "stripe-mock")
 	dir := t.TempDir()
+	fixtures := ""
+	if patch != nil {
+		fixtures = patchedFixtures(t, ctx, dir, patch)
+	}
+	url, stop, err := Run(ctx, dir, fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return url
+}
+
+// Run starts stripe-mock outside a test (paydev -stage production): dir
+// holds its private HTTPS socket, fixtures (optional) a fixtures file. stop
+// kills it.
+func Run(ctx context.Context, dir, fixtures string) (url string, stop func(), err error) {
+	bin, err := goCmd(ctx, "tool", "-n", "stripe-mock")
+	if err != nil {
+		return "", nil, err
+	}
 	// -http-addr alone would also open HTTPS on the fixed port 12112; park
 	// HTTPS on a private socket so parallel runs never collide.
-	args := []string{"-http-addr", "127.0.0.1:0", "-https-unix", filepath.Join(dir, "https.sock")}
-	if patch != nil {
-		args = append(args, "-fixtures", patchedFixtures(t, ctx, dir, patch))
+	sock := filepath.Join(dir, "stripe-mock-https.sock")
+	_ = os.Remove(sock)
+	args := []string{"-http-addr", "127.0.0.1:0", "-https-unix", sock}
+	if fixtures != "" {
+		args = append(args, "-fixtures", fixtures)
 	}
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start stripe-mock: %v", err)
+		return "", nil, fmt.Errorf("start stripe-mock: %w", err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -56,45 +79,70 @@ func Start(t testing.TB, patch func(resources map[string]map[string]any)) string
 	}()
 	select {
 	case a := <-addr:
-		return "http://" + a
+		return "http://" + a, stop, nil
 	case <-time.After(30 * time.Second):
-		t.Fatal("stripe-mock did not start within 30s")
+		stop()
+		return "", nil, errors.New("stripe-mock did not start within 30s")
 	}
-	return ""
 }
 
-func goOutput(t testing.TB, ctx context.Context, args ...string) string {
-	t.Helper()
+func goCmd(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	b, err := exec.CommandContext(ctx, "go", args...).Output()
 	if err != nil {
-		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+		return "", fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
 	}
-	return strings.TrimSpace(string(b))
+	return strings.TrimSpace(string(b)), nil
+}
+
+func goOutput(t testing.TB, ctx context.Context, args ...string) string {
+	t.Helper()
+	out, err := goCmd(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func patchedFixtures(t testing.TB, ctx context.Context, dir string, patch func(map[string]map[string]any)) string {
 	t.Helper()
-	modDir := goOutput(t, ctx, "list", "-m", "-f", "{{.Dir}}", "github.com/stripe/stripe-mock")
-	b, err := os.ReadFile(filepath.Join(modDir, "embedded", "openapi", "fixtures3.json"))
+	p, err := WriteFixtures(ctx, dir, patch)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return p
+}
+
+// WriteFixtures writes stripe-mock's bundled fixtures, edited by patch, to
+// dir and returns the file's path (for Run).
+func WriteFixtures(ctx context.Context, dir string, patch func(map[string]map[string]any)) (string, error) {
+	modDir, err := goCmd(ctx, "list", "-m", "-f", "{{.Dir}}", "github.com/stripe/stripe-mock")
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(modDir, "embedded", "openapi", "fixtures3.json"))
+	if err != nil {
+		return "", err
 	}
 	var fx struct {
 		Resources map[string]map[string]any `json:"resources"`
 	}
 	if err := json.Unmarshal(b, &fx); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	patch(fx.Resources)
-	b, err = json.Marshal(fx)
-	if err != nil {
-		t.Fatal(err)
+	if b, err = json.Marshal(fx); err != nil {
+		return "", err
 	}
-	p := filepath.Join(dir, "fixtures.json")
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	p := filepath.Join(dir, "stripe-mock-fixtures.json")
+	return p, os.WriteFile(p, b, 0o600)
+}
+
+// Succeeded patches the PaymentIntent fixture to a succeeded payment (the
+// bundled one awaits a payment method, which the connector reads as a
+// decline).
+func Succeeded(r map[string]map[string]any) {
+	pi := r["payment_intent"]
+	pi["status"], pi["next_action"], pi["last_payment_error"] = "succeeded", nil, nil
 }
