@@ -107,8 +107,9 @@ func (s *Store) AuditData(ctx context.Context) (audit.Data, error) {
 // deliveryPrefix is the partition key prefix of delivery attempts (RecordDelivery).
 const deliveryPrefix = "dlv#"
 
-// consistentScan is scan with strongly consistent reads: the audit's
-// ordering argument needs every scan to see all writes made before it.
+// consistentScan visits every item of table matching filter (empty: all),
+// page by page, with strongly consistent reads: the audit's ordering
+// argument needs every scan to see all writes made before it.
 func (s *Store) consistentScan(ctx context.Context, table, filter string, vals map[string]types.AttributeValue, visit func(map[string]types.AttributeValue) error) error {
 	in := &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)}
 	if filter != "" {

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -162,13 +161,11 @@ func (s *Store) VoidLedgerEntry(ctx context.Context, ref string, now time.Time) 
 	return nil
 }
 
-var errStopScan = errors.New("stop")
-
-// LedgerEntries lists every booked entry (the audit; a full scan of the
-// operations table's ledger items).
+// LedgerEntries lists every booked entry (tests and checks; a full,
+// consistent scan of the operations table's ledger items).
 func (s *Store) LedgerEntries(ctx context.Context) ([]sandbox.LedgerEntry, error) {
 	var out []sandbox.LedgerEntry
-	err := s.scan(ctx, s.t.Operations, "begins_with(pk, :p)", map[string]types.AttributeValue{":p": strAV(ledgerPrefix)},
+	err := s.consistentScan(ctx, s.t.Operations, "begins_with(pk, :p)", map[string]types.AttributeValue{":p": strAV(ledgerPrefix)},
 		func(item map[string]types.AttributeValue) error {
 			e, err := unmarshalLedger(item)
 			if err != nil {
@@ -178,30 +175,4 @@ func (s *Store) LedgerEntries(ctx context.Context) ([]sandbox.LedgerEntry, error
 			return nil
 		})
 	return out, err
-}
-
-// scan visits every item of table matching filter (empty: all), page by page.
-func (s *Store) scan(ctx context.Context, table, filter string, vals map[string]types.AttributeValue, visit func(map[string]types.AttributeValue) error) error {
-	in := &dynamodb.ScanInput{TableName: &table}
-	if filter != "" {
-		in.FilterExpression, in.ExpressionAttributeValues = aws.String(filter), vals
-	}
-	for {
-		out, err := s.db.Scan(ctx, in)
-		if err != nil {
-			return fmt.Errorf("scan %s: %w", table, err)
-		}
-		for _, it := range out.Items {
-			if err := visit(it); err != nil {
-				if errors.Is(err, errStopScan) {
-					return nil
-				}
-				return err
-			}
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
 }
