@@ -12,6 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
@@ -78,6 +79,12 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 		wait = payments.DefaultSyncLease
 	}
 	deadline := time.Now().Add(wait)
+	// The row's attempt has a transaction id derived from its payment
+	// request, as an Idempotency-Key gives one: a retry of the row (Lambda's
+	// retry, a redelivery, recovery) resumes the attempt a dead run began —
+	// same transaction, same provider reference — instead of starting a
+	// second one.
+	ctx = ids.WithSeed(ctx, []byte("batch-row:"+strconv.FormatInt(id, 10)))
 	for {
 		out, err := c.Service.Pay(ctx, m, id, attempt)
 		if err == nil {

@@ -434,6 +434,14 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		}
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			// The claim may have reached the table while the context was
+			// being cancelled: free it (best effort; only this owner's claim
+			// is released), so Lambda's retry needs not wait out its lease.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = r.p.Store.ReleaseBatchRow(rctx, rec)
+			cancel()
+		}
 		return batch.Result{}, err
 	}
 	res, err := r.chargeWithRetry(ctx, m, t.row, rec, fresh)
