@@ -697,18 +697,6 @@ func (s *Store) MarkCallbackEvent(ctx context.Context, eventID string, now time.
 	return nil
 }
 
-// ForgetCallbackEvent removes an event record so that the provider's retry
-// is processed (used when processing failed after the record was written).
-func (s *Store) ForgetCallbackEvent(ctx context.Context, eventID string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &s.t.Operations,
-		Key:       map[string]types.AttributeValue{"pk": strAV(callbackEventPrefix + eventID), "sk": strAV("event")},
-	})
-	if err != nil {
-		return fmt.Errorf("forget callback event: %w", err)
-	}
-	return nil
-}
 
 // IsConflict reports whether err is ErrConflict.
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
