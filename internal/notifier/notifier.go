@@ -208,7 +208,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 	if ok {
 		record.Outcome, record.NextAt = "retry", next.DueAt
 		log.Warn("notification attempt failed; will retry", "status", attempt.StatusCode, "error", attempt.Err, "next_at", next.DueAt)
-		delay, _ := notify.Hop(next.DueAt, now)
+		delay, _ := notify.Hop(next.DueAt, n.now()) // from the time of sending: the attempt took a while
 		if err := n.Queue.Send(ctx, n.QueueURL, next, delay); err != nil {
 			return err
 		}
