@@ -697,6 +697,5 @@ func (s *Store) MarkCallbackEvent(ctx context.Context, eventID string, now time.
 	return nil
 }
 
-
 // IsConflict reports whether err is ErrConflict.
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
