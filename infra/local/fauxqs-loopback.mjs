@@ -10,6 +10,8 @@ net.Server.prototype.listen = function (...args) {
 
 const { startFauxqs } = await import("fauxqs");
 const server = await startFauxqs({ logger: process.env.FAUXQS_LOGGER === "true" });
+// The local stack waits for this line: it proves this process holds the port.
+console.log(`fauxqs listening on 127.0.0.1:${process.env.FAUXQS_PORT}`);
 const stop = () => server.stop().finally(() => process.exit(0));
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +55,7 @@ type Emulators struct {
 	S3       string
 	procs    []*exec.Cmd
 	names    []string // of procs, for errors
+	logs     []string // of procs: where they announce that they listen
 	health   []string // URLs that answer once the emulators serve
 	closers  []func() // in-process helpers (moto's DynamoDB proxy)
 	stopOnce sync.Once
@@ -118,6 +120,36 @@ func FreePort() (int, error) {
 // StartEmulators starts dynalite and fauxqs on loopback ports (0 = any free
 // port) and waits until both answer. Output goes to logDir.
 func StartEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxqsPort int) (*Emulators, error) {
+	// A port FreePort found free can be taken by another process before the
+	// emulator binds it; the emulator then exits, and the readiness check may
+	// even be answered by that other process. Fresh ports are tried again
+	// when one of ours is not running after start-up.
+	for try := 0; ; try++ {
+		e, err := startEmulators(ctx, infra, logDir, dynamoPort, fauxqsPort)
+		if err != nil || e.running() || try == 2 || dynamoPort != 0 || fauxqsPort != 0 {
+			if err == nil && !e.running() {
+				e.Stop()
+				return nil, fmt.Errorf("an emulator exited right after start-up (logs in %s)", logDir)
+			}
+			return e, err
+		}
+		e.Stop()
+	}
+}
+
+// running reports whether every emulator process is still alive a moment
+// after start-up (one that lost its port exits at once).
+func (e *Emulators) running() bool {
+	time.Sleep(300 * time.Millisecond)
+	for _, p := range e.procs {
+		if !processAlive(p.Process.Pid) { // reaped at once by its Wait goroutine
+			return false
+		}
+	}
+	return true
+}
+
+func startEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxqsPort int) (*Emulators, error) {
 	var err error
 	if dynamoPort == 0 {
 		if dynamoPort, err = FreePort(); err != nil {
@@ -227,7 +259,27 @@ func (e *Emulators) start(logDir, name, dir string, env []string, prog string, a
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	e.procs, e.names = append(e.procs, cmd), append(e.names, name)
+	e.logs = append(e.logs, logFile.Name())
 	return nil
+}
+
+// readyLines are what each emulator prints once it listens: readiness
+// requires them, so a port answered by another process (one that took it
+// between FreePort and the emulator's bind) is never mistaken for ours.
+var readyLines = map[string]string{"dynalite": "Dynalite listening at", "fauxqs": "fauxqs listening", "moto": "Running on"}
+
+func (e *Emulators) announced() bool {
+	for i, name := range e.names {
+		want, ok := readyLines[name]
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(e.logs[i])
+		if err != nil || !strings.Contains(string(b), want) {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Emulators) wait(ctx context.Context) error {
@@ -247,7 +299,7 @@ func (e *Emulators) wait(ctx context.Context) error {
 		for _, u := range e.health {
 			all = all && ready(u)
 		}
-		if all {
+		if all && e.announced() {
 			return nil
 		}
 		for i, p := range e.procs {
