@@ -244,6 +244,15 @@ func (p *proc) store(t *testing.T) *dynamo.Store {
 // notification is recorded (outbox entry or delivery).
 func checkPaidOnce(t *testing.T, p *proc, requestID int64) {
 	t.Helper()
+	checkPaidOnceNoAudit(t, p, requestID)
+	auditClean(t, p)
+}
+
+// checkPaidOnceNoAudit is checkPaidOnce without the audit of the whole
+// tables (tests running side by side audit once, when all have ended: one
+// test's job waiting out its lease is not another's violation).
+func checkPaidOnceNoAudit(t *testing.T, p *proc, requestID int64) {
+	t.Helper()
 	ctx := context.Background()
 	s := p.store(t)
 	req, err := s.PaymentRequest(ctx, requestID)
@@ -285,7 +294,6 @@ func checkPaidOnce(t *testing.T, p *proc, requestID int64) {
 		t.Fatalf("the sandbox acquirer holds %d live charges for request %d, want exactly 1", charges, requestID)
 	}
 	waitNotified(t, s, requestID, approved[0].ID)
-	auditClean(t, p)
 }
 
 // waitNotified waits until the transaction's notification is recorded:
