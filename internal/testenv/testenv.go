@@ -36,6 +36,15 @@ var (
 // Main is TestMain for packages using Stack: it stops the stack afterwards.
 func Main(m *testing.M) {
 	code := m.Run()
+	if code != 0 && stateDir != "" {
+		// The emulators' own words, for a failure CI shows only once.
+		for _, name := range []string{"dynalite", "fauxqs", "moto"} {
+			if b, err := os.ReadFile(stateDir + "/logs/" + name + ".log"); err == nil && len(b) > 0 {
+				os.Stderr.Write([]byte("---- " + name + " log (tail) ----\n"))
+				os.Stderr.Write(b[max(0, len(b)-4000):])
+			}
+		}
+	}
 	if stack != nil {
 		stack.Close()
 	}
