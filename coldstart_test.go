@@ -2,9 +2,8 @@ package payreq_test
 
 import (
 	"context"
-	"fmt"
+	"github.com/payreq/payreq/internal/testing/motoserver"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -77,7 +76,7 @@ func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // and with the local stack's key parameter. The log lists init times (process
 // start to the first /next) and the time to the first answer.
 func TestBootstrapsStartUnderTheRuntimeAPI(t *testing.T) {
-	moto := motoServer(t)
+	moto := motoserver.Start(t)
 	creds := aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 		return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil
 	})
@@ -184,34 +183,4 @@ func startBootstrap(t *testing.T, path string, env map[string]string, endpoint s
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	return api.asked.Sub(start), api.answered.Sub(start), api.answer
-}
-
-// motoServer starts moto_server (AWS's reference emulator, installed with
-// cfn-lint on every machine) on a free port; it fails when it is missing.
-func motoServer(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		t.Fatalf("moto_server is not on PATH (pip install 'moto[server]'): %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if r, err := http.Get(url + "/moto-api/"); err == nil {
-			r.Body.Close()
-			return url
-		}
-	}
-	t.Fatal("moto_server did not start within 30 s")
-	return ""
 }

@@ -233,7 +233,7 @@ func (s *Store) SaveBatchJob(ctx context.Context, j *BatchJob, now time.Time) er
 	if err != nil {
 		return err
 	}
-	u := &batchUpdate{}
+	u := &update{}
 	u.set("state", sAV(j.State))
 	u.set("hashOffset", numberAV(j.HashOffset))
 	u.set("offset", numberAV(j.Offset))
@@ -266,58 +266,6 @@ func (s *Store) SaveBatchJob(ctx context.Context, j *BatchJob, now time.Time) er
 		return fmt.Errorf("save batch job: %w", err)
 	}
 	return nil
-}
-
-// batchUpdate builds an update expression in which every attribute name is
-// an alias, so no reserved word can break it.
-type batchUpdate struct {
-	sets, removes []string
-	names         map[string]string
-	values        map[string]types.AttributeValue
-}
-
-func (u *batchUpdate) name(n string) string {
-	if u.names == nil {
-		u.names = map[string]string{}
-	}
-	alias := "#" + n
-	u.names[alias] = n
-	return alias
-}
-
-func (u *batchUpdate) value(v types.AttributeValue) string {
-	if u.values == nil {
-		u.values = map[string]types.AttributeValue{}
-	}
-	ph := ":v" + strconv.Itoa(len(u.values))
-	u.values[ph] = v
-	return ph
-}
-
-func (u *batchUpdate) set(n string, v types.AttributeValue) {
-	u.sets = append(u.sets, u.name(n)+" = "+u.value(v))
-}
-
-func (u *batchUpdate) setOrRemove(n string, v types.AttributeValue, present bool) {
-	if present {
-		u.set(n, v)
-	} else {
-		u.removes = append(u.removes, u.name(n))
-	}
-}
-
-func (u *batchUpdate) expression() string {
-	var b strings.Builder
-	if len(u.sets) > 0 {
-		b.WriteString("SET " + strings.Join(u.sets, ", "))
-	}
-	if len(u.removes) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString("REMOVE " + strings.Join(u.removes, ", "))
-	}
-	return b.String()
 }
 
 func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
@@ -508,7 +456,7 @@ func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now 
 // somebody else was faster or the row got done meanwhile. The payment
 // request id stays.
 func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner string) error {
-	u := &batchUpdate{}
+	u := &update{}
 	u.set("owner", sAV(r.Owner))
 	u.set("leaseUntil", numberAV(r.LeaseUntil))
 	u.set("jobId", sAV(r.JobID))
@@ -523,7 +471,7 @@ func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner str
 // still holds it; ErrConflict otherwise (a successor charges the same
 // payment request and stores the same outcome).
 func (s *Store) CompleteBatchRow(ctx context.Context, r *BatchRow) error {
-	u := &batchUpdate{}
+	u := &update{}
 	u.set("done", &types.AttributeValueMemberBOOL{Value: true})
 	u.set("status", sAV(r.Status))
 	u.setOrRemove("transactionId", sAV(r.TransactionID), r.TransactionID != "")
@@ -541,7 +489,7 @@ func (s *Store) CompleteBatchRow(ctx context.Context, r *BatchRow) error {
 // ReleaseBatchRow ends r.Owner's lease on an unfinished row whose charge
 // failed, so a retry can take it over at once; the payment request id stays.
 func (s *Store) ReleaseBatchRow(ctx context.Context, r *BatchRow) error {
-	u := &batchUpdate{}
+	u := &update{}
 	u.set("leaseUntil", numberAV(0))
 	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("done") + " = " +
 		u.value(&types.AttributeValueMemberBOOL{Value: false})
@@ -573,7 +521,7 @@ func (s *Store) ForgetBatchRow(ctx context.Context, r *BatchRow) error {
 // turned out to belong to another payment request), if r.Owner still holds
 // the unfinished row with the old id; ErrConflict otherwise.
 func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) error {
-	u := &batchUpdate{}
+	u := &update{}
 	u.set("paymentRequestId", numberAV(newID))
 	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("paymentRequestId") + " = " +
 		u.value(numberAV(r.PaymentRequestID)) + " AND " + u.name("done") + " = " + u.value(&types.AttributeValueMemberBOOL{Value: false})
@@ -585,7 +533,7 @@ func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) 
 }
 
 // updateBatchRow applies u to r's row if cond holds; ErrConflict otherwise.
-func (s *Store) updateBatchRow(ctx context.Context, r *BatchRow, u *batchUpdate, cond, what string) error {
+func (s *Store) updateBatchRow(ctx context.Context, r *BatchRow, u *update, cond, what string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.Operations,
 		Key:                       batchRowKey(r.MerchantID, r.Key),

@@ -187,7 +187,7 @@ func (s *Store) RecordCancelledAttempt(ctx context.Context, requestID, txID int6
 	if err != nil {
 		return fmt.Errorf("marshal lastLog: %w", err)
 	}
-	u := newUpdate().set("transactionStatusId", numberAV(int64(st))).set("lastLog", ll).set("updatedAt", timeAV(now)).
+	u := (&update{}).set("transactionStatusId", numberAV(int64(st))).set("lastLog", ll).set("updatedAt", timeAV(now)).
 		remove("attemptTx", "leaseUntil")
 	in := u.input(s.t.PaymentRequests, map[string]types.AttributeValue{"id": numberAV(requestID)})
 	in.ConditionExpression = aws.String("#status = :cancelled AND transactionId = :tx")

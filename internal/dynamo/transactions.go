@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -277,7 +276,7 @@ type Pending struct {
 // MarkPending applies p if the transaction is still waiting. ErrConflict
 // (with the current transaction) otherwise.
 func (s *Store) MarkPending(ctx context.Context, p Pending) (*payment.Transaction, error) {
-	u := newUpdate().set("#status", numberAV(int64(payment.TxPending))).set("message", strAV(p.Message)).
+	u := (&update{}).set("status", numberAV(int64(payment.TxPending))).set("message", strAV(p.Message)).
 		set("updatedAt", timeAV(p.Now)).set("pendingUntil", numberAV(p.PendingUntil.UnixMilli())).
 		set("openUntil", numberAV(p.RecoverAfter.UnixMilli()))
 	if p.ProviderRef != "" {
@@ -316,7 +315,7 @@ type Settlement struct {
 // final yields ErrConflict with the stored transaction: a late, repeated or
 // reordered result never changes a final state. ErrNotFound when missing.
 func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*payment.Transaction, error) {
-	u := newUpdate().set("#status", numberAV(int64(st.Status))).set("message", strAV(st.Message)).
+	u := (&update{}).set("status", numberAV(int64(st.Status))).set("message", strAV(st.Message)).
 		set("updatedAt", timeAV(st.Now)).set("settledAt", timeAV(st.Now)).
 		remove("nextAction", "pendingUntil", "openShard", "openUntil")
 	if st.Code != "" {
@@ -345,9 +344,7 @@ func (s *Store) updateTx(ctx context.Context, id int64, u *update, cond string, 
 	for k, v := range condVals {
 		in.ExpressionAttributeValues[k] = v
 	}
-	if strings.Contains(cond, "#status") {
-		in.ExpressionAttributeNames["#status"] = "status"
-	}
+	in.ExpressionAttributeNames["#status"] = "status" // every caller's condition names it
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	out, err := s.db.UpdateItem(ctx, in)

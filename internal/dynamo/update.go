@@ -1,7 +1,7 @@
 package dynamo
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,26 +11,51 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 )
 
-// update builds an UpdateItem expression: SET and REMOVE clauses with
-// generated value placeholders. Attribute names starting with '#' are
-// placeholders the caller maps (only "#status" is used: status is reserved).
+// update builds an UpdateItem expression. Every attribute name is aliased
+// ("#name"), so reserved words (status, state) need no special care, and
+// every value gets a generated placeholder (":v0", ":v1", …); conditions may
+// refer to the aliases of names the update sets.
 type update struct {
-	sets    []string
-	removes []string
-	vals    map[string]types.AttributeValue
+	sets, removes []string
+	names         map[string]string
+	values        map[string]types.AttributeValue
 }
 
-func newUpdate() *update { return &update{vals: map[string]types.AttributeValue{}} }
+func (u *update) name(n string) string {
+	if u.names == nil {
+		u.names = map[string]string{}
+	}
+	alias := "#" + n
+	u.names[alias] = n
+	return alias
+}
 
-func (u *update) set(name string, v types.AttributeValue) *update {
-	ph := fmt.Sprintf(":u%d", len(u.vals))
-	u.vals[ph] = v
-	u.sets = append(u.sets, name+" = "+ph)
+func (u *update) value(v types.AttributeValue) string {
+	if u.values == nil {
+		u.values = map[string]types.AttributeValue{}
+	}
+	ph := ":v" + strconv.Itoa(len(u.values))
+	u.values[ph] = v
+	return ph
+}
+
+func (u *update) set(n string, v types.AttributeValue) *update {
+	u.sets = append(u.sets, u.name(n)+" = "+u.value(v))
 	return u
 }
 
+func (u *update) setOrRemove(n string, v types.AttributeValue, present bool) {
+	if present {
+		u.set(n, v)
+	} else {
+		u.remove(n)
+	}
+}
+
 func (u *update) remove(names ...string) *update {
-	u.removes = append(u.removes, names...)
+	for _, n := range names {
+		u.removes = append(u.removes, u.name(n))
+	}
 	return u
 }
 
@@ -42,24 +67,39 @@ func (u *update) outbox(ev payment.NotifyEvent, now time.Time) error {
 		return err
 	}
 	u.sets = append(u.sets, set)
+	if u.values == nil {
+		u.values = map[string]types.AttributeValue{}
+	}
 	for k, v := range vals {
-		u.vals[k] = v
+		u.values[k] = v
 	}
 	return nil
 }
 
-func (u *update) input(table string, key map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
-	expr := ""
+func (u *update) expression() string {
+	var b strings.Builder
 	if len(u.sets) > 0 {
-		expr = "SET " + strings.Join(u.sets, ", ")
+		b.WriteString("SET " + strings.Join(u.sets, ", "))
 	}
 	if len(u.removes) > 0 {
-		expr += " REMOVE " + strings.Join(u.removes, ", ")
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("REMOVE " + strings.Join(u.removes, ", "))
 	}
-	names := map[string]string{}
-	if strings.Contains(expr, "#status") {
-		names["#status"] = "status"
+	return b.String()
+}
+
+// input is the UpdateItem of u on key of table, its maps ready for a
+// condition's names and values to be added.
+func (u *update) input(table string, key map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	if u.names == nil {
+		u.names = map[string]string{}
 	}
+	if u.values == nil {
+		u.values = map[string]types.AttributeValue{}
+	}
+	expr := u.expression()
 	return &dynamodb.UpdateItemInput{TableName: &table, Key: key, UpdateExpression: &expr,
-		ExpressionAttributeNames: names, ExpressionAttributeValues: u.vals}
+		ExpressionAttributeNames: u.names, ExpressionAttributeValues: u.values}
 }

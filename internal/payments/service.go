@@ -709,19 +709,14 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 	if err != nil && !errors.Is(err, dynamo.ErrConflict) {
 		return nil, nil, err
 	}
-	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: st.PaymentRequestID, TransactionID: st.ID,
-		TransactionNumber: st.Number, Status: payment.TxPending, Message: st.Message, Now: now, LeaseUntil: st.RecoverAfter})
-	if errors.Is(err, dynamo.ErrConflict) {
-		if req, err = s.Store.PaymentRequest(ctx, st.PaymentRequestID); err != nil {
-			return nil, nil, err
-		}
-		if req.TransactionID != st.ID || req.Status != payment.RequestUnpaid {
-			// The request stopped waiting for this attempt (cancelled): the
-			// attempt ends here; a charge that completes later is voided.
-			return s.complete(ctx, st, provider.Final(provider.Declined, codes.TransactionCancelled, ""), "")
-		}
-	} else if err != nil {
+	req, err := s.ensurePendingCommit(ctx, st)
+	if err != nil {
 		return nil, nil, err
+	}
+	if req.TransactionID != st.ID || req.Status != payment.RequestUnpaid {
+		// The request stopped waiting for this attempt (cancelled): the
+		// attempt ends here; a charge that completes later is voided.
+		return s.complete(ctx, st, provider.Final(provider.Declined, codes.TransactionCancelled, ""), "")
 	}
 	if out.Async != nil || p.ThreeDS != "" {
 		s.schedule(ctx, st, out, now)

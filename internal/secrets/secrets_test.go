@@ -2,10 +2,9 @@ package secrets_test
 
 import (
 	"context"
-	"fmt"
+	"github.com/payreq/payreq/internal/testing/motoserver"
 	"net"
 	"net/http"
-	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,36 +14,6 @@ import (
 
 	"github.com/payreq/payreq/internal/secrets"
 )
-
-// motoServer starts AWS's reference emulator (moto_server, installed with
-// cfn-lint on every machine) on a free port; it fails when it is missing.
-func motoServer(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		t.Fatalf("moto_server is not on PATH (pip install 'moto[server]'): %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if r, err := http.Get(url + "/moto-api/"); err == nil {
-			r.Body.Close()
-			return url
-		}
-	}
-	t.Fatal("moto_server did not start within 30 s")
-	return ""
-}
 
 type countingTransport struct{ n atomic.Int32 }
 
@@ -56,7 +25,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // The seal key is read through the Secrets Manager API once per process:
 // later reads come from memory.
 func TestStringReadsOnceThroughSecretsManager(t *testing.T) {
-	url := motoServer(t)
+	url := motoserver.Start(t)
 	counter := &countingTransport{}
 	cfg := aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String(url), HTTPClient: &http.Client{Transport: counter}}
 	cfg.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {

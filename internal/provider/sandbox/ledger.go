@@ -77,8 +77,7 @@ var ErrNoEntry = errors.New("sandbox ledger: no entry")
 // counted from now.
 func (e LedgerEntry) outcome(now time.Time) provider.Outcome {
 	if e.Abandoned {
-		o := provider.Final(provider.Declined, codes.TransactionCancelled, e.ProviderRef)
-		return o
+		return provider.Final(provider.Declined, codes.TransactionCancelled, e.ProviderRef)
 	}
 	o := provider.Outcome{Status: e.Status, Code: e.Code, Message: e.Message, ProviderRef: e.ProviderRef, NextAction: e.NextAction}
 	if o.Message == "" {
