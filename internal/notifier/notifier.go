@@ -129,8 +129,19 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1)
 	now := n.now()
-	if delay, due := notify.Hop(ev.DueAt, now); !due {
-		return n.Queue.Send(ctx, n.QueueURL, ev, delay)
+	if wait := ev.DueAt.Sub(now); wait > 0 && wait <= time.Second {
+		// SQS delays are whole seconds and retries are sent rounded down
+		// (sendDelay): the last fraction of a second is waited here, so an
+		// attempt is neither early nor up to a second late.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		now = n.now()
+	}
+	if ev.DueAt.After(now) {
+		return n.Queue.Send(ctx, n.QueueURL, ev, sendDelay(ev.DueAt, now))
 	}
 	tx, err := n.Store.Transaction(ctx, ev.TransactionID)
 	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && (!tx.Status.Final() || tx.PaymentRequestID != ev.RequestID)) {
@@ -208,8 +219,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 	if ok {
 		record.Outcome, record.NextAt = "retry", next.DueAt
 		log.Warn("notification attempt failed; will retry", "status", attempt.StatusCode, "error", attempt.Err, "next_at", next.DueAt)
-		delay, _ := notify.Hop(next.DueAt, n.now()) // from the time of sending: the attempt took a while
-		if err := n.Queue.Send(ctx, n.QueueURL, next, delay); err != nil {
+		if err := n.Queue.Send(ctx, n.QueueURL, next, sendDelay(next.DueAt, n.now())); err != nil {
 			return err
 		}
 	} else {
@@ -224,6 +234,22 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 		log.Error("recording a delivery attempt failed", "error", err.Error())
 	}
 	return nil
+}
+
+// sendDelay is the SQS delay of an event due at dueAt, counted from now
+// (the time of sending): whole seconds rounded down, so the message arrives
+// at most a second early and deliver waits the rest; waits longer than SQS
+// allows are chained (notify.Hop).
+func sendDelay(dueAt, now time.Time) time.Duration {
+	d := dueAt.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	if d > notify.SQSMaxDelay {
+		hop, _ := notify.Hop(dueAt, now)
+		return hop
+	}
+	return d.Truncate(time.Second)
 }
 
 func (n *Notifier) retry(ev payment.NotifyEvent, a notify.Attempt) (payment.NotifyEvent, bool) {
