@@ -138,14 +138,16 @@ func (i *Issuer) open(prefix, token string) (Claims, error) {
 	if !ok || !strings.HasPrefix(payload, prefix) || len(token) > 512 {
 		return c, ErrMalformed
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	// Strict: a signature has exactly one spelling, so a token cannot be
+	// re-spelt (its last character's unused bits flipped) and still verify.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil {
 		return c, ErrMalformed
 	}
 	if !hmac.Equal(got, i.mac(payload)) {
 		return c, ErrSignature
 	}
-	body, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(payload, prefix))
+	body, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimPrefix(payload, prefix))
 	if err != nil || json.Unmarshal(body, &c) != nil || c.RequestID <= 0 || c.MerchantID == "" {
 		return Claims{}, ErrMalformed
 	}
