@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -41,17 +41,27 @@ type batchList struct {
 	Batches    []batchView `json:"batches"`
 }
 
-func batchCmd(ctx context.Context, g globals, sub string, args []string, stderr io.Writer) (any, error) {
-	fs := flag.NewFlagSet("batch "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id := fs.String("id", "", "merchant id")
-	file := fs.String("file", "", "only this file name")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError(err.Error())
+func batchCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "batch",
+		Short:   "Inspect a merchant's batch files",
+		Example: "  payctl --local batch show --id mer_... --file payments.csv",
 	}
-	if sub != "show" {
-		return nil, usageError(fmt.Sprintf("unknown batch command %q", sub))
+	var id, file string
+	show := &cobra.Command{
+		Use:   "show --id ID [--file NAME]",
+		Short: "Show batch files: state and counts by outcome (never a row's data)",
+		Example: `  payctl --local batch show --id mer_...
+  payctl --local batch show --id mer_... --file payments.csv`,
+		RunE: jsonCommand(func(ctx context.Context) (any, error) { return batchShow(ctx, *g, &id, &file) }),
 	}
+	show.Flags().StringVar(&id, "id", "", "merchant id")
+	show.Flags().StringVar(&file, "file", "", "only this file name")
+	c.AddCommand(show)
+	return c
+}
+
+func batchShow(ctx context.Context, g globals, id, file *string) (any, error) {
 	if *id == "" {
 		return nil, usageError("--id is required")
 	}

@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/spf13/cobra"
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/notifier"
@@ -18,69 +17,127 @@ import (
 )
 
 // deliveriesCmd: `deliveries list --request ID` and `deliveries redeliver --request ID`.
-func deliveriesCmd(ctx context.Context, g globals, sub string, args []string, stderr io.Writer) (any, error) {
-	fs := flag.NewFlagSet("deliveries "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	reqID := fs.String("request", "", "payment request id")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError(err.Error())
+func deliveriesCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "deliveries",
+		Short: "List a request's notification attempts; send its notification again",
+		Example: `  payctl --local deliveries list --request 244259802686839
+  payctl --local deliveries redeliver --request 244259802686839`,
 	}
-	id, err := strconv.ParseInt(*reqID, 10, 64)
-	if err != nil || id <= 0 {
-		return nil, usageError("--request must be a payment request id")
+	var reqID string
+	list := &cobra.Command{
+		Use:     "list --request ID",
+		Short:   "List every notification attempt of a payment request: time, status, latency, error, outcome",
+		Example: "  payctl --local deliveries list --request 244259802686839",
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			id, err := requestID(reqID)
+			if err != nil {
+				return nil, err
+			}
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			d, err := e.store.Deliveries(ctx, id, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			if d == nil {
+				d = []dynamo.DeliveryAttempt{}
+			}
+			return map[string]any{"requestId": id, "attempts": d}, nil
+		}),
 	}
-	e, err := connect(ctx, g)
-	if err != nil {
-		return nil, err
+	list.Flags().StringVar(&reqID, "request", "", "payment request id")
+	redeliver := &cobra.Command{
+		Use:     "redeliver --request ID",
+		Short:   "Send the latest settled event of a request again (same webhook-id, fresh schedule)",
+		Example: "  payctl --local deliveries redeliver --request 244259802686839",
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			id, err := requestID(reqID)
+			if err != nil {
+				return nil, err
+			}
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			// Rebuild the event of the request's latest settled transaction and
+			// send it again with a fresh schedule (same webhook-id, so receivers
+			// that already processed it can ignore it).
+			req, err := e.store.PaymentRequest(ctx, id)
+			if errors.Is(err, dynamo.ErrNotFound) {
+				return nil, fmt.Errorf("payment request %d not found", id)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if req.TransactionID == 0 || req.TransactionStatus == nil || req.LastLog == nil {
+				return nil, fmt.Errorf("payment request %d has no settled transaction to notify", id)
+			}
+			ev, err := payment.NewNotifyEvent(req, req.TransactionID, *req.TransactionStatus, *req.LastLog, time.Now())
+			if err != nil {
+				return nil, fmt.Errorf("payment request %d: %w", id, err)
+			}
+			if err := queue.New(sqs.NewFromConfig(e.cfg)).Send(ctx, e.notificationsQueue, ev, 0); err != nil {
+				return nil, err
+			}
+			return map[string]any{"requestId": id, "eventId": ev.EventID, "queued": true}, nil
+		}),
 	}
-	switch sub {
-	case "list":
-		d, err := e.store.Deliveries(ctx, id, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		if d == nil {
-			d = []dynamo.DeliveryAttempt{}
-		}
-		return map[string]any{"requestId": id, "attempts": d}, nil
-	case "redeliver":
-		// Rebuild the event of the request's latest settled transaction and
-		// send it again with a fresh schedule (same webhook-id, so receivers
-		// that already processed it can ignore it).
-		req, err := e.store.PaymentRequest(ctx, id)
-		if errors.Is(err, dynamo.ErrNotFound) {
-			return nil, fmt.Errorf("payment request %d not found", id)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if req.TransactionID == 0 || req.TransactionStatus == nil || req.LastLog == nil {
-			return nil, fmt.Errorf("payment request %d has no settled transaction to notify", id)
-		}
-		ev, err := payment.NewNotifyEvent(req, req.TransactionID, *req.TransactionStatus, *req.LastLog, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("payment request %d: %w", id, err)
-		}
-		if err := queue.New(sqs.NewFromConfig(e.cfg)).Send(ctx, e.notificationsQueue, ev, 0); err != nil {
-			return nil, err
-		}
-		return map[string]any{"requestId": id, "eventId": ev.EventID, "queued": true}, nil
-	}
-	return nil, usageError(fmt.Sprintf("unknown deliveries command %q", sub))
+	redeliver.Flags().StringVar(&reqID, "request", "", "payment request id")
+	c.AddCommand(list, redeliver)
+	return c
 }
 
-// dlqCmd: `dlq redrive` moves exhausted notifications back to the queue.
-func dlqCmd(ctx context.Context, g globals, sub string, _ []string) (any, error) {
-	if sub != "redrive" {
-		return nil, usageError(fmt.Sprintf("unknown dlq command %q", sub))
+func requestID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageError("--request must be a payment request id")
 	}
-	e, err := connect(ctx, g)
-	if err != nil {
-		return nil, err
+	return id, nil
+}
+
+// dlqCmd: `dlq redrive [--dry-run]` moves exhausted notifications back to the queue.
+func dlqCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "dlq",
+		Short: "Dead-lettered notifications: list them, send them back",
+		Example: `  payctl --local dlq redrive --dry-run
+  payctl --local dlq redrive`,
 	}
-	moved, skipped, err := notifier.Redrive(ctx, sqs.NewFromConfig(e.cfg), e.notificationsDLQ, e.notificationsQueue)
-	if err != nil {
-		return nil, err
+	var dryRun bool
+	redrive := &cobra.Command{
+		Use:   "redrive [--dry-run]",
+		Short: "Move every dead-lettered notification back to the queue (fresh schedule)",
+		Long: `redrive moves every notification of the dead-letter queue back to the
+notifications queue with a fresh retry schedule (same webhook-id).
+
+--dry-run lists what would be moved (event, request, transaction, status,
+attempts) and moves nothing: the messages stay in the dead-letter queue.`,
+		Example: `  payctl --local dlq redrive --dry-run
+  payctl --stack payreq-sandbox dlq redrive`,
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			api := sqs.NewFromConfig(e.cfg)
+			if dryRun {
+				events, unreadable, err := peekDLQ(ctx, api, e.notificationsDLQ)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"dryRun": true, "wouldMove": len(events), "events": events, "leftUnreadable": unreadable}, nil
+			}
+			moved, skipped, err := notifier.Redrive(ctx, api, e.notificationsDLQ, e.notificationsQueue)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"moved": moved, "leftUnreadable": skipped}, nil
+		}),
 	}
-	return map[string]any{"moved": moved, "leftUnreadable": skipped}, nil
+	redrive.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redriven; move nothing")
+	c.AddCommand(redrive)
+	return c
 }

@@ -23,6 +23,7 @@ type env struct {
 	sealer  *seal.Sealer
 	sandbox bool
 	cfg     aws.Config
+	apiBase string // the public API (trigger)
 
 	notificationsQueue, notificationsDLQ string
 }
@@ -61,7 +62,7 @@ func connect(ctx context.Context, g globals) (*env, error) {
 	tables := dynamo.Tables{Merchants: outputs["MerchantsTableName"], PaymentRequests: outputs["PaymentRequestsTableName"],
 		Operations: outputs["OperationsTableName"], Transactions: outputs["TransactionsTableName"]}
 	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: outputs["Stage"] != "production", cfg: cfg,
-		notificationsQueue: outputs["NotificationsQueueUrl"], notificationsDLQ: outputs["NotificationsDLQUrl"]}, nil
+		apiBase: outputs["ApiUrl"], notificationsQueue: outputs["NotificationsQueueUrl"], notificationsDLQ: outputs["NotificationsDLQUrl"]}, nil
 }
 
 func connectLocal(ctx context.Context, g globals) (*env, error) {
@@ -94,5 +95,5 @@ func connectLocal(ctx context.Context, g globals) (*env, error) {
 	tables := dynamo.Tables{Merchants: info.Tables["MerchantsTable"], PaymentRequests: info.Tables["PaymentRequestsTable"],
 		Operations: info.Tables["OperationsTable"], Transactions: info.Tables["TransactionsTable"]}
 	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: true, cfg: cfg,
-		notificationsQueue: info.Queues["NotificationsQueue"], notificationsDLQ: info.Queues["NotificationsDLQ"]}, nil
+		apiBase: info.APIBase, notificationsQueue: info.Queues["NotificationsQueue"], notificationsDLQ: info.Queues["NotificationsDLQ"]}, nil
 }

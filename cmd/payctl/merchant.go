@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
+	"sort"
 	"strconv"
 	"time"
 
 	"github.com/shopspring/decimal"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
@@ -53,30 +54,43 @@ func viewOf(m *merchant.Merchant) merchantView {
 
 const shownOnce = "The API key and webhook secret are shown only now; store them in your secret manager."
 
-func merchantCmd(ctx context.Context, g globals, sub string, args []string, stderr io.Writer) (any, error) {
-	fs := flag.NewFlagSet("merchant "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id := fs.String("id", "", "merchant id")
-	s := bindSettings(fs)
-	production := fs.Bool("production", false, "live merchant")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError(err.Error())
+const settingsHelp = `Settings (create and update; update changes only the flags given):
+  --name, --notify-url, --success-url, --failure-url
+  --allowed-origins O1,O2   origins allowed to embed the checkout
+  --methods 1,27,30         enabled host-to-host method selectors
+  --min-amount, --max-amount, --daily-amount, --monthly-amount   decimal limits ("" removes one)
+  --daily-count, --monthly-count                                 count limits
+  --currencies EUR,USD, --countries DE,FR                        allowed lists
+  --rate-limit N            API requests per minute (default 100)
+  --notification-format form|json`
+
+func merchantCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "merchant",
+		Short: "Create, list, show and update merchants; rotate their API keys",
+		Long:  "merchant manages merchants: their settings and their API key. Stored secrets are never printed; a new key and webhook secret are shown once.",
+		Example: `  payctl --local merchant list
+  payctl --local merchant create --name "Acme Books" --notify-url https://acme.example/hooks
+  payctl --local merchant show --id mer_...`,
 	}
-	switch sub {
-	case "create", "show", "update", "rotate-key":
-	default:
-		return nil, usageError(fmt.Sprintf("unknown merchant command %q", sub))
+
+	var production bool
+	var create *settings
+	createCmd := &cobra.Command{
+		Use:   "create --name NAME [settings]",
+		Short: "Create a merchant; prints its API key and webhook secret once",
+		Long:  "create adds a merchant (a sandbox one on a sandbox stack) and prints its API key and webhook secret: they are shown only now.\n\n" + settingsHelp,
+		Example: `  payctl --local merchant create --name "Acme Books" --notify-url https://acme.example/hooks \
+    --allowed-origins https://acme.example --max-amount 500.00 --currencies EUR,USD`,
 	}
-	if sub != "create" && *id == "" {
-		return nil, usageError("--id is required")
-	}
-	e, err := connect(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	switch sub {
-	case "create":
-		if *production && e.sandbox {
+	create = bindSettings(createCmd.Flags())
+	createCmd.Flags().BoolVar(&production, "production", false, "create a live (non-sandbox) merchant; needs a production stack")
+	createCmd.RunE = jsonCommand(func(ctx context.Context) (any, error) {
+		e, err := connect(ctx, *g)
+		if err != nil {
+			return nil, err
+		}
+		if production && e.sandbox {
 			return nil, errors.New("--production needs a production stack")
 		}
 		now := time.Now().UTC()
@@ -84,7 +98,7 @@ func merchantCmd(ctx context.Context, g globals, sub string, args []string, stde
 		if e.sandbox {
 			m.Methods = merchant.AllSelectors()
 		}
-		if err := s.apply(fs, m); err != nil {
+		if err := create.apply(createCmd.Flags(), m); err != nil {
 			return nil, err
 		}
 		if err := m.Validate(); err != nil {
@@ -100,33 +114,112 @@ func merchantCmd(ctx context.Context, g globals, sub string, args []string, stde
 		v := viewOf(m)
 		v.APIKey, v.WebhookSecret, v.Notice = key, secret, shownOnce
 		return v, nil
-	case "show":
-		m, err := load(ctx, e, *id)
+	})
+
+	listCmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List every merchant (settings, never a secret)",
+		Long:    "list prints every merchant of the stack, sorted by creation time, as a JSON object {\"merchants\": [...]} of the same views as show.",
+		Example: "  payctl --local merchant list\n  payctl --local merchant list | jq -r '.merchants[] | .id + \" \" + .name'",
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			ms, err := e.store.Merchants(ctx)
+			if err != nil {
+				return nil, err
+			}
+			sort.SliceStable(ms, func(i, k int) bool { return ms[i].CreatedAt.Before(ms[k].CreatedAt) })
+			out := struct {
+				Merchants []merchantView `json:"merchants"`
+			}{Merchants: []merchantView{}}
+			for _, m := range ms {
+				out.Merchants = append(out.Merchants, viewOf(m))
+			}
+			return out, nil
+		}),
+	}
+
+	var showID string
+	showCmd := &cobra.Command{
+		Use:     "show --id ID",
+		Short:   "Show a merchant's settings (never a secret)",
+		Example: "  payctl --local merchant show --id mer_...",
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			if showID == "" {
+				return nil, usageError("--id is required")
+			}
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			m, err := load(ctx, e, showID)
+			if err != nil {
+				return nil, err
+			}
+			return viewOf(m), nil
+		}),
+	}
+	showCmd.Flags().StringVar(&showID, "id", "", "merchant id")
+
+	var updateID string
+	updateCmd := &cobra.Command{
+		Use:     "update --id ID [settings]",
+		Short:   "Change a merchant's settings (only the flags given)",
+		Long:    "update changes the settings given and leaves the others; concurrent updates never overwrite each other.\n\n" + settingsHelp,
+		Example: "  payctl --local merchant update --id mer_... --notify-url https://acme.example/v2 --max-amount 500",
+	}
+	update := bindSettings(updateCmd.Flags())
+	updateCmd.Flags().StringVar(&updateID, "id", "", "merchant id")
+	updateCmd.RunE = jsonCommand(func(ctx context.Context) (any, error) {
+		if updateID == "" {
+			return nil, usageError("--id is required")
+		}
+		e, err := connect(ctx, *g)
 		if err != nil {
 			return nil, err
 		}
-		return viewOf(m), nil
-	case "update":
-		return updateMerchant(ctx, e, *id, func(m *merchant.Merchant) error {
-			if err := s.apply(fs, m); err != nil {
+		return updateMerchant(ctx, e, updateID, func(m *merchant.Merchant) error {
+			if err := update.apply(updateCmd.Flags(), m); err != nil {
 				return err
 			}
 			return m.Validate()
 		})
-	default: // rotate-key
-		var key string
-		v, err := updateMerchant(ctx, e, *id, func(m *merchant.Merchant) error {
-			key = merchant.NewAPIKey(m.Sandbox)
-			m.APIKeyHash, m.APIKeyPrefix, m.SealedAPIKey = merchant.HashAPIKey(key), merchant.KeyPrefix(key), e.sealer.Seal(key, m.ID)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		v.APIKey = key
-		v.Notice = "The new API key is shown only now. The old key stops working within 30 seconds (API instances cache keys that long)."
-		return v, nil
+	})
+
+	var rotateID string
+	rotateCmd := &cobra.Command{
+		Use:     "rotate-key --id ID",
+		Short:   "Give a merchant a new API key (shown once)",
+		Long:    "rotate-key replaces the merchant's API key and prints the new one once. The old key stops working within 30 seconds (API instances cache keys that long).",
+		Example: "  payctl --local merchant rotate-key --id mer_...",
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			if rotateID == "" {
+				return nil, usageError("--id is required")
+			}
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			var key string
+			v, err := updateMerchant(ctx, e, rotateID, func(m *merchant.Merchant) error {
+				key = merchant.NewAPIKey(m.Sandbox)
+				m.APIKeyHash, m.APIKeyPrefix, m.SealedAPIKey = merchant.HashAPIKey(key), merchant.KeyPrefix(key), e.sealer.Seal(key, m.ID)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			v.APIKey = key
+			v.Notice = "The new API key is shown only now. The old key stops working within 30 seconds (API instances cache keys that long)."
+			return v, nil
+		}),
 	}
+	rotateCmd.Flags().StringVar(&rotateID, "id", "", "merchant id")
+
+	c.AddCommand(createCmd, listCmd, showCmd, updateCmd, rotateCmd)
+	return c
 }
 
 func newSecrets(e *env, m *merchant.Merchant) (key, secret string, err error) {
@@ -181,20 +274,25 @@ type settings struct {
 	format                                                         *string
 }
 
-func bindSettings(fs *flag.FlagSet) *settings {
+func bindSettings(fs *pflag.FlagSet) *settings {
 	return &settings{
-		name: fs.String("name", "", ""), notifyURL: fs.String("notify-url", "", ""), successURL: fs.String("success-url", "", ""),
-		failureURL: fs.String("failure-url", "", ""), origins: fs.String("allowed-origins", "", ""), methods: fs.String("methods", "", ""),
-		minAmount: fs.String("min-amount", "", ""), maxAmount: fs.String("max-amount", "", ""), dailyAmount: fs.String("daily-amount", "", ""),
-		monthlyAmount: fs.String("monthly-amount", "", ""), currs: fs.String("currencies", "", ""), ctrys: fs.String("countries", "", ""),
-		dailyCount: fs.Int64("daily-count", 0, ""), monthlyCount: fs.Int64("monthly-count", 0, ""), rateLimit: fs.Int("rate-limit", 0, ""),
-		format: fs.String("notification-format", "", ""),
+		name: fs.String("name", "", "merchant name"), notifyURL: fs.String("notify-url", "", "where notifications are sent"),
+		successURL: fs.String("success-url", "", "payer's return URL after an approval"),
+		failureURL: fs.String("failure-url", "", "payer's return URL after a decline"),
+		origins:    fs.String("allowed-origins", "", "origins allowed to embed the checkout, comma-separated"),
+		methods:    fs.String("methods", "", "enabled host-to-host method selectors, comma-separated"),
+		minAmount:  fs.String("min-amount", "", "smallest amount (decimal)"), maxAmount: fs.String("max-amount", "", "largest amount (decimal)"),
+		dailyAmount: fs.String("daily-amount", "", "daily amount limit (decimal)"), monthlyAmount: fs.String("monthly-amount", "", "monthly amount limit (decimal)"),
+		currs: fs.String("currencies", "", "allowed currencies, comma-separated"), ctrys: fs.String("countries", "", "allowed payer countries, comma-separated"),
+		dailyCount: fs.Int64("daily-count", 0, "daily payment count limit"), monthlyCount: fs.Int64("monthly-count", 0, "monthly payment count limit"),
+		rateLimit: fs.Int("rate-limit", 0, "API requests per minute (default 100)"),
+		format:    fs.String("notification-format", "", "form or json"),
 	}
 }
 
-func (s *settings) apply(fs *flag.FlagSet, m *merchant.Merchant) error {
+func (s *settings) apply(fs *pflag.FlagSet, m *merchant.Merchant) error {
 	var err error
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if err != nil {
 			return
 		}

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/payreq/payreq/internal/devstack"
@@ -48,20 +47,46 @@ type sftpKeyRef struct {
 	Comment     string `json:"comment,omitempty"`
 }
 
-func sftpCmd(ctx context.Context, g globals, sub string, args []string, stderr io.Writer) (any, error) {
-	fs := flag.NewFlagSet("sftp "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	id := fs.String("id", "", "merchant id")
-	password := fs.String("password", "", "password to set (default: generate one)")
-	keyFile := fs.String("key-file", "", "public key file (authorized_keys format, e.g. ~/.ssh/id_ed25519.pub)")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError(err.Error())
+func sftpCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "sftp",
+		Short: "Manage a merchant's SFTP login for batch files",
+		Long:  "sftp sets up the SFTP login merchants use to upload batch files: a password (only its Argon2id hash is stored) and SSH public keys.",
+		Example: `  payctl --local sftp set-password --id mer_...
+  payctl --local sftp add-key --id mer_... --key-file ~/.ssh/id_ed25519.pub
+  payctl --local sftp show --id mer_...`,
 	}
-	switch sub {
-	case "set-password", "add-key", "show":
-	default:
-		return nil, usageError(fmt.Sprintf("unknown sftp command %q", sub))
+	var id, password, keyFile string
+	setPassword := &cobra.Command{
+		Use:   "set-password --id ID [--password P]",
+		Short: "Set the SFTP password (generated and shown once without --password)",
+		Example: `  payctl --local sftp set-password --id mer_...
+  payctl --local sftp set-password --id mer_... --password 'correct horse battery staple'`,
+		RunE: jsonCommand(func(ctx context.Context) (any, error) { return sftpRun(ctx, *g, "set-password", id, password, keyFile) }),
 	}
+	setPassword.Flags().StringVar(&id, "id", "", "merchant id")
+	setPassword.Flags().StringVar(&password, "password", "", fmt.Sprintf("password to set, at least %d characters (default: generate one)", MinSFTPPasswordLength))
+	addKey := &cobra.Command{
+		Use:     "add-key --id ID --key-file FILE",
+		Short:   "Register an SSH public key (authorized_keys format, e.g. id_ed25519.pub)",
+		Example: "  payctl --local sftp add-key --id mer_... --key-file ~/.ssh/id_ed25519.pub",
+		RunE:    jsonCommand(func(ctx context.Context) (any, error) { return sftpRun(ctx, *g, "add-key", id, password, keyFile) }),
+	}
+	addKey.Flags().StringVar(&id, "id", "", "merchant id")
+	addKey.Flags().StringVar(&keyFile, "key-file", "", "public key file (authorized_keys format, e.g. ~/.ssh/id_ed25519.pub)")
+	show := &cobra.Command{
+		Use:     "show --id ID",
+		Short:   "Show the SFTP login: address, user, password set, key fingerprints",
+		Example: "  payctl --local sftp show --id mer_...",
+		RunE:    jsonCommand(func(ctx context.Context) (any, error) { return sftpRun(ctx, *g, "show", id, password, keyFile) }),
+	}
+	show.Flags().StringVar(&id, "id", "", "merchant id")
+	c.AddCommand(setPassword, addKey, show)
+	return c
+}
+
+func sftpRun(ctx context.Context, g globals, sub, idFlag, passwordFlag, keyFileFlag string) (any, error) {
+	id, password, keyFile := &idFlag, &passwordFlag, &keyFileFlag
 	if *id == "" {
 		return nil, usageError("--id is required")
 	}

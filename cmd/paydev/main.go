@@ -113,6 +113,7 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
   AWS        %s
   Merchant   %s
   API key    %s
+  Webhooks   secret %s  (payctl --local webhooks listen)
   SFTP       %s  user %s  password %s
   Demo       %s/demo
   State      %s/stack.json
@@ -123,7 +124,7 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
       -d '{"amount": 25.00, "unit": "EUR", "referenceId": "order-1"}'
 
   Ctrl-C stops everything.
-`, took.Seconds(), info.APIBase, emulators, info.Merchant.ID, info.Merchant.APIKey,
+`, took.Seconds(), info.APIBase, emulators, info.Merchant.ID, info.Merchant.APIKey, info.Merchant.WebhookSecret,
 		info.SFTPAddr, info.Merchant.SFTPUser, info.Merchant.SFTPPassword, info.APIBase, stateDir,
 		info.APIBase, info.Merchant.APIKey)
 }

@@ -55,6 +55,10 @@ func TestPaydevStartsServesAndStopsCleanly(t *testing.T) {
 	if !strings.Contains(out.String(), info.Merchant.APIKey) || !strings.Contains(out.String(), "curl") {
 		t.Errorf("banner lacks the API key or the curl example:\n%s", out.String())
 	}
+	// The seeded merchant's webhook secret, for verifying its notifications.
+	if !strings.HasPrefix(info.Merchant.WebhookSecret, "whsec_") || !strings.Contains(out.String(), info.Merchant.WebhookSecret) {
+		t.Errorf("stack.json webhook secret %q missing or not in the banner:\n%s", info.Merchant.WebhookSecret, out.String())
+	}
 	// dynalite + fauxqs are two processes; moto_server is one.
 	backend, err := devstack.SelectedBackend()
 	if err != nil {
@@ -100,6 +104,37 @@ func TestPaydevStartsServesAndStopsCleanly(t *testing.T) {
 	}
 	if _, err := http.Get(info.APIBase + "/health"); err == nil {
 		t.Error("API still answering after stop")
+	}
+
+	// A restart keeps the seeded merchant's key and webhook secret (a
+	// developer's receiver keeps verifying).
+	again := exec.Command(bin, "--port", "0", "--state-dir", state)
+	again.Env = withoutEndpoint(os.Environ())
+	var out2 strings.Builder
+	again.Stdout, again.Stderr = &out2, &out2
+	if err := again.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer again.Process.Kill()
+	var info2 devstack.Info
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(state, "stack.json")); err == nil && json.Unmarshal(b, &info2) == nil && info2.APIBase != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restart: no stack.json after 60 s:\n%s", out2.String())
+		}
+	}
+	if info2.Merchant.APIKey != info.Merchant.APIKey || info2.Merchant.WebhookSecret != info.Merchant.WebhookSecret {
+		t.Errorf("restart changed the seeded merchant's key or webhook secret")
+	}
+	_ = again.Process.Signal(syscall.SIGINT)
+	stopped := make(chan error, 1)
+	go func() { stopped <- again.Wait() }()
+	select {
+	case <-stopped:
+	case <-time.After(15 * time.Second):
+		t.Error("restarted paydev did not stop within 15 s of SIGINT")
 	}
 }
 

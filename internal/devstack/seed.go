@@ -23,6 +23,9 @@ type SeedMerchant struct {
 	APIKey       string `json:"apiKey"`
 	SFTPUser     string `json:"sftpUser"`
 	SFTPPassword string `json:"sftpPassword"`
+	// WebhookSecret verifies the merchant's notifications (webhook-signature
+	// and the JSON variant's signature); kept across restarts like the key.
+	WebhookSecret string `json:"webhookSecret"`
 }
 
 // Sandbox reports whether the seeded merchant is a sandbox one (its key).
@@ -41,10 +44,13 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 	if seed.ID == "" || seed.APIKey == "" || seed.Sandbox() != sandbox {
 		seed = SeedMerchant{ID: merchant.NewID(), APIKey: merchant.NewAPIKey(sandbox)}
 	}
-	secret, err := notify.NewWebhookSecret()
-	if err != nil {
-		return seed, err
+	if seed.WebhookSecret == "" {
+		var err error
+		if seed.WebhookSecret, err = notify.NewWebhookSecret(); err != nil {
+			return seed, err
+		}
 	}
+	secret := seed.WebhookSecret
 	// A production merchant cannot have the sandbox selector.
 	methods := merchant.AllSelectors()
 	if !sandbox {
@@ -61,7 +67,16 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 		SealedAPIKey: sealer.Seal(seed.APIKey, seed.ID), SealedSecret: sealer.Seal(secret, seed.ID),
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if err := store.CreateMerchant(ctx, m); err != nil && !errors.Is(err, dynamo.ErrExists) {
+	err := store.CreateMerchant(ctx, m)
+	if errors.Is(err, dynamo.ErrExists) {
+		// A persistent endpoint kept the merchant: stack.json shows the
+		// secret it really signs with.
+		if old, gerr := store.Merchant(ctx, seed.ID); gerr == nil && old.SealedSecret != "" {
+			if s, oerr := sealer.Open(old.SealedSecret, seed.ID); oerr == nil {
+				seed.WebhookSecret = s
+			}
+		}
+	} else if err != nil {
 		return seed, fmt.Errorf("seed merchant: %w", err)
 	}
 	if err := seedSFTPUser(ctx, store, &seed); err != nil {

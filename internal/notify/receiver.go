@@ -69,7 +69,14 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rc *receiver) inspect(h http.Header, body []byte) Received {
-	now := rc.now()
+	return Inspect(h, body, rc.apiKey, rc.secret, rc.now())
+}
+
+// Inspect decodes one received notification and verifies each signature
+// whose key is given: the receiver's line, for tools that also act on the
+// notification (payctl webhooks listen --forward-to).
+func Inspect(h http.Header, body []byte, apiKey, webhookSecret string, now time.Time) Received {
+	rc := &receiver{apiKey: apiKey, secret: webhookSecret}
 	line := Received{
 		ReceivedAt:  now.UTC(),
 		WebhookID:   h.Get(HeaderWebhookID),
