@@ -255,6 +255,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(docs.OpenAPI)
 	}))
+	// Local only: the rendered API reference (Redoc, served from here: works offline).
+	s.gateway.Handle("GET /docs", docs.ReferenceHandler())
+	s.gateway.Handle("GET /docs/{file}", docs.ReferenceHandler())
 	s.server = &http.Server{Handler: s.gateway, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.server.Serve(listener) }()
 
