@@ -1,0 +1,120 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"sync"
+
+	"golang.org/x/text/language"
+)
+
+// Languages the hosted page is translated into (checkout/i18n/<lang>.json).
+// English comes first: it is the fallback when nothing else matches.
+var Languages = []string{"en", "de", "fr", "es", "pt", "hi"}
+
+var matcher = language.NewMatcher(func() []language.Tag {
+	tags := make([]language.Tag, len(Languages))
+	for i, l := range Languages {
+		tags[i] = language.MustParse(l)
+	}
+	return tags
+}())
+
+// Negotiate picks the page language: the locale option (PayCheckout.init's
+// `locale`, sent as the `locale` query parameter) first, then the
+// Accept-Language header, else English. Unparsable input counts as absent.
+func Negotiate(locale, acceptLanguage string) string {
+	var prefs []language.Tag
+	if len(locale) <= 35 {
+		if t, err := language.Parse(locale); err == nil {
+			prefs = append(prefs, t)
+		}
+	}
+	if len(acceptLanguage) <= 1024 {
+		if tags, _, err := language.ParseAcceptLanguage(acceptLanguage); err == nil {
+			prefs = append(prefs, tags...)
+		}
+	}
+	if len(prefs) == 0 {
+		return Languages[0]
+	}
+	_, i, conf := matcher.Match(prefs...)
+	if conf == language.No {
+		return Languages[0]
+	}
+	return Languages[i]
+}
+
+// Messages returns the translations of lang (key -> text).
+func Messages(lang string) (map[string]string, error) {
+	b, err := fs.ReadFile(Files, "checkout/i18n/"+lang+".json")
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("checkout/i18n/%s.json: %w", lang, err)
+	}
+	return m, nil
+}
+
+var (
+	pagesOnce sync.Once
+	pages     map[string][]byte
+	pagesErr  error
+)
+
+// CheckoutPage is checkout/index.html rendered in lang (one of Languages):
+// the static text translated on the server, so that nothing flashes in
+// English or shifts when the script starts, and the script's own messages
+// in the `data-msg` attribute of <html> (no inline script under the CSP).
+// The pages are rendered once, on first use.
+func CheckoutPage(lang string) ([]byte, error) {
+	pagesOnce.Do(func() { pages, pagesErr = renderPages() })
+	if pagesErr != nil {
+		return nil, pagesErr
+	}
+	p, ok := pages[lang]
+	if !ok {
+		return nil, fmt.Errorf("no checkout page in %q", lang)
+	}
+	return p, nil
+}
+
+func renderPages() (map[string][]byte, error) {
+	src, err := fs.ReadFile(Files, "checkout/index.html")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, lang := range Languages {
+		msg, err := Messages(lang)
+		if err != nil {
+			return nil, err
+		}
+		js, err := json.Marshal(msg)
+		if err != nil {
+			return nil, err
+		}
+		tmpl, err := template.New("index.html").Option("missingkey=error").Funcs(template.FuncMap{
+			"t": func(key string) (string, error) {
+				if s, ok := msg[key]; ok {
+					return s, nil
+				}
+				return "", fmt.Errorf("no %s translation of %q", lang, key)
+			},
+		}).Parse(string(src))
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := tmpl.Execute(&buf, map[string]string{"Lang": lang, "Messages": string(js)}); err != nil {
+			return nil, err
+		}
+		out[lang] = buf.Bytes()
+	}
+	return out, nil
+}
