@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"strings"
 	"sync"
 
 	"golang.org/x/text/language"
@@ -36,6 +37,15 @@ func Negotiate(locale, acceptLanguage string) string {
 	if len(acceptLanguage) <= 1024 {
 		if tags, _, err := language.ParseAcceptLanguage(acceptLanguage); err == nil {
 			prefs = append(prefs, tags...)
+		} else {
+			// A malformed weight somewhere ("de;q=0.9;q=0.9") spoils the whole header for the
+			// parser: keep the languages it names, in their order.
+			for _, part := range strings.Split(acceptLanguage, ",") {
+				tag, _, _ := strings.Cut(part, ";")
+				if t, err := language.Parse(strings.TrimSpace(tag)); err == nil {
+					prefs = append(prefs, t)
+				}
+			}
 		}
 	}
 	if len(prefs) == 0 {

@@ -16,6 +16,7 @@ var routes = []struct{ prefix, dir string }{
 	{"/demo/assets/", "demo/"},
 	{"/paycheckout.js", "sdk/paycheckout.js"},
 	{"/paycheckout.d.ts", "sdk/paycheckout.d.ts"},
+	{"/favicon.ico", "favicon.ico"},
 }
 
 func read(t *testing.T, name string) []byte {
