@@ -381,7 +381,7 @@ func TestE2ECheckout(t *testing.T) {
 		}
 		s.ready(t)
 		// The real hosted page of this request, with its amount.
-		if got := bt.FrameEval[string](t, s.ctx, "/checkout", text("#amount")+` + ' | ' + `+text("#recipient")); got != "12.50 EUR | Payment to Acme Books" {
+		if got := bt.FrameEval[string](t, s.ctx, "/checkout", text("#amount")+` + ' | ' + `+text("#recipient")); got != "€12.50 | Payment to Acme Books" {
 			t.Errorf("hosted page shows %q", got)
 		}
 		bt.FrameEval[bool](t, s.ctx, "/checkout", payByCard("4111 1111 1111 1111"))
