@@ -5,23 +5,33 @@ import (
 	"compress/gzip"
 	"io"
 	"io/fs"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/andybalholm/brotli"
 )
 
-// The embedded gzip and brotli forms decompress to the current sources: run `go generate ./web`
-// after editing one of Precompressed. No stray generated file is left behind either.
+// The embedded gzip and brotli forms decompress to the current sources and rendered pages: run
+// `go generate ./web` after editing one of Precompressed, index.html or a translation. No stray
+// generated file is left behind either.
 func TestCompressedUpToDate(t *testing.T) {
+	sources := map[string][]byte{}
 	for _, name := range Precompressed {
-		src := read(t, name)
+		sources[name] = read(t, name)
+	}
+	for _, lang := range Languages {
+		page, err := CheckoutPage(lang)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[PagePath(lang)] = page
+	}
+	for name, src := range sources {
 		for enc, open := range map[string]func(io.Reader) (io.Reader, error){
 			"gzip": func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) },
 			"br":   func(r io.Reader) (io.Reader, error) { return brotli.NewReader(r), nil },
 		} {
-			b, ok := Compressed(name, enc)
+			b, ok := compressedFile(name, enc)
 			if !ok {
 				t.Errorf("%s: no %s form; run go generate ./web", name, enc)
 				continue
@@ -45,8 +55,8 @@ func TestCompressedUpToDate(t *testing.T) {
 			return err
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(p, "compressed/"), ".gz"), ".br")
-		if !slices.Contains(Precompressed, base) {
-			t.Errorf("%s is not the form of any file in Precompressed", p)
+		if _, ok := sources[base]; !ok {
+			t.Errorf("%s is not the form of a file in Precompressed or of a page", p)
 		}
 		return nil
 	})
