@@ -118,8 +118,8 @@ func TestCheckoutPage(t *testing.T) {
 			tabs: [...document.querySelectorAll('[role=tab]')].filter(t => !t.hidden).map(t => t.dataset.m),
 			pay: `+text("#card .pay")+`, focusStolen: document.activeElement !== document.body})`)
 		want := map[string]any{
-			"search": "?requestId=42", "stored": "tok-123", "recipient": "Payment to Acme Books", "amount": "10.50 EUR",
-			"sandbox": true, "tabs": []any{"card", "wallet", "upi", "qr"}, "pay": "Pay 10.50 EUR", "focusStolen": false,
+			"search": "?requestId=42", "stored": "tok-123", "recipient": "Payment to Acme Books", "amount": "€10.50",
+			"sandbox": true, "tabs": []any{"card", "wallet", "upi", "qr"}, "pay": "Pay €10.50", "focusStolen": false,
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("page state:\n got %v\nwant %v", got, want)
@@ -235,10 +235,10 @@ func TestCheckoutPage(t *testing.T) {
 			return r;
 		})()`)
 		want := map[string]any{
-			"cc-name":   []any{"Invalid name", "true", true},
-			"cc-number": []any{"Invalid card number", "true", true},
-			"cc-exp":    []any{"Invalid card expiration", "true", true},
-			"cc-csc":    []any{"Invalid card CVV", "true", true},
+			"cc-name":   []any{"Enter the name shown on your card.", "true", true},
+			"cc-number": []any{"This card number is not valid. Check the digits and try again.", "true", true},
+			"cc-exp":    []any{"This card has expired. Please use another card.", "true", true},
+			"cc-csc":    []any{"Enter the security code.", "true", true},
 			"cc-email":  []any{"", nil, true},
 			"focus":     "cc-name",
 		}
@@ -255,7 +255,7 @@ func TestCheckoutPage(t *testing.T) {
 			t.Errorf("amex [number, brand, error] = %q", got)
 		}
 		bt.Eval[void](t, tab, `document.querySelector('#card .pay').click()`)
-		bt.WaitJS(t, tab, text("#cc-csc-e")+` === 'Invalid card CVV'`, 5*time.Second)
+		bt.WaitJS(t, tab, text("#cc-csc-e")+` === 'Enter the 4-digit code on the front of your card.'`, 5*time.Second)
 
 		// Valid on the client, refused by the server: the field error shows next to its field.
 		bt.Eval[void](t, tab, `(() => { `+jsSet+` set('cc-name', 'Ada Lovelace'); set('cc-number', '5555555555554444'); set('cc-exp', '1234'); set('cc-csc', '123'); })()`)
@@ -263,7 +263,7 @@ func TestCheckoutPage(t *testing.T) {
 			t.Errorf("[brand, expiry] = %q", got)
 		}
 		bt.Eval[void](t, tab, `document.querySelector('#card .pay').click()`)
-		bt.WaitJS(t, tab, text("#cc-number-e")+` === 'Invalid card number' && document.activeElement.id === 'cc-number' && !document.querySelector('#card fieldset').disabled`, 5*time.Second)
+		bt.WaitJS(t, tab, text("#cc-number-e")+` === 'This card number is not valid. Check the digits and try again.' && document.activeElement.id === 'cc-number' && !document.querySelector('#card fieldset').disabled`, 5*time.Second)
 		r, _ := api.lastRequest("/checkout/api/pay/card")
 		if want := map[string]any{"holderName": "Ada Lovelace", "number": "5555555555554444", "expiry": "12/34", "cvc": "123"}; !reflect.DeepEqual(r.Body, want) || r.Token != "tok-123" {
 			t.Errorf("pay request body %v token %q, want %v and tok-123", r.Body, r.Token, want)
@@ -410,6 +410,30 @@ func TestEmbeddedCheckout(t *testing.T) {
 	payInView := func(t *testing.T, tab context.Context) []float64 {
 		return bt.FrameEval[[]float64](t, tab, "/checkout", `[document.querySelector('#card .pay').getBoundingClientRect().bottom, innerHeight, Math.ceil(document.documentElement.getBoundingClientRect().height)]`)
 	}
+
+	t.Run("the locale option shows the page in Hindi", func(t *testing.T) {
+		tab, _, _ := setup(t, true, nil)
+		if msg := bt.Eval[string](t, tab, `T.initError({paymentUrl: T.url(), containerId: 'box', locale: 'hi"><x'})`); !strings.Contains(msg, "locale") {
+			t.Errorf("a malformed locale: init error %q", msg)
+		}
+		ready(t, tab, `T.init({containerId: 'box', locale: 'hi'})`)
+		if src := bt.Eval[string](t, tab, `T.frame().src`); !strings.Contains(src, "locale=hi") {
+			t.Errorf("iframe src %s has no locale=hi", src)
+		}
+		// The browser asks for English (Accept-Language en-US): the option wins.
+		got := bt.FrameEval[[]string](t, tab, "/checkout", `[document.documentElement.lang, `+text("#title")+`, `+text("#amount")+`,
+			`+text("#card .pay")+`, `+text("label[for=cc-number]")+`, `+text(".secure")+`]`)
+		want := []string{"hi", "सुरक्षित भुगतान", "€10.50", "€10.50 का भुगतान करें", "कार्ड नंबर",
+			"कार्ड विवरण इसी सुरक्षित पेज पर रहते हैं और व्यापारी के साथ कभी साझा नहीं किए जाते।"}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Hindi page:\n got %q\nwant %q", got, want)
+		}
+		bt.FrameEval[void](t, tab, "/checkout", `document.querySelector('#card .pay').click()`)
+		bt.WaitFrameJS(t, tab, "/checkout", text("#cc-number-e")+` !== ''`, 5*time.Second)
+		if got := bt.FrameEval[string](t, tab, "/checkout", text("#cc-number-e")); got != "अपना कार्ड नंबर दर्ज करें।" {
+			t.Errorf("Hindi card number error %q", got)
+		}
+	})
 
 	t.Run("inline frame fits the page: grows from a small height, keeps a larger one", func(t *testing.T) {
 		tab, api, _ := setup(t, true, nil)

@@ -381,7 +381,7 @@ func TestE2ECheckout(t *testing.T) {
 		}
 		s.ready(t)
 		// The real hosted page of this request, with its amount.
-		if got := bt.FrameEval[string](t, s.ctx, "/checkout", text("#amount")+` + ' | ' + `+text("#recipient")); got != "12.50 EUR | Payment to Acme Books" {
+		if got := bt.FrameEval[string](t, s.ctx, "/checkout", text("#amount")+` + ' | ' + `+text("#recipient")); got != "€12.50 | Payment to Acme Books" {
 			t.Errorf("hosted page shows %q", got)
 		}
 		bt.FrameEval[bool](t, s.ctx, "/checkout", payByCard("4111 1111 1111 1111"))
@@ -875,7 +875,7 @@ func TestE2EScreenshots(t *testing.T) {
 			got := bt.Eval[map[string]any](t, tab, `({w: innerWidth, h: innerHeight, brand: `+text("#cc-brand")+`, number: document.getElementById('cc-number').value,
 				amount: `+text("#amount")+`, search: location.search})`)
 			if got["w"] != float64(c.width) || got["h"] != float64(c.height) || got["brand"] != "Visa" ||
-				got["number"] != "4111 1111 1111 1111" || got["amount"] != "24.90 EUR" || strings.Contains(got["search"].(string), "token") {
+				got["number"] != "4111 1111 1111 1111" || got["amount"] != "€24.90" || strings.Contains(got["search"].(string), "token") {
 				t.Errorf("page state before the screenshot: %v", got)
 			}
 			wantNoCSPViolations(t, tab)

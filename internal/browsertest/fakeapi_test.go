@@ -21,6 +21,8 @@ type fakeAPI struct {
 	frameAncestors string   // CSP frame-ancestors
 	registered     []string // origins the merchant registered (session parentOrigin)
 	methods        []string
+	amount         string        // the session's decimal amount ("10.50" unless a test sets another)
+	sessionGate    chan struct{} // when set, session answers wait until it is closed
 	successURL     string
 	failureURL     string
 
@@ -39,7 +41,7 @@ type apiRequest struct {
 func newFakeAPI(t testing.TB, frameAncestors string, registered ...string) *fakeAPI {
 	f := &fakeAPI{
 		site: newSite(t), token: "tok-123", frameAncestors: frameAncestors, registered: registered,
-		methods: []string{"card", "wallet", "upi", "qr"}, requestStatus: 2,
+		methods: []string{"card", "wallet", "upi", "qr"}, amount: "10.50", requestStatus: 2,
 	}
 	f.successURL = f.Origin + "/merchant/success"
 	f.failureURL = f.Origin + "/merchant/failure"
@@ -101,8 +103,22 @@ func (f *fakeAPI) start() *fakeAPI {
 			serve(w, r, web.Files, name, f.csp())
 		}
 	}
-	mux.HandleFunc("GET /checkout", page("checkout/index.html"))
+	// The hosted page in the language the checkout handler would choose, from the same functions.
+	mux.HandleFunc("GET /checkout", func(w http.ResponseWriter, r *http.Request) {
+		lang := web.Negotiate(r.URL.Query().Get("locale"), r.Header.Get("Accept-Language"))
+		body, err := web.CheckoutPage(lang)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		w.Header().Set("Content-Security-Policy", f.csp())
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Language", lang)
+		w.Write(body)
+	})
 	mux.HandleFunc("GET /checkout/3ds", page("checkout/acs.html"))
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { serve(w, r, web.Files, "favicon.ico", "") })
 	mux.HandleFunc("GET /checkout/assets/{file}", func(w http.ResponseWriter, r *http.Request) {
 		serve(w, r, web.Files, "checkout/"+r.PathValue("file"), "")
 	})
@@ -126,7 +142,7 @@ func (f *fakeAPI) start() *fakeAPI {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		io.WriteString(w, "<!doctype html><title>Merchant "+r.PathValue("result")+"</title><h1>Merchant "+r.PathValue("result")+" page</h1>")
 	})
-	mux.HandleFunc("GET /checkout/api/session", f.api(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+	mux.HandleFunc("GET /checkout/api/session", f.gated(f.api(func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
 		if f.requestStatus != 2 {
 			problem(w, http.StatusConflict, "", "the payment request is no longer payable")
 			return
@@ -138,12 +154,12 @@ func (f *fakeAPI) start() *fakeAPI {
 			}
 		}
 		reply(w, map[string]any{
-			"requestId": "42", "recipientName": "Acme Books", "amount": "10.50", "unit": "EUR",
+			"requestId": "42", "recipientName": "Acme Books", "amount": f.amount, "unit": "EUR",
 			"paymentRequestStatusId": f.requestStatus, "methods": f.methods, "sandbox": true,
 			"successUrl": f.successURL, "failureUrl": f.failureURL, "parentOrigin": parent,
 			"expiresAt": time.Now().Add(15 * time.Minute).UTC().Format(time.RFC3339),
 		})
-	}))
+	})))
 	mux.HandleFunc("POST /checkout/api/pay/{method}", f.api(func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		if f.requestStatus != 2 {
 			problem(w, http.StatusConflict, "", "the payment request is already paid")
@@ -222,6 +238,21 @@ func (f *fakeAPI) start() *fakeAPI {
 		mux.ServeHTTP(w, r)
 	}))
 	return f
+}
+
+// gated holds h until sessionGate (when set) is closed: a test sees the page as it is painted
+// while the session is loading.
+func (f *fakeAPI) gated(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if f.sessionGate != nil {
+			select {
+			case <-f.sessionGate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		h(w, r)
+	}
 }
 
 // api checks X-Checkout-Token, decodes a JSON body, and runs h under the lock.

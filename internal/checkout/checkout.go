@@ -85,6 +85,7 @@ func Routes() []string {
 		"GET /checkout/assets/{file}",
 		"GET /paycheckout.js",
 		"GET /paycheckout.d.ts",
+		"GET /favicon.ico",
 		"GET /pay/{id}",
 		"GET /checkout/api/session",
 		"GET /checkout/api/status",
@@ -115,6 +116,7 @@ func New(d Deps) http.Handler {
 		"GET /checkout/assets/{file}":     http.HandlerFunc(h.asset),
 		"GET /paycheckout.js":             http.HandlerFunc(h.sdk("sdk/paycheckout.js")),
 		"GET /paycheckout.d.ts":           http.HandlerFunc(h.sdk("sdk/paycheckout.d.ts")),
+		"GET /favicon.ico":                http.HandlerFunc(favicon),
 		"GET /pay/{id}":                   byLink(httpapi.HandlerFunc(h.payLink)),
 		"GET /checkout/api/session":       byToken(h.api(h.session)),
 		"GET /checkout/api/status":        byToken(h.api(h.status)),
@@ -153,18 +155,32 @@ func (h *handler) page(file string) httpapi.HandlerFunc {
 				ancestors += " " + o
 			}
 		}
-		body, err := fs.ReadFile(web.Files, file)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", file, err)
-		}
+		var body *encodedFile
 		hd := w.Header()
+		if file == "checkout/index.html" {
+			// The shopper's language: PayCheckout's locale option, else Accept-Language.
+			lang := web.Negotiate(r.URL.Query().Get("locale"), r.Header.Get("Accept-Language"))
+			p, err := checkoutPage(lang)
+			if err != nil {
+				return err
+			}
+			body = p
+			hd.Set("Content-Language", lang)
+			hd.Add("Vary", "Accept-Language")
+		} else {
+			raw, err := fs.ReadFile(web.Files, file)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", file, err)
+			}
+			body = newEncodedFile(raw, nil, nil)
+		}
 		hd.Set("Content-Type", "text/html; charset=utf-8")
 		hd.Set("Content-Security-Policy", pageCSP+ancestors)
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Cache-Control", "no-store")
 		hd.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=(self)")
-		_, _ = w.Write(body)
+		body.write(w, r)
 		return nil
 	}
 }
@@ -207,6 +223,9 @@ func contentType(name string) string {
 	if strings.HasSuffix(name, ".d.ts") {
 		return "text/plain; charset=utf-8"
 	}
+	if strings.HasSuffix(name, ".ico") {
+		return "image/x-icon" // not in Go's built-in table, and Lambda has no mime.types
+	}
 	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
 		return t
 	}
@@ -232,15 +251,22 @@ func (h *handler) sdk(file string) http.HandlerFunc {
 }
 
 func serveFile(w http.ResponseWriter, r *http.Request, file, cache string) {
-	body, err := fs.ReadFile(web.Files, file)
-	if err != nil {
+	f, ok := staticAsset(file)
+	if !ok {
 		http.NotFound(w, r)
 		return
 	}
 	w.Header().Set("Content-Type", contentType(file))
 	w.Header().Set("Cache-Control", cache)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(body)
+	f.write(w, r)
+}
+
+// favicon is the browser tab's icon (a PNG inside an ICO, already
+// compressed): it changes with a deployment at most, so browsers keep it a
+// day and then revalidate it by its ETag.
+func favicon(w http.ResponseWriter, r *http.Request) {
+	serveFile(w, r, "favicon.ico", "public, max-age=86400")
 }
 
 // payLink is the payment request's `link` (/pay/{slug}, see paylink): anyone

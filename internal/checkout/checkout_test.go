@@ -70,6 +70,14 @@ func TestHostedPageHeadersAndPaymentLink(t *testing.T) {
 	if js.StatusCode != 200 || !strings.HasPrefix(js.Header.Get("Content-Type"), "text/javascript") {
 		t.Fatalf("paycheckout.js: %d %s", js.StatusCode, js.Header.Get("Content-Type"))
 	}
+	// Through the local gateway too: brotli when asked, and the favicon is a route.
+	br, _ := getRaw(t, base(t)+"/paycheckout.js", "Accept-Encoding", "gzip, br")
+	if br.StatusCode != 200 || br.Header.Get("Content-Encoding") != "br" || br.Header.Get("Vary") != "Accept-Encoding" {
+		t.Fatalf("paycheckout.js in brotli: %d %v", br.StatusCode, br.Header)
+	}
+	if fav, _ := getRaw(t, base(t)+"/favicon.ico"); fav.StatusCode != 200 || fav.Header.Get("Content-Type") != "image/x-icon" {
+		t.Fatalf("favicon: %d %v", fav.StatusCode, fav.Header)
+	}
 }
 
 func TestSessionAndCardPayment(t *testing.T) {

@@ -16,7 +16,7 @@
   function back() {
     const p = new URLSearchParams();
     p.set('requestId', requestId);
-    for (const k of ['embedded', 'origin', 'frame']) if (q.has(k)) p.set(k, q.get(k));
+    for (const k of ['embedded', 'origin', 'frame', 'locale']) if (q.has(k)) p.set(k, q.get(k));
     p.set('resume', '1');
     location.replace('/checkout?' + p);
   }

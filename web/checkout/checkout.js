@@ -45,11 +45,29 @@
   const modal = q.has('modal') ? q.get('modal') === 'true' : !!(saved && saved.modal);
   const originParam = q.get('origin') || (saved && saved.origin) || '';
 
+  // The page's language is the server's choice (Accept-Language, or PayCheckout's `locale`): it
+  // rendered the static text and put this script's messages in <html data-msg>.
+  const LANG = document.documentElement.lang || 'en';
+  const M = (() => {
+    try { return JSON.parse(document.documentElement.getAttribute('data-msg') || '{}'); } catch (e) { return {}; }
+  })();
+  const t = (key, vars) => String(M[key] || key).replace(/\{(\w+)\}/g, (m, n) => (vars && vars[n] != null ? String(vars[n]) : m));
+  // Numbers and amounts follow the shopper's region when it speaks the page's language (de-CH
+  // groups differently from de-DE), else the page language.
+  const LOCALE = (() => {
+    for (const l of [q.get('locale'), ...(navigator.languages || [])]) {
+      if (!l || l.split('-')[0].toLowerCase() !== LANG) continue;
+      try { if (Intl.NumberFormat.supportedLocalesOf([l]).length) return l; } catch (e) { /* not a locale */ }
+    }
+    return LANG;
+  })();
+  // Field error codes of the API (and of the checks below) -> message keys.
   const MSG = {
-    '009': 'Invalid email format', '025': 'Invalid name', '038': 'Invalid UPI', '040': 'Invalid card number',
-    '041': 'Invalid card expiration', '042': 'Invalid card CVV', '045': 'Invalid payment method', '048': 'Invalid token',
-    req: 'Enter the wallet token'
+    '009': 'err.email', '025': 'err.name.invalid', '038': 'err.upi', '040': 'err.number.invalid',
+    '041': 'err.expiry.format', '042': 'err.cvc.3', '045': 'err.method', '048': 'err.session'
   };
+  // Decline codes the page explains in the shopper's language.
+  const DECLINES = ['001', '002', '004', '005', '006', '013', '999'];
   const METHODS = ['card', 'wallet', 'upi', 'qr'];
   const POLL_MS = 1500, POLL_MAX_MS = 120000, REDIRECT_MS = 3000;
 
@@ -85,7 +103,20 @@
   const httpUrl = (u) => {
     try { return /^https?:$/.test(new URL(u, location.href).protocol) ? u : ''; } catch (e) { return ''; }
   };
-  const amountText = () => (S ? S.amount + ' ' + S.unit : '');
+  // The amount stays the API's decimal string: Intl formats the string itself (exact decimal), with
+  // as many fraction digits as the API sent, so no float arithmetic touches it.
+  function money(amount, unit) {
+    const s = str(amount), m = /^-?\d+(?:\.(\d+))?$/.exec(s);
+    if (!m) return s + ' ' + unit;
+    const digits = { minimumFractionDigits: m[1] ? m[1].length : 0, maximumFractionDigits: m[1] ? m[1].length : 0 };
+    try {
+      return new Intl.NumberFormat(LOCALE, Object.assign({ style: 'currency', currency: unit }, digits)).format(s);
+    } catch (e) { /* not an ISO 4217 code (e.g. a crypto unit): number, then the unit */ }
+    try { return new Intl.NumberFormat(LOCALE, digits).format(s) + ' ' + unit; } catch (e) { return s + ' ' + unit; }
+  }
+  const amountText = () => (S ? money(S.amount, S.unit) : '');
+  // Joins two sentences, adding the full stop the first one may lack ("… the card issuer" + "No money…").
+  const sentences = (a, b) => (a ? a + (/[.!?…।]$/.test(a) ? ' ' : '. ') + b : b);
   const str = (v) => (v == null ? '' : String(v));
   const reqId = (r) => str((r && r.paymentRequestId) || (S && S.requestId) || requestId);
   const payId = (r) => str(r && (r.paymentId != null ? r.paymentId : r.transactionId));
@@ -93,6 +124,7 @@
 
   function show(view) {
     for (const v of ['loading', 'pay', 'wait', 'result']) $(v).hidden = v !== view;
+    $('foot').hidden = false;
     $('cancel').hidden = !(cancelable && (view === 'pay' || view === 'wait'));
   }
 
@@ -119,7 +151,7 @@
     $('result-title').textContent = title;
     $('result-msg').textContent = msg;
     const ref = r && r.transactionNumber;
-    $('result-ref').textContent = ref ? 'Reference: ' + ref : '';
+    $('result-ref').textContent = ref ? t('reference', { ref }) : '';
     $('result-ref').hidden = !ref;
     $('retry').hidden = true;
     $('back').hidden = true;
@@ -151,16 +183,15 @@
   function expired() {
     done = true;
     cancelable = cancelable && embedded;
-    result('bad', 'This checkout link has expired',
-      'For your security, checkout links are valid for 15 minutes. Go back to the merchant and start the payment again.');
+    result('bad', t('expired.title'), t('expired.msg'));
     $('cancel').hidden = !cancelable;
   }
 
   function closed(p) {
     done = true;
     const cancelled = (p && p.paymentRequestStatusId === 3) || /cancel/i.test(str(p && (p.detail || p.title)));
-    if (cancelled) result('bad', 'Payment request cancelled', 'This payment request was cancelled and can no longer be paid.');
-    else result('ok', 'Already paid', 'This payment request has already been paid. There is nothing more to do.');
+    if (cancelled) result('bad', t('cancelled.title'), t('cancelled.msg'));
+    else result('ok', t('paid.title'), t('paid.msg'));
     $('cancel').hidden = !(cancelable && embedded);
   }
 
@@ -183,12 +214,12 @@
     }
     url = httpUrl(url);
     if (url) {
-      $('result-msg').textContent = msg + ' Returning you to the merchant…';
+      $('result-msg').textContent = msg + ' ' + t('returning');
       $('back').href = url;
       $('back').hidden = false;
       setTimeout(() => location.assign(url), REDIRECT_MS);
     } else if (retry) {
-      offerRetry('Try again', () => {
+      offerRetry(t('retry'), () => {
         done = false;
         cancelable = !!httpUrl(S.failureUrl);
         $('cc-csc').value = '';
@@ -200,20 +231,23 @@
   }
 
   function success(r) {
-    finish('ok', 'Payment successful', 'You paid ' + amountText() + (S.recipientName ? ' to ' + S.recipientName : '') + '.', r,
+    const msg = S.recipientName ? t('success.msgTo', { amount: amountText(), name: S.recipientName }) : t('success.msg', { amount: amountText() });
+    finish('ok', t('success.title'), msg, r,
       'payment.success', { url: str(S.successUrl), requestId: reqId(r), paymentId: payId(r) }, S.successUrl);
   }
 
   function failure(r) {
     const log = (r && r.lastLog) || {};
-    const reason = log.message || MSG[log.code] || 'Your payment was declined.';
-    finish('bad', 'Payment failed', reason + ' No money was taken.', r,
+    // English shows the provider's own reason; other languages the translation of its code.
+    const code = str(log.code);
+    let reason = LANG === 'en' ? str(log.message).trim() : '';
+    if (!reason) reason = DECLINES.includes(code) ? t('decline.' + code) : t('failure.declined');
+    finish('bad', t('failure.title'), sentences(reason, t('failure.noMoney')), r,
       'payment.failure', { url: str(S.failureUrl), requestId: reqId(r), paymentId: payId(r) }, S.failureUrl, true);
   }
 
   function pending(r) {
-    finish('wait', 'Payment pending',
-      'We are still waiting for confirmation. You will be notified when it completes; you do not need to pay again.', r,
+    finish('wait', t('pending.title'), t('pending.msg'), r,
       'payment.pending', { url: str(S.successUrl), requestId: reqId(r) }, S.successUrl);
   }
 
@@ -227,12 +261,11 @@
     const na = r.nextAction || {};
     if (na.type === 'threeds_redirect' && !polling) return threeds(na.url);
     if (na.type === 'qr') {
-      wait('Scan to pay', 'Scan this code with your banking app, or copy it into the app. This page updates when the payment is confirmed.', str(na.qrPayload), na.qrImage);
+      wait(t('qrWait.title'), t('qrWait.msg'), str(na.qrPayload), na.qrImage);
     } else if (na.type === 'upi_collect') {
-      wait('Approve in your UPI app', 'We sent a payment request to your UPI app. Approve it there; this page updates automatically.',
-        na.reference ? 'Reference: ' + na.reference : '');
+      wait(t('upiWait.title'), t('upiWait.msg'), na.reference ? t('reference', { ref: na.reference }) : '');
     } else if (!polling) {
-      wait('Waiting for confirmation…', 'Your bank is confirming the payment. This usually takes a few seconds.');
+      wait(t('bankWait.title'), t('bankWait.msg'));
     }
     if (!polling) startPoll(POLL_MS);
   }
@@ -263,17 +296,18 @@
     try { u = new URL(url, location.href); } catch (e) { u = null; }
     if (!u || (u.origin !== location.origin && u.protocol !== 'https:')) {
       show('pay');
-      formErr('Card verification is unavailable right now. Please try again or use another card.');
+      formErr(t('threeds.unavailable'));
       return;
     }
     if (u.origin === location.origin) {
       if (!u.searchParams.has('requestId')) u.searchParams.set('requestId', requestId);
       if (embedded && !u.searchParams.has('embedded')) u.searchParams.set('embedded', 'true');
       if (originParam && !u.searchParams.has('origin')) u.searchParams.set('origin', originParam);
+      if (q.get('locale') && !u.searchParams.has('locale')) u.searchParams.set('locale', q.get('locale'));
     }
     store.set(CTX, JSON.stringify({ embedded, modal, origin: originParam, s: S }));
     cancelable = false;
-    wait('Verifying with your bank…', 'You are being taken to your bank to confirm this payment.');
+    wait(t('threeds.title'), t('threeds.msg'));
     location.assign(u.href);
   }
 
@@ -301,33 +335,46 @@
     return sum % 10 === 0;
   }
 
+  // Each check returns '' or the key of a message that says what to do.
   const CHECKS = {
     holderName: (v) => {
       v = v.trim();
-      return v.length >= 2 && v.length <= 100 && /^[\p{L}\p{M}' .,-]+$/u.test(v) ? '' : '025';
+      if (!v) return 'err.name.empty';
+      return v.length >= 2 && v.length <= 100 && /^[\p{L}\p{M}' .,-]+$/u.test(v) ? '' : 'err.name.invalid';
     },
     number: (v) => {
       const d = digits(v), b = brandOf(d);
-      const lenOk = b ? b[2].includes(d.length) : d.length >= 12 && d.length <= 19;
-      return /^[\d ]+$/.test(v.trim()) && lenOk && luhn(d) ? '' : '040';
+      if (!d) return 'err.number.empty';
+      if (!/^[\d ]+$/.test(v.trim())) return 'err.number.invalid';
+      const lens = b ? b[2] : [12, 19];
+      if (d.length < Math.min(...lens)) return 'err.number.short';
+      const lenOk = b ? lens.includes(d.length) : d.length >= 12 && d.length <= 19;
+      return lenOk && luhn(d) ? '' : 'err.number.invalid';
     },
     expiry: (v) => {
-      const m = /^(\d\d)\/(\d\d)$/.exec(v.trim());
-      if (!m) return '041';
+      v = v.trim();
+      if (!v) return 'err.expiry.empty';
+      const m = /^(\d\d)\/(\d\d)$/.exec(v);
+      if (!m) return 'err.expiry.format';
       const mon = +m[1], yr = 2000 + +m[2], now = new Date(), y = now.getFullYear(), cm = now.getMonth() + 1;
-      return mon >= 1 && mon <= 12 && (yr > y || (yr === y && mon >= cm)) && yr <= y + 20 ? '' : '041';
+      if (mon < 1 || mon > 12) return 'err.expiry.month';
+      if (yr < y || (yr === y && mon < cm)) return 'err.expiry.past';
+      return yr <= y + 20 ? '' : 'err.expiry.far';
     },
     cvc: (v) => {
+      v = v.trim();
+      if (!v) return 'err.cvc.empty';
       const b = brandOf(digits($('cc-number').value));
-      const re = b && b[0] === 'American Express' ? /^\d{4}$/ : b ? /^\d{3}$/ : /^\d{3,4}$/;
-      return re.test(v.trim()) ? '' : '042';
+      const amex = b && b[0] === 'American Express';
+      const re = amex ? /^\d{4}$/ : b ? /^\d{3}$/ : /^\d{3,4}$/;
+      return re.test(v) ? '' : amex ? 'err.cvc.4' : 'err.cvc.3';
     },
     email: (v) => {
       v = v.trim();
-      return !v || (v.length <= 100 && /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v)) ? '' : '009';
+      return !v || (v.length <= 100 && /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v)) ? '' : 'err.email';
     },
-    token: (v) => (v.trim() ? '' : 'req'),
-    upiId: (v) => (/^[\w.-]{2,256}@[a-zA-Z][a-zA-Z0-9]{1,63}$/.test(v.trim()) ? '' : '038')
+    token: (v) => (v.trim() ? '' : 'err.token'),
+    upiId: (v) => (/^[\w.-]{2,256}@[a-zA-Z][a-zA-Z0-9]{1,63}$/.test(v.trim()) ? '' : 'err.upi')
   };
 
   function setErr(input, msg) {
@@ -339,9 +386,9 @@
 
   function check(input) {
     const f = CHECKS[input.name];
-    const code = f ? f(input.value) : '';
-    setErr(input, code ? MSG[code] : '');
-    return !code;
+    const key = f ? f(input.value) : '';
+    setErr(input, key ? t(key) : '');
+    return !key;
   }
 
   function formatNumber(el) {
@@ -362,15 +409,20 @@
     }
   }
 
+  // MM/YY as the shopper types: the slash comes once the month is certain. "1" may still become
+  // 10, 11 or 12, so it stays "1"; "13" cannot be a month, so it is January and a year digit
+  // ("01/3"); "3" can only be March ("03/"); "00" is no month, so the second 0 is dropped.
   function formatExpiry(el, deleting) {
     const raw = el.value;
     let d = digits(raw);
     if (/^\d\D/.test(raw)) d = '0' + d; // "1/" means January
     if (d.length === 6) d = d.slice(0, 2) + d.slice(4); // autofill "MM/YYYY"
+    if (d[0] > '1') d = '0' + d;
+    else if (d[0] === '1' && d[1] > '2') d = '0' + d;
+    else if (d.startsWith('00')) d = '0' + d.slice(2);
     d = d.slice(0, 4);
-    if (d.length === 1 && d > '1') d = '0' + d;
     let out = d.length > 2 ? d.slice(0, 2) + '/' + d.slice(2) : d;
-    if (d.length === 2 && !deleting && raw.length >= 2) out += '/';
+    if (d.length === 2 && !deleting) out += '/';
     if (out !== raw) el.value = out;
   }
 
@@ -394,7 +446,8 @@
     for (const x of errs) {
       const name = str(x && x.field).split(/[./]/).pop();
       const input = name ? form.elements.namedItem(name) : null;
-      const msg = MSG[x && x.code] || str(x && x.detail) || 'Invalid value';
+      const key = MSG[x && x.code];
+      const msg = key ? t(key) : (LANG === 'en' && str(x && x.detail)) || t('err.value');
       if (input instanceof HTMLInputElement) {
         setErr(input, msg);
         if (!first) first = input;
@@ -402,7 +455,9 @@
         other.push(msg);
       }
     }
-    if (other.length || !first) formErr(other.join('. ') || MSG[p.code] || str(p.detail || p.title) || 'Please check your details.');
+    if (other.length || !first) {
+      formErr(other.join(' ') || (MSG[p.code] && t(MSG[p.code])) || (LANG === 'en' && str(p.detail || p.title)) || t('checkDetails'));
+    }
     if (first) first.focus();
   }
 
@@ -416,7 +471,7 @@
       if (!check(i)) { bad++; if (!first) first = i; }
     }
     if (first) {
-      say(bad === 1 ? 'Please correct the highlighted field.' : 'Please correct ' + bad + ' highlighted fields.');
+      say(bad === 1 ? t('fixOne') : t('fixMany', { n: bad }));
       first.focus();
       return;
     }
@@ -424,8 +479,8 @@
     busy = true;
     fs.disabled = true;
     $('cancel').disabled = true;
-    btn.textContent = 'Processing…';
-    say('Processing payment…');
+    btn.textContent = t('processing');
+    say(t('processingPayment'));
     const r = await api('/checkout/api/pay/' + form.id, collect(form));
     busy = false;
     fs.disabled = false;
@@ -436,9 +491,9 @@
     if (r.status === 401) return expired();
     if (r.status === 409) return closed(r.data);
     if (r.status === 400 && r.data) return fieldErrors(form, r.data);
-    if (r.status === 429) formErr('Too many attempts. Please wait a moment and try again.');
-    else if (r.status === 0) formErr('We could not reach the payment service. Check your connection and try again.');
-    else formErr(str(r.data && r.data.detail) || 'Something went wrong on our side. Please try again.');
+    if (r.status === 429) formErr(t('tooMany'));
+    else if (r.status === 0) formErr(t('network'));
+    else formErr((LANG === 'en' && str(r.data && r.data.detail)) || t('serverError'));
     btn.focus();
   }
 
@@ -501,7 +556,7 @@
         cancelable = false;
         clearTimeout(pollTimer);
         post('payment.cancel', {});
-        result('wait', 'Payment cancelled', 'No payment was made.');
+        result('wait', t('userCancelled.title'), t('userCancelled.msg'));
       } else if (S && httpUrl(S.failureUrl)) {
         location.assign(httpUrl(S.failureUrl));
       }
@@ -512,13 +567,13 @@
   // ---- start --------------------------------------------------------------------------------------
 
   function render() {
-    $('recipient').textContent = S.recipientName ? 'Payment to ' + S.recipientName : '';
+    $('recipient').textContent = S.recipientName ? t('payTo', { name: S.recipientName }) : '';
     $('recipient').hidden = !S.recipientName;
     $('amount').textContent = amountText();
     $('amount').hidden = false;
     $('sandbox').hidden = S.sandbox !== true;
-    for (const b of document.querySelectorAll('#card .pay, #wallet .pay, #upi .pay')) b.textContent = 'Pay ' + amountText();
-    if (!embedded) $('cancel').textContent = 'Cancel and return to the merchant';
+    for (const b of document.querySelectorAll('#card .pay, #wallet .pay, #upi .pay')) b.textContent = t('payAmount', { amount: amountText() });
+    if (!embedded) $('cancel').textContent = t('cancelReturn');
     cancelable = embedded || !!httpUrl(S.failureUrl);
   }
 
@@ -526,15 +581,14 @@
     wire();
     if (refused) {
       done = true;
-      return result('bad', 'This checkout link is invalid',
-        'This link does not carry a checkout session. Go back to the merchant and start the payment again.');
+      return result('bad', t('invalidLink.title'), t('invalidLink.msg'));
     }
     if (!requestId || !token) return expired();
     const r = await api('/checkout/api/session?origin=' + encodeURIComponent(originParam));
     if (r.status === 200 && r.data && str(r.data.requestId) !== requestId) {
       // The token names another payment request than the address: show neither.
       done = true;
-      return result('bad', 'This checkout link is invalid', 'Go back to the merchant and start the payment again.');
+      return result('bad', t('invalidLink.title'), t('otherRequest.msg'));
     }
     if (r.status === 200 && r.data) {
       S = r.data;
@@ -545,25 +599,24 @@
     } else if (r.status === 409) {
       return closed(r.data);
     } else {
-      result('bad', 'We could not load the checkout', 'Please check your connection and try again.');
-      return offerRetry('Reload', () => location.reload());
+      result('bad', t('loadFailed.title'), t('loadFailed.msg'));
+      return offerRetry(t('reload'), () => location.reload());
     }
     render();
     if (embedded && !S.parentOrigin) {
       done = true;
       cancelable = false;
-      return result('bad', 'This checkout cannot be shown here',
-        'The site that opened this checkout is not registered for payments, so the result could not be reported. Please contact the merchant.');
+      return result('bad', t('notHere.title'), t('notHere.msg'));
     }
     if (resume) {
-      wait('Confirming your payment…', 'Checking the result of your bank verification.');
+      wait(t('resume.title'), t('resume.msg'));
       return startPoll(0);
     }
     if (S.paymentRequestStatusId === 1 || S.paymentRequestStatusId === 3) return closed(S);
     methods = METHODS.filter((m) => (S.methods || []).includes(m));
     if (!methods.length) {
       done = true;
-      return result('bad', 'No payment method available', 'This payment cannot be completed online. Please contact the merchant.');
+      return result('bad', t('noMethod.title'), t('noMethod.msg'));
     }
     for (const m of methods) $('tab-' + m).hidden = false;
     if (methods.length > 1) {

@@ -71,6 +71,13 @@ declare namespace PayCheckout {
      * iframe is also capped at the viewport height minus 80px (the dialog scrolls).
      */
     height?: string;
+    /**
+     * Language of the checkout page, as a BCP 47 tag ("en", "de", "fr", "es", "pt", "hi", or with a
+     * region such as "pt-BR", which also picks the region's number format). Default: the shopper's
+     * browser languages (Accept-Language). A language the page does not have falls back to that
+     * default, then English. Amounts are always formatted in the page's language.
+     */
+    locale?: string;
     /** Payment completed. Terminal: the component removes itself after the callback. */
     onSuccess?: (payload: SuccessPayload) => void;
     /** Payment failed or was declined. Terminal. */

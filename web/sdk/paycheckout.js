@@ -108,6 +108,11 @@
     for (var i = 0; i < CALLBACKS.length; i++) {
       if (o[CALLBACKS[i]] != null && typeof o[CALLBACKS[i]] !== 'function') fail(CALLBACKS[i] + ' must be a function');
     }
+    // A BCP 47 language tag (e.g. "hi", "pt-BR"): the page's language instead of the shopper's
+    // Accept-Language; unsupported languages fall back to it.
+    if (o.locale != null && (typeof o.locale !== 'string' || !/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$/.test(o.locale))) {
+      fail('locale must be a language tag such as "de" or "pt-BR"');
+    }
     var width = o.width == null ? '480px' : String(o.width);
     var height = o.height == null ? '700px' : String(o.height);
 
@@ -118,6 +123,7 @@
     // Esc inside the iframe never reaches this page: tell the checkout it is
     // in a modal, so it reports Esc as payment.cancel itself.
     if (mode === 'modal') u.searchParams.set('modal', 'true');
+    if (o.locale) u.searchParams.set('locale', o.locale);
 
     var frame = el('iframe', {
       display: 'block', border: '0', width: mode === 'modal' ? '100%' : width, maxWidth: '100%',
