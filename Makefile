@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 # Lambda functions: directory under functions/ and template logical id.
-FUNCTIONS := merchantapi checkout notifier reconciler payments callbacks sandbox batch sftpauth
+FUNCTIONS := merchantapi checkout notifier reconciler payments callbacks sandbox batch sftpauth dashboard
 
 GO_LAMBDA_BUILD := GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 # SAM passes ARTIFACTS_DIR to build-<LogicalId>; `make build` uses bin/<function>/.
@@ -92,6 +92,9 @@ build-SandboxFunction:
 
 build-CheckoutFunction:
 	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/checkout
+
+build-DashboardFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/dashboard
 
 build-BatchFunction:
 	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/batch

@@ -28,7 +28,7 @@ var firstEvents = map[string]string{
 	"MerchantApiFunction": "http-api.json", "PaymentsFunction": "http-api.json", "CallbacksFunction": "http-api.json",
 	"CheckoutFunction": "http-api.json", "NotifierFunction": "sqs.json", "SandboxFunction": "sqs.json",
 	"ReconcilerFunction": "eventbridge-schedule.json", "BatchFunction": "s3-object-created.json",
-	"SftpAuthFunction": "transfer-identity-provider.json",
+	"SftpAuthFunction": "transfer-identity-provider.json", "DashboardFunction": "http-api.json",
 }
 
 // runtimeAPI is a minimal Lambda Runtime API: it hands out one event and

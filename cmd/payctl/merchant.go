@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -180,12 +181,22 @@ func merchantCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		return updateMerchant(ctx, e, updateID, func(m *merchant.Merchant) error {
+		v, err := updateMerchant(ctx, e, updateID, func(m *merchant.Merchant) error {
 			if err := update.apply(updateCmd.Flags(), m); err != nil {
 				return err
 			}
 			return m.Validate()
 		})
+		if err != nil {
+			return nil, err
+		}
+		var changed []string
+		updateCmd.Flags().Visit(func(f *pflag.Flag) {
+			if f.Name != "id" {
+				changed = append(changed, "--"+f.Name)
+			}
+		})
+		return v, auditPayctl(ctx, e, updateID, "settings.update", "payctl merchant update "+strings.Join(changed, " "))
 	})
 
 	var rotateID string
@@ -211,6 +222,9 @@ func merchantCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
+			if err := auditPayctl(ctx, e, rotateID, "apikey.rotate", "API key replaced by "+merchant.KeyPrefix(key)+"…"); err != nil {
+				return nil, err
+			}
 			v.APIKey = key
 			v.Notice = "The new API key is shown only now. The old key stops working within 30 seconds (API instances cache keys that long)."
 			return v, nil
@@ -218,7 +232,7 @@ func merchantCmd(g *globals) *cobra.Command {
 	}
 	rotateCmd.Flags().StringVar(&rotateID, "id", "", "merchant id")
 
-	c.AddCommand(createCmd, listCmd, showCmd, updateCmd, rotateCmd)
+	c.AddCommand(createCmd, listCmd, showCmd, updateCmd, rotateCmd, userCmd(g))
 	return c
 }
 

@@ -135,6 +135,11 @@ func sftpRun(ctx context.Context, g globals, sub, idFlag, passwordFlag, keyFileF
 			return nil, err
 		}
 	}
+	if sub != "show" {
+		if err := auditPayctl(ctx, e, *id, "sftp.update", "payctl sftp "+sub); err != nil {
+			return nil, err
+		}
+	}
 	v, err := showSFTP(ctx, g, e, *id)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,7 @@ func main() {
 		os.Exit(1)
 	}
 	printBanner(stack.Info, *stateDir, time.Since(started))
+	printDashboard(stack.Info)
 	if *stage == "production" {
 		fmt.Printf("  Stage      production (Stripe connector; stripe-mock %s)\n  Webhooks   POST %s/callbacks/svcwh, Stripe-Signature with the secret in %s\n\n",
 			params["LocalStripeApiBase"], stack.Info.APIBase, *stateDir+"/stripe-webhook.secret")
@@ -127,4 +128,9 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
 `, took.Seconds(), info.APIBase, emulators, info.Merchant.ID, info.Merchant.APIKey, info.Merchant.WebhookSecret,
 		info.SFTPAddr, info.Merchant.SFTPUser, info.Merchant.SFTPPassword, info.APIBase, stateDir,
 		info.APIBase, info.Merchant.APIKey)
+}
+
+// printDashboard adds the seeded dashboard user to the banner.
+func printDashboard(info devstack.Info) {
+	fmt.Printf("  Dashboard  %s  e-mail %s  password %s\n\n", info.Dashboard.URL, info.Dashboard.Email, info.Dashboard.Password)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/payreq/payreq/internal/callbacks"
 	"github.com/payreq/payreq/internal/checkout"
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/wire"
@@ -44,6 +45,7 @@ var Functions = map[string]Function{
 	"ReconcilerFunction":  {Entry: wire.ReconcilerLambda, Build: fromWire(wire.ReconcilerLambda)},
 	"BatchFunction":       {Entry: batchwire.BatchLambda, Build: fromBatchwire(batchwire.BatchLambda)},
 	"SftpAuthFunction":    {Entry: batchwire.SFTPAuthLambda, Build: fromBatchwire(batchwire.SFTPAuthLambda)},
+	"DashboardFunction":   {Entry: wire.DashboardLambda, Build: fromWire(wire.DashboardLambda), Routes: dashboard.Routes},
 }
 
 func fromWire[H any](entry func(context.Context, config.Getenv, wire.Options) (H, error)) func(context.Context, config.Getenv, *aws.Config) (lambda.Handler, error) {

@@ -60,6 +60,7 @@ type Info struct {
 	Backend   string            `json:"backend,omitempty"` // local emulators: dynalite or moto; empty when External
 	Endpoints Endpoints         `json:"endpoints"`
 	Merchant  SeedMerchant      `json:"merchant"`
+	Dashboard SeedDashboardUser `json:"dashboard"`
 	Tables    map[string]string `json:"tables"`
 	Queues    map[string]string `json:"queues"`
 	Buckets   map[string]string `json:"buckets"`
@@ -171,6 +172,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		"LocalDynamoDBEndpoint": s.Info.Endpoints.DynamoDB, "LocalSQSEndpoint": s.Info.Endpoints.SQS, "LocalS3Endpoint": s.Info.Endpoints.S3} {
 		params[k] = v
 	}
+	if addr := localSFTPAddress(opts); addr != "" {
+		params["LocalSftpAddress"] = addr
+	}
 	if s.Resources, err = Provision(ctx, cfg, payreq.Template, params, sealKey); err != nil {
 		return nil, err
 	}
@@ -187,6 +191,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if s.Info.Merchant, err = seedMerchant(ctx, s.Store, sealer, filepath.Join(opts.StateDir, "merchant.json"), s.Info.APIBase, opts.Stage == "sandbox"); err != nil {
+		return nil, err
+	}
+	if s.Info.Dashboard, err = seedDashboardUser(ctx, s.Store, filepath.Join(opts.StateDir, "dashboard.json"), s.Info.APIBase, s.Info.Merchant.ID); err != nil {
 		return nil, err
 	}
 

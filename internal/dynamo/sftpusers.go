@@ -145,3 +145,45 @@ func (s *Store) AddSFTPKey(ctx context.Context, merchantID, username, key string
 	}
 	return nil
 }
+
+// RemoveSFTPKey removes one public key of the merchant's user; ErrNotFound
+// when the key is not registered. The removal is guarded by the key still
+// being at the position read, so a concurrent change never removes another key.
+func (s *Store) RemoveSFTPKey(ctx context.Context, merchantID, username, key string, now time.Time) error {
+	for range 3 {
+		u, err := s.SFTPUserRecord(ctx, username)
+		if err != nil {
+			return err
+		}
+		if u.MerchantID != merchantID {
+			return ErrNotFound
+		}
+		i := -1
+		for j, k := range u.PublicKeys {
+			if k == key {
+				i = j
+			}
+		}
+		if i < 0 {
+			return ErrNotFound
+		}
+		pos := fmt.Sprintf("publicKeys[%d]", i)
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:           &s.t.Operations,
+			Key:                 sftpUserKey(username),
+			UpdateExpression:    aws.String("REMOVE " + pos + " SET updatedAt = :now"),
+			ConditionExpression: aws.String("merchantId = :m AND " + pos + " = :k"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":m": &types.AttributeValueMemberS{Value: merchantID}, ":k": &types.AttributeValueMemberS{Value: key},
+				":now": &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
+			},
+		})
+		if !isConditionFailed(err) {
+			if err != nil {
+				return fmt.Errorf("remove sftp key of %s: %w", username, err)
+			}
+			return nil
+		}
+	}
+	return ErrConflict
+}

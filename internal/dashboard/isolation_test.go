@@ -1,0 +1,166 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+// payH2H creates and pays a payment request through the real API (sandbox
+// selector 1 approves) and returns its id and transaction id.
+func payH2H(t *testing.T, m testenv.Merchant, ref string, extra ...string) (int64, int64) {
+	t.Helper()
+	body := map[string]any{"amount": 12.5, "unit": "EUR", "referenceId": ref, "name": "Ann Lee", "email": "payer@example.com",
+		"phoneNumber": "4915112345678", "address": "1 Main St", "city": "Berlin", "state": "BE", "postalCode": "10115", "country": "DE"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		body[extra[i]] = extra[i+1]
+	}
+	resp := testenv.Do(t, "POST", testenv.Stack(t).Info.APIBase+"/payments/h2h/1", m.APIKey, body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("pay: %d %s", resp.Status, resp.Body)
+	}
+	var out struct {
+		PaymentRequestID  int64 `json:"paymentRequestId"`
+		TransactionID     int64 `json:"transactionId"`
+		TransactionStatus int   `json:"transactionStatusId"`
+	}
+	if err := json.Unmarshal(resp.Body, &out); err != nil || out.TransactionStatus != 1 {
+		t.Fatalf("pay: %s (%v)", resp.Body, err)
+	}
+	return out.PaymentRequestID, out.TransactionID
+}
+
+// A merchant's user never sees or changes another merchant's data, on every
+// route: the table must name every route the dashboard serves.
+func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
+	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
+	ua := newUser(t, a, dashboard.RoleAdmin)
+	ub := newUser(t, b, dashboard.RoleAdmin)
+	ua.mustSignIn()
+	bRef := "iso-b-" + dashboard.NewToken()[:12]
+	bReq, bTx := payH2H(t, b, bRef)
+	bReqS, bTxS := strconv.FormatInt(bReq, 10), strconv.FormatInt(bTx, 10)
+	// The same searches find A's own payment: the list is not empty by accident.
+	aRef := "iso-a-" + dashboard.NewToken()[:12]
+	aReq, _ := payH2H(t, a, aRef)
+	if p := ua.get("/dashboard/payments?ref=" + aRef); !strings.Contains(p.body, "/dashboard/payments/"+strconv.FormatInt(aReq, 10)) {
+		t.Fatalf("A's own payment is not listed:\n%s", p.body)
+	}
+	if p := ua.get("/dashboard/payments/" + strconv.FormatInt(aReq, 10)); p.status != http.StatusOK {
+		t.Fatalf("A's own payment: %d", p.status)
+	}
+	store := testenv.Stack(t).Store
+	before, err := store.Merchant(context.Background(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing of B may appear on A's pages.
+	secrets := []string{b.ID, bReqS, bTxS, bRef, ub.email}
+	token := func() string { return csrfOf(t, ua.get("/dashboard/profile")) }
+	type check struct {
+		method, path string
+		form         url.Values
+		status       int  // 0: any status, but no trace of B
+		echo         bool // the page repeats B's reference (the search term) by design
+	}
+	cases := map[string][]check{
+		"GET /dashboard":                          {{method: "GET", path: "/dashboard", status: http.StatusSeeOther}},
+		"GET /dashboard/assets/{file}":            {{method: "GET", path: "/dashboard/assets/dashboard.css", status: 200}},
+		"GET /dashboard/login":                    {{method: "GET", path: "/dashboard/login", status: 200}},
+		"POST /dashboard/login":                   {{method: "POST", path: "/dashboard/login", form: url.Values{"email": {ub.email}, "password": {password}}, status: http.StatusForbidden}},
+		"GET /dashboard/totp":                     {{method: "GET", path: "/dashboard/totp", status: http.StatusSeeOther}},
+		"POST /dashboard/totp":                    {{method: "POST", path: "/dashboard/totp", form: url.Values{"code": {"123456"}}, status: http.StatusSeeOther}},
+		"GET /dashboard/set-password":             {{method: "GET", path: "/dashboard/set-password?token=x", status: 404}},
+		"POST /dashboard/set-password":            {{method: "POST", path: "/dashboard/set-password", form: url.Values{"token": {"x"}}, status: 404}},
+		"GET /dashboard/profile":                  {{method: "GET", path: "/dashboard/profile", status: 200}},
+		"POST /dashboard/profile":                 {{method: "POST", path: "/dashboard/profile", form: url.Values{"notifyUrl": {"https://a.example/n"}, "notificationFormat": {"json"}}, status: 200}},
+		"POST /dashboard/profile/api-key":         {{method: "POST", path: "/dashboard/profile/api-key", form: url.Values{}, status: 200}},
+		"POST /dashboard/profile/webhook-secret":  {{method: "POST", path: "/dashboard/profile/webhook-secret", form: url.Values{"action": {"rotate"}}, status: 200}},
+		"POST /dashboard/profile/sftp":            {{method: "POST", path: "/dashboard/profile/sftp", form: url.Values{"action": {"password"}, "password": {"a-new-sftp-password"}}, status: 200}},
+		"GET /dashboard/account":                  {{method: "GET", path: "/dashboard/account", status: 200}},
+		"POST /dashboard/account/totp":            {{method: "POST", path: "/dashboard/account/totp", form: url.Values{"code": {"000000"}, "sealed": {"x"}}, status: 400}},
+		"GET /dashboard/payments":                 {{method: "GET", path: "/dashboard/payments", status: 200}, {method: "GET", path: "/dashboard/payments?ref=" + bRef, status: 200, echo: true}},
+		"GET /dashboard/payments/export":          {{method: "GET", path: "/dashboard/payments/export", status: 200}, {method: "GET", path: "/dashboard/payments/export?ref=" + bRef, status: 200}},
+		"GET /dashboard/payments/{id}":            {{method: "GET", path: "/dashboard/payments/" + bReqS, status: 404}},
+		"POST /dashboard/payments/{id}/redeliver": {{method: "POST", path: "/dashboard/payments/" + bReqS + "/redeliver", form: url.Values{}, status: 404}},
+		"GET /dashboard/payments/{id}/refund":     {{method: "GET", path: "/dashboard/payments/" + bReqS + "/refund?tx=" + bTxS, status: 404}},
+		"POST /dashboard/payments/{id}/refund":    {{method: "POST", path: "/dashboard/payments/" + bReqS + "/refund", form: url.Values{"tx": {bTxS}, "confirm": {"yes"}}, status: 404}},
+		"GET /dashboard/batches":                  {{method: "GET", path: "/dashboard/batches", status: 200}},
+		"GET /dashboard/batches/result":           {{method: "GET", path: "/dashboard/batches/result?file=" + url.QueryEscape("orders.csv.result.csv"), status: 404}},
+		"GET /dashboard/users":                    {{method: "GET", path: "/dashboard/users", status: 200}},
+		"POST /dashboard/users":                   {{method: "POST", path: "/dashboard/users", form: url.Values{"email": {ub.email}, "role": {"admin"}}, status: 400}},
+		"GET /dashboard/audit":                    {{method: "GET", path: "/dashboard/audit", status: 200}},
+		"POST /dashboard/logout":                  {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
+	}
+	for _, route := range dashboard.Routes() {
+		checks, ok := cases[route]
+		if !ok {
+			t.Errorf("route %s has no isolation case", route)
+			continue
+		}
+		if route == "POST /dashboard/logout" {
+			continue // last: it ends the session
+		}
+		for _, c := range checks {
+			sec := secrets
+			if c.echo {
+				sec = []string{b.ID, bReqS, bTxS, ub.email}
+			}
+			run(t, ua, c.method, c.path, c.form, c.status, token, sec)
+		}
+	}
+	c := cases["POST /dashboard/logout"][0]
+	run(t, ua, c.method, c.path, c.form, c.status, token, secrets)
+
+	after, err := store.Merchant(context.Background(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || after.APIKeyHash != before.APIKeyHash || after.NotifyURL != before.NotifyURL || after.SealedSecret != before.SealedSecret {
+		t.Error("merchant B changed")
+	}
+	tx, err := store.Transaction(context.Background(), bTx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.Refund != nil {
+		t.Error("B's transaction was refunded")
+	}
+	if u, err := store.DashboardUser(context.Background(), ub.email); err != nil || u.MerchantID != b.ID {
+		t.Errorf("B's user changed: %+v %v", u, err)
+	}
+	if sftp, err := store.SFTPUserRecord(context.Background(), b.ID); err == nil && sftp.PasswordHash != "" {
+		t.Error("B's SFTP user got a password")
+	}
+	if e, err := store.AuditEntries(context.Background(), b.ID, 10); err != nil || len(e) != 0 {
+		t.Errorf("B's audit log has entries: %v %v", e, err)
+	}
+}
+
+func run(t *testing.T, u *user, method, path string, form url.Values, status int, token func() string, secrets []string) {
+	t.Helper()
+	var p page
+	if method == http.MethodPost {
+		if form.Get("csrf") == "" && !strings.HasPrefix(path, "/dashboard/login") && !strings.HasPrefix(path, "/dashboard/set-password") {
+			form.Set("csrf", token())
+		}
+		p = u.post(path, form)
+	} else {
+		p = u.get(path)
+	}
+	if status != 0 && p.status != status {
+		t.Errorf("%s %s: %d, want %d\n%.600s", method, path, p.status, status, p.body)
+	}
+	for _, s := range secrets {
+		if strings.Contains(p.body, s) {
+			t.Errorf("%s %s shows %q of the other merchant", method, path, s)
+		}
+	}
+}

@@ -1,0 +1,400 @@
+package dashboard
+
+import (
+	"time"
+
+	"net/url"
+	"strconv"
+
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
+)
+
+// The pages. Each view reads the values its handler put in d.
+
+type view struct {
+	title string
+	body  func(p *pw, d map[string]any)
+}
+
+var views = map[string]view{
+	"login":       {"Sign in", viewLogin},
+	"totp":        {"Two-factor sign-in", viewTOTP},
+	"setpassword": {"Set your password", viewSetPassword},
+	"error":       {"Problem", viewError},
+	"profile":     {"Profile", viewProfile},
+	"account":     {"Account", viewAccount},
+	"payments":    {"Payments", viewPayments},
+	"payment":     {"Payment request", viewPayment},
+	"refund":      {"Refund", viewRefund},
+	"batches":     {"Batches", viewBatches},
+	"users":       {"Users", viewUsers},
+	"audit":       {"Audit log", viewAudit},
+}
+
+func str(d map[string]any, k string) string { s, _ := d[k].(string); return s }
+func flag(d map[string]any, k string) bool  { b, _ := d[k].(bool); return b }
+
+var navItems = []struct{ href, label, page string }{
+	{"/dashboard/payments", "Payments", "payments"},
+	{"/dashboard/batches", "Batches", "batches"},
+	{"/dashboard/profile", "Profile", "profile"},
+	{"/dashboard/users", "Users", "users"},
+	{"/dashboard/audit", "Audit log", "audit"},
+	{"/dashboard/account", "Account", "account"},
+}
+
+func layout(p *pw, v view, d map[string]any) {
+	p.raw(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+`)
+	p.f("<title>%s · PayReq dashboard</title>\n", v.title)
+	p.raw(`<link rel="stylesheet" href="/dashboard/assets/dashboard.css">
+<script src="/dashboard/assets/dashboard.js" defer></script>
+</head>
+<body>
+<header class="top">
+<a class="brand" href="/dashboard">PayReq dashboard</a>
+`)
+	if csrf := str(d, "CSRF"); csrf != "" {
+		s := d["Session"].(*Session)
+		page := str(d, "Page")
+		if page == "payment" || page == "refund" {
+			page = "payments"
+		}
+		p.raw(`<nav aria-label="Main"><ul>`)
+		for _, n := range navItems {
+			if (n.page == "users" || n.page == "audit") && !flag(d, "Admin") {
+				continue
+			}
+			if n.page == page {
+				p.f(`<li><a href="%s" aria-current="page">%s</a></li>`, n.href, n.label)
+			} else {
+				p.f(`<li><a href="%s">%s</a></li>`, n.href, n.label)
+			}
+		}
+		p.raw("</ul></nav>\n")
+		p.raw(`<form method="post" action="/dashboard/logout" class="logout">`)
+		p.csrf(csrf)
+		p.f(`<span class="who">%s · %s</span><button type="submit">Sign out</button></form>`, s.Email, s.MerchantID)
+	}
+	p.raw("</header>\n<main id=\"main\">\n")
+	if n := str(d, "Notice"); n != "" {
+		p.f(`<p class="notice" role="status">%s</p>`, n)
+	}
+	if e := str(d, "Error"); e != "" {
+		p.f(`<p class="error" role="alert">%s</p>`, e)
+	}
+	v.body(p, d)
+	p.raw("\n</main>\n</body>\n</html>\n")
+}
+
+func viewLogin(p *pw, d map[string]any) {
+	p.raw(`<h1>Sign in</h1><form method="post" action="/dashboard/login" class="narrow">`)
+	p.csrf(str(d, "LoginToken"))
+	p.f(`<label for="email">E-mail</label>
+<input id="email" name="email" type="email" autocomplete="username" required value="%s">
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required>
+<button type="submit">Sign in</button></form>
+<p class="hint">No account yet? Your operator or your merchant's administrator sends you a link to set a password.</p>`, str(d, "Email"))
+}
+
+func viewTOTP(p *pw, d map[string]any) {
+	p.raw(`<h1>Two-factor sign-in</h1><form method="post" action="/dashboard/totp" class="narrow">`)
+	p.csrf(str(d, "PendingCSRF"))
+	p.raw(`<label for="code">Code from your authenticator app</label>
+<input id="code" name="code" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>
+<button type="submit">Verify</button></form>`)
+}
+
+func viewSetPassword(p *pw, d map[string]any) {
+	min := d["Min"].(int)
+	p.f(`<h1>Set your password</h1><p>For <strong>%s</strong>. This link works once.</p>
+<form method="post" action="/dashboard/set-password" class="narrow">
+<input type="hidden" name="token" value="%s">
+<input type="hidden" name="username" value="%s" autocomplete="username">
+<label for="password">New password (at least %s characters)</label>
+<input id="password" name="password" type="password" autocomplete="new-password" minlength="%s" required>
+<label for="confirm">Repeat the password</label>
+<input id="confirm" name="confirm" type="password" autocomplete="new-password" minlength="%s" required>
+<button type="submit">Set password</button></form>`, str(d, "Email"), str(d, "Token"), str(d, "Email"), min, min, min)
+}
+
+func viewError(p *pw, d map[string]any) {
+	p.f(`<h1>Sorry</h1><p class="error" role="alert">%s</p><p><a href="/dashboard">Back to the dashboard</a></p>`, str(d, "Message"))
+}
+
+func viewProfile(p *pw, d map[string]any) {
+	m := d["M"].(*merchant.Merchant)
+	admin, csrf := flag(d, "Admin"), str(d, "CSRF")
+	dis := attrIf(!admin, " disabled")
+	mode := "live"
+	if m.Sandbox {
+		mode = "sandbox"
+	}
+	p.f(`<h1>Profile</h1>
+<section aria-labelledby="h-merchant"><h2 id="h-merchant">Merchant</h2><dl class="facts">
+<dt>Merchant id</dt><dd><code id="merchant-id">%s</code></dd><dt>Name</dt><dd>%s</dd><dt>Mode</dt><dd>%s</dd></dl></section>
+<section aria-labelledby="h-settings"><h2 id="h-settings">Notifications and checkout</h2>
+<form method="post" action="/dashboard/profile" id="settings">`, m.ID, m.Name, mode)
+	p.csrf(csrf)
+	format := str(d, "Format")
+	p.f(`<label for="notifyUrl">Notify URL</label><input id="notifyUrl" name="notifyUrl" type="url" value="%s"%s>
+<fieldset><legend>Notification format</legend>
+<label class="inline"><input type="radio" name="notificationFormat" value="form"%s%s> Form (spec default)</label>
+<label class="inline"><input type="radio" name="notificationFormat" value="json"%s%s> JSON</label></fieldset>
+<label for="allowedOrigins">Allowed checkout origins (one a line)</label>
+<textarea id="allowedOrigins" name="allowedOrigins" rows="3"%s>%s</textarea>
+<label for="successUrl">Default success URL</label><input id="successUrl" name="successUrl" type="url" value="%s"%s>
+<label for="failureUrl">Default failure URL</label><input id="failureUrl" name="failureUrl" type="url" value="%s"%s>`,
+		m.NotifyURL, dis, attrIf(format == "form", " checked"), dis, attrIf(format == "json", " checked"), dis,
+		dis, str(d, "Origins"), m.SuccessURL, dis, m.FailureURL, dis)
+	if admin {
+		p.raw(`<button type="submit">Save settings</button>`)
+	}
+	p.raw("</form></section>\n")
+
+	p.f(`<section aria-labelledby="h-key"><h2 id="h-key">API key</h2><p>Current key: <code id="key-prefix">%s…</code></p>`, m.APIKeyPrefix)
+	if k := str(d, "NewKey"); k != "" {
+		p.f(`<div class="secret" role="status"><p><strong>New API key, shown only now.</strong> Store it in your secret manager.</p>
+<p><code id="new-api-key">%s</code></p>
+<p id="old-key-grace">The old key <code>%s…</code> keeps working until about %s (API instances cache keys for 30 seconds); after that it is refused.</p></div>`,
+			k, str(d, "OldPrefix"), when(d["OldKeyUntil"].(time.Time)))
+	}
+	if admin {
+		p.raw(`<form method="post" action="/dashboard/profile/api-key">`)
+		p.csrf(csrf)
+		p.raw(`<button type="submit" id="rotate-key" data-confirm="Rotate the API key? The old key stops working within 30 seconds.">Rotate API key</button></form>`)
+	}
+	p.raw("</section>\n")
+
+	p.raw(`<section aria-labelledby="h-webhook"><h2 id="h-webhook">Webhook secret</h2><p>Signs the Standard Webhooks headers and JSON notifications.</p>`)
+	if sec := str(d, "Secret"); sec != "" {
+		p.f(`<p><code id="webhook-secret">%s</code></p>`, sec)
+	}
+	if admin {
+		p.raw(`<form method="post" action="/dashboard/profile/webhook-secret" class="row">`)
+		p.csrf(csrf)
+		p.raw(`<button type="submit" name="action" value="reveal" id="reveal-secret">Reveal</button>
+<button type="submit" name="action" value="rotate" id="rotate-secret" data-confirm="Rotate the webhook secret? Receivers must use the new one at once.">Rotate</button></form>`)
+	}
+	p.raw("</section>\n")
+
+	addr := str(d, "SFTPAddress")
+	if addr == "" {
+		addr = "not configured"
+	}
+	pwState := "not set"
+	if flag(d, "SFTPHasPassword") {
+		pwState = "set"
+	}
+	p.f(`<section aria-labelledby="h-sftp"><h2 id="h-sftp">SFTP (batch files)</h2><dl class="facts">
+<dt>Address</dt><dd><code id="sftp-address">%s</code></dd><dt>User</dt><dd><code id="sftp-user">%s</code></dd>
+<dt>Password</dt><dd id="sftp-password-state">%s</dd></dl>`, addr, str(d, "SFTPUser"), pwState)
+	if keys, _ := d["SFTPKeys"].([]string); len(keys) > 0 {
+		p.raw(`<h3>SSH keys</h3><ul class="keys">`)
+		for _, k := range keys {
+			p.f(`<li><code>%s</code>`, k)
+			if admin {
+				p.raw(` <form method="post" action="/dashboard/profile/sftp" class="inline">`)
+				p.csrf(csrf)
+				p.f(`<input type="hidden" name="action" value="remove-key"><input type="hidden" name="key" value="%s"><button type="submit">Remove</button></form>`, k)
+			}
+			p.raw("</li>")
+		}
+		p.raw("</ul>")
+	}
+	if admin {
+		p.raw(`<form method="post" action="/dashboard/profile/sftp">`)
+		p.csrf(csrf)
+		p.f(`<input type="hidden" name="action" value="password"><input type="hidden" name="username" value="%s" autocomplete="username">
+<label for="sftp-password">New SFTP password</label>
+<input id="sftp-password" name="password" type="password" autocomplete="new-password" minlength="%s" required>
+<button type="submit" id="set-sftp-password">Set SFTP password</button></form>`, str(d, "SFTPUser"), MinPasswordLen)
+		p.raw(`<form method="post" action="/dashboard/profile/sftp">`)
+		p.csrf(csrf)
+		p.raw(`<input type="hidden" name="action" value="add-key">
+<label for="sftp-key">Add an SSH public key (authorized_keys line)</label>
+<textarea id="sftp-key" name="key" rows="2" required></textarea>
+<button type="submit">Add key</button></form>`)
+	}
+	p.raw("</section>\n")
+}
+
+func viewAccount(p *pw, d map[string]any) {
+	u := d["User"].(*User)
+	csrf := str(d, "CSRF")
+	p.f(`<h1>Account</h1><p>%s · role %s</p>`, u.Email, u.Role)
+	if m := str(d, "Message"); m != "" {
+		p.f(`<p class="notice" role="status">%s</p>`, m)
+	}
+	p.raw(`<section aria-labelledby="h-totp"><h2 id="h-totp">Two-factor sign-in (TOTP)</h2>`)
+	if flag(d, "TOTPOn") {
+		p.raw(`<p>On. To turn it off, confirm with your password.</p><form method="post" action="/dashboard/account/totp" class="narrow">`)
+		p.csrf(csrf)
+		p.f(`<input type="hidden" name="action" value="disable"><input type="hidden" name="username" value="%s" autocomplete="username">
+<label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
+<button type="submit">Turn off</button></form>`, u.Email)
+	} else {
+		p.f(`<p>Off. Add this key to your authenticator app, then enter the code it shows.</p>
+<p>Key: <code id="totp-secret">%s</code></p><p class="hint">Or open <code class="wrap">%s</code></p>
+<form method="post" action="/dashboard/account/totp" class="narrow">`, str(d, "Secret"), str(d, "URI"))
+		p.csrf(csrf)
+		p.f(`<input type="hidden" name="sealed" value="%s"><label for="code">Code</label>
+<input id="code" name="code" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>
+<button type="submit" id="enable-totp">Turn on</button></form>`, str(d, "Sealed"))
+	}
+	p.raw("</section>")
+}
+
+func viewPayments(p *pw, d map[string]any) {
+	f := d["F"].(map[string]string)
+	p.raw(`<h1>Payments</h1><form method="get" action="/dashboard/payments" class="filters">
+<div><label for="status">Status</label><select id="status" name="status"><option value="">any</option>`)
+	for _, o := range []struct{ v, l string }{{"1", "paid"}, {"2", "unpaid"}, {"3", "cancelled"}} {
+		if f["status"] == o.v {
+			p.f(`<option value="%s" selected>%s</option>`, o.v, o.l)
+		} else {
+			p.f(`<option value="%s">%s</option>`, o.v, o.l)
+		}
+	}
+	p.f(`</select></div>
+<div><label for="from">From</label><input id="from" name="from" type="date" value="%s"></div>
+<div><label for="to">To</label><input id="to" name="to" type="date" value="%s"></div>
+<div><label for="ref">Reference</label><input id="ref" name="ref" value="%s"></div>
+<div><button type="submit" id="filter">Filter</button></div></form>
+<p><a href="%s" id="export">Export CSV</a></p>
+<div class="scroll" tabindex="0" role="region" aria-label="Payment requests"><table id="payments"><caption>Payment requests, newest first</caption>
+<thead><tr><th scope="col">Id</th><th scope="col">Created</th><th scope="col">Amount</th><th scope="col">Reference</th><th scope="col">Status</th><th scope="col">Last attempt</th></tr></thead><tbody>`,
+		f["from"], f["to"], f["ref"], str(d, "Export"))
+	rows := d["Rows"].([]paymentRow)
+	for _, r := range rows {
+		p.f(`<tr><td><a href="/dashboard/payments/%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+			r.ID, r.ID, when(r.CreatedAt), money(r.Amount, r.Unit), r.ReferenceID, r.StatusName, r.TxStatus)
+	}
+	if len(rows) == 0 {
+		p.raw(`<tr><td colspan="6">No payment requests match.</td></tr>`)
+	}
+	p.raw(`</tbody></table></div><p class="row">`)
+	if flag(d, "First") {
+		p.raw(`<a href="/dashboard/payments">First page</a> `)
+	}
+	if n := str(d, "Next"); n != "" {
+		p.f(`<a href="%s" id="next-page">Next page</a>`, n)
+	}
+	p.raw("</p>")
+}
+
+func viewPayment(p *pw, d map[string]any) {
+	r := d["P"].(paymentRow)
+	p.f(`<h1>Payment request <span id="request-id">%s</span></h1><dl class="facts">
+<dt>Status</dt><dd id="request-status">%s</dd><dt>Amount</dt><dd>%s</dd><dt>Reference</dt><dd>%s</dd><dt>Created</dt><dd>%s</dd>`,
+		r.ID, r.StatusName, money(r.Amount, r.Unit), r.ReferenceID, when(r.CreatedAt))
+	if l := r.LastLog; l != nil {
+		p.f(`<dt>lastLog</dt><dd id="last-log">transactionStatusId %s, code "%s", message "%s"</dd>`, int(l.TransactionStatusID), l.Code, l.Message)
+	}
+	p.raw(`</dl><h2>Transactions</h2><div class="scroll" tabindex="0" role="region" aria-label="Transactions"><table id="transactions">
+<thead><tr><th scope="col">Id</th><th scope="col">Number</th><th scope="col">Status</th><th scope="col">Code</th><th scope="col">Method</th><th scope="col">Amount</th><th scope="col">Refund</th></tr></thead><tbody>`)
+	txs := d["Txs"].([]txRow)
+	for _, t := range txs {
+		method := t.Method
+		if t.Card != nil {
+			method += " " + string(t.Card.Brand) + " ···" + t.Card.Last4
+		}
+		p.f(`<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`, t.ID, t.Number, t.StatusName, t.Code, method, money(t.Amount, t.Unit))
+		switch {
+		case t.RefundInfo != "":
+			p.f(`<span class="refund-status">%s</span>`, t.RefundInfo)
+		case t.Refundable && flag(d, "Admin"):
+			p.f(`<a href="/dashboard/payments/%s/refund?tx=%s" class="refund-link">Refund…</a>`, r.ID, t.ID)
+		}
+		p.raw("</td></tr>")
+	}
+	if len(txs) == 0 {
+		p.raw(`<tr><td colspan="7">No attempt yet.</td></tr>`)
+	}
+	p.raw(`</tbody></table></div><h2>Notification attempts</h2><div class="scroll" tabindex="0" role="region" aria-label="Notification attempts"><table id="deliveries">
+<thead><tr><th scope="col">Event</th><th scope="col">Attempt</th><th scope="col">At</th><th scope="col">URL</th><th scope="col">Response</th><th scope="col">Outcome</th><th scope="col">Next attempt</th></tr></thead><tbody>`)
+	dl := d["Deliveries"].([]Delivery)
+	for _, a := range dl {
+		resp := a.Error
+		if a.StatusCode != 0 {
+			resp = strconv.Itoa(a.StatusCode)
+		}
+		p.f(`<tr><td><code>%s</code></td><td>%s</td><td>%s</td><td class="wrap">%s</td><td class="response-code">%s</td><td class="outcome">%s</td><td>%s</td></tr>`,
+			a.EventID, a.Attempt, when(a.At), a.URL, resp, a.Outcome, when(a.NextAt))
+	}
+	if len(dl) == 0 {
+		p.raw(`<tr><td colspan="7">No notification attempt yet.</td></tr>`)
+	}
+	p.raw("</tbody></table></div>")
+	if flag(d, "Notifiable") {
+		p.f(`<form method="post" action="/dashboard/payments/%s/redeliver">`, r.ID)
+		p.csrf(str(d, "CSRF"))
+		p.raw(`<button type="submit" id="redeliver">Send the notification again</button></form>`)
+	}
+	p.raw(`<p><a href="/dashboard/payments">All payments</a></p>`)
+}
+
+func viewRefund(p *pw, d map[string]any) {
+	r := d["P"].(*payment.Request)
+	t := d["T"].(*payment.Transaction)
+	p.f(`<h1>Refund transaction %s</h1><p>Payment request %s: refund <strong>%s</strong> to the payer. This cannot be undone.</p>
+<form method="post" action="/dashboard/payments/%s/refund" class="narrow">`, t.ID, r.ID, money(t.Amount, t.Unit), r.ID)
+	p.csrf(str(d, "CSRF"))
+	p.f(`<input type="hidden" name="tx" value="%s">
+<label class="inline"><input type="checkbox" name="confirm" value="yes" id="confirm" required> I want to refund %s</label>
+<button type="submit" id="do-refund">Refund</button></form><p><a href="/dashboard/payments/%s">Cancel</a></p>`, t.ID, money(t.Amount, t.Unit), r.ID)
+}
+
+func viewBatches(p *pw, d map[string]any) {
+	p.raw(`<h1>Batch files</h1><div class="scroll" tabindex="0" role="region" aria-label="Batch files"><table id="batches"><caption>Files uploaded over SFTP</caption>
+<thead><tr><th scope="col">File</th><th scope="col">Received</th><th scope="col">State</th><th scope="col">Rows</th><th scope="col">Approved</th><th scope="col">Declined</th><th scope="col">Pending</th><th scope="col">Rejected</th><th scope="col">Duplicate</th><th scope="col">Result</th></tr></thead><tbody>`)
+	bs := d["Batches"].([]Batch)
+	for _, b := range bs {
+		p.f(`<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`,
+			b.File, when(b.ReceivedAt), b.State, b.Rows, b.Approved, b.Declined, b.Pending, b.Rejected, b.Duplicate)
+		if b.ResultKey != "" {
+			p.f(`<a href="/dashboard/batches/result?file=%s">%s</a>`, url.QueryEscape(b.ResultKey), b.ResultKey)
+		}
+		p.raw("</td></tr>")
+	}
+	if len(bs) == 0 {
+		p.raw(`<tr><td colspan="10">No batch file yet.</td></tr>`)
+	}
+	p.raw("</tbody></table></div>")
+}
+
+func viewUsers(p *pw, d map[string]any) {
+	p.raw(`<h1>Users</h1>`)
+	if l := str(d, "Link"); l != "" {
+		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the user</strong> (valid 72 hours):</p>
+<p><code id="invite-link" class="wrap">%s</code></p></div>`, l)
+	}
+	p.raw(`<ul id="users">`)
+	for _, u := range d["Users"].([]*User) {
+		p.f(`<li>%s (%s)</li>`, u.Email, u.Role)
+	}
+	p.raw(`</ul><h2>Invite a user</h2><form method="post" action="/dashboard/users" class="narrow">`)
+	p.csrf(str(d, "CSRF"))
+	p.raw(`<label for="email">E-mail</label><input id="email" name="email" type="email" required>
+<label for="role">Role</label><select id="role" name="role"><option value="member">member (read, redeliver)</option><option value="admin">admin (settings, keys, users, refunds)</option></select>
+<button type="submit" id="invite">Create link</button></form>`)
+}
+
+func viewAudit(p *pw, d map[string]any) {
+	p.raw(`<h1>Audit log</h1><div class="scroll" tabindex="0" role="region" aria-label="Audit log"><table id="audit"><caption>Changes to settings, keys and users, newest first</caption>
+<thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Detail</th></tr></thead><tbody>`)
+	es := d["Entries"].([]AuditEntry)
+	for _, e := range es {
+		p.f(`<tr><td>%s</td><td>%s</td><td class="action">%s</td><td class="wrap">%s</td></tr>`, when(e.At), e.Actor, e.Action, e.Detail)
+	}
+	if len(es) == 0 {
+		p.raw(`<tr><td colspan="4">No change recorded yet.</td></tr>`)
+	}
+	p.raw("</tbody></table></div>")
+}

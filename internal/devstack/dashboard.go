@@ -1,0 +1,62 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/sftpauth"
+)
+
+// SeedDashboardUser is the dashboard admin every local stack starts with.
+type SeedDashboardUser struct {
+	URL      string `json:"url"`
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+// seedDashboardUser creates the sandbox merchant's dashboard admin with the
+// password saved in path (stable across restarts), or a new one.
+func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, merchantID string) (SeedDashboardUser, error) {
+	var seed SeedDashboardUser
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &seed); err != nil {
+			return seed, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	if seed.Email == "" || len(seed.Password) < dashboard.MinPasswordLen {
+		seed = SeedDashboardUser{Email: "admin@sandbox.example", Password: NewSFTPPassword()}
+	}
+	seed.URL = apiBase + "/dashboard"
+	hash, err := sftpauth.HashPassword(seed.Password)
+	if err != nil {
+		return seed, err
+	}
+	now := time.Now().UTC()
+	u := &dashboard.User{Email: seed.Email, MerchantID: merchantID, Role: dashboard.RoleAdmin, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}
+	if err := store.CreateDashboardUser(ctx, u); err != nil && !errors.Is(err, dynamo.ErrExists) {
+		return seed, fmt.Errorf("seed dashboard user: %w", err)
+	}
+	b, _ := json.MarshalIndent(seed, "", "  ")
+	return seed, os.WriteFile(path, b, 0o600)
+}
+
+// localSFTPAddress is the SFTP address the dashboard shows, when the port is
+// known before the server starts (a fixed port; tests pick a free one later).
+func localSFTPAddress(opts Options) string {
+	port := opts.SFTPPort
+	if port == 0 && opts.APIPort != 0 {
+		port = DefaultSFTPPort
+	}
+	if port == 0 {
+		return ""
+	}
+	return net.JoinHostPort(opts.Host, strconv.Itoa(port))
+}

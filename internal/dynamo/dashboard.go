@@ -1,0 +1,391 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/payment"
+)
+
+// The merchant dashboard's records, all in the operations table:
+//
+//	pk "dashuser#<email>"        sk "user"       a user (one merchant per address)
+//	pk "dashusers#<merchantId>"  sk "<email>"    a merchant's user list (index item)
+//	pk "dashsess#<sha256(id)>"   sk "session"    a session, expiresAt = TTL
+//	pk "dashinvite#<sha256(t)>"  sk "invite"     a set-password link, expiresAt = TTL
+//	pk "dashaudit#<merchantId>"  sk "<time>#<r>" the merchant's audit log
+//
+// Payment requests are listed per merchant through the payment requests
+// table's byMerchantCreated index (merchantId, createdAt).
+const (
+	dashUserPrefix    = "dashuser#"
+	dashUsersPrefix   = "dashusers#"
+	dashSessionPrefix = "dashsess#"
+	dashInvitePrefix  = "dashinvite#"
+	dashAuditPrefix   = "dashaudit#"
+	// MerchantCreatedIndex lists a merchant's payment requests by creation time.
+	MerchantCreatedIndex = "byMerchantCreated"
+	auditRetention       = 400 * 24 * time.Hour
+)
+
+type dashUserRecord struct {
+	PK           string    `dynamodbav:"pk"`
+	SK           string    `dynamodbav:"sk"`
+	Email        string    `dynamodbav:"email"`
+	MerchantID   string    `dynamodbav:"merchantId"`
+	Role         string    `dynamodbav:"role"`
+	PasswordHash string    `dynamodbav:"passwordHash,omitempty"`
+	SealedTOTP   string    `dynamodbav:"sealedTotp,omitempty"`
+	TOTPStep     uint64    `dynamodbav:"totpStep,omitempty"`
+	Failures     int       `dynamodbav:"failures"`
+	LockedUntil  time.Time `dynamodbav:"lockedUntil,omitempty"`
+	CreatedAt    time.Time `dynamodbav:"createdAt"`
+	UpdatedAt    time.Time `dynamodbav:"updatedAt"`
+	Version      int64     `dynamodbav:"version"`
+}
+
+func dashKey(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": strAV(pk), "sk": strAV(sk)}
+}
+
+// CreateDashboardUser stores a new user and its merchant's index item;
+// ErrExists when the address is taken (by any merchant).
+func (s *Store) CreateDashboardUser(ctx context.Context, u *dashboard.User) error {
+	u.Version = 1
+	rec := dashUserRecord{PK: dashUserPrefix + u.Email, SK: "user", Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
+		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: 1}
+	item, err := attributevalue.MarshalMap(rec)
+	if err != nil {
+		return fmt.Errorf("marshal dashboard user: %w", err)
+	}
+	if err := s.putIfAbsent(ctx, s.t.Operations, "pk", item, "dashboard user"); err != nil {
+		return err
+	}
+	// The index item follows the user: a crash between the two leaves a user
+	// the list misses, which the next invite of the address repairs (PutItem).
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: map[string]types.AttributeValue{
+		"pk": strAV(dashUsersPrefix + u.MerchantID), "sk": strAV(u.Email), "role": strAV(u.Role)}})
+	if err != nil {
+		return fmt.Errorf("put dashboard user index: %w", err)
+	}
+	return nil
+}
+
+// DashboardUser loads a user by e-mail.
+func (s *Store) DashboardUser(ctx context.Context, email string) (*dashboard.User, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+email, "user"),
+		ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get dashboard user: %w", err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	var r dashUserRecord
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return nil, fmt.Errorf("unmarshal dashboard user: %w", err)
+	}
+	return &dashboard.User{Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, PasswordHash: r.PasswordHash,
+		SealedTOTP: r.SealedTOTP, TOTPStep: r.TOTPStep, Failures: r.Failures, LockedUntil: r.LockedUntil, CreatedAt: r.CreatedAt,
+		UpdatedAt: r.UpdatedAt, Version: r.Version}, nil
+}
+
+// UpdateDashboardUser replaces a user if its version is still the one read;
+// ErrConflict otherwise (two sign-ins racing on the failure counter).
+func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashboard.User) error {
+	prev := u.Version
+	rec := dashUserRecord{PK: dashUserPrefix + u.Email, SK: "user", Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
+		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, TOTPStep: u.TOTPStep, Failures: u.Failures, LockedUntil: u.LockedUntil.UTC(),
+		CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: prev + 1}
+	item, err := attributevalue.MarshalMap(rec)
+	if err != nil {
+		return fmt.Errorf("marshal dashboard user: %w", err)
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item,
+		ConditionExpression:       aws.String("attribute_exists(pk) AND version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(prev)}})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("update dashboard user: %w", err)
+	}
+	u.Version = prev + 1
+	return nil
+}
+
+// DashboardUsers lists a merchant's users (e-mail and role from the index).
+func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashboard.User, error) {
+	var users []*dashboard.User
+	p := dynamodb.NewQueryPaginator(s.queryAPI(), &dynamodb.QueryInput{TableName: &s.t.Operations,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(dashUsersPrefix + merchantID)}})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query dashboard users: %w", err)
+		}
+		for _, it := range out.Items {
+			var r struct {
+				SK   string `dynamodbav:"sk"`
+				Role string `dynamodbav:"role"`
+			}
+			if err := attributevalue.UnmarshalMap(it, &r); err != nil {
+				return nil, err
+			}
+			users = append(users, &dashboard.User{Email: r.SK, MerchantID: merchantID, Role: r.Role})
+		}
+	}
+	return users, nil
+}
+
+type dashSessionRecord struct {
+	PK          string    `dynamodbav:"pk"`
+	SK          string    `dynamodbav:"sk"`
+	Email       string    `dynamodbav:"email"`
+	MerchantID  string    `dynamodbav:"merchantId"`
+	Role        string    `dynamodbav:"role"`
+	CSRF        string    `dynamodbav:"csrf"`
+	TOTPPending bool      `dynamodbav:"totpPending,omitempty"`
+	CreatedAt   time.Time `dynamodbav:"createdAt"`
+	Expires     time.Time `dynamodbav:"expires"`
+	ExpiresAt   int64     `dynamodbav:"expiresAt"` // unix s (TTL)
+}
+
+// PutSession creates a session; ErrExists on an id collision (never in practice).
+func (s *Store) PutSession(ctx context.Context, ss *dashboard.Session) error {
+	item, err := attributevalue.MarshalMap(dashSessionRecord{PK: dashSessionPrefix + ss.IDHash, SK: "session", Email: ss.Email,
+		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, CreatedAt: ss.CreatedAt.UTC(),
+		Expires: ss.ExpiresAt.UTC(), ExpiresAt: ss.ExpiresAt.Unix()})
+	if err != nil {
+		return fmt.Errorf("marshal session: %w", err)
+	}
+	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "session")
+}
+
+// Session loads a session by id hash; an expired one is ErrNotFound (TTL
+// deletion is lazy, so expiry is checked here).
+func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*dashboard.Session, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashSessionPrefix+idHash, "session"),
+		ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	var r dashSessionRecord
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return nil, fmt.Errorf("unmarshal session: %w", err)
+	}
+	if !now.Before(r.Expires) {
+		return nil, ErrNotFound
+	}
+	return &dashboard.Session{IDHash: idHash, Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, CSRF: r.CSRF,
+		TOTPPending: r.TOTPPending, CreatedAt: r.CreatedAt, ExpiresAt: r.Expires}, nil
+}
+
+// DeleteSession removes a session (sign-out, renewal); absent is fine.
+func (s *Store) DeleteSession(ctx context.Context, idHash string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashSessionPrefix+idHash, "session")})
+	if err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+// PutInvite stores a set-password link.
+func (s *Store) PutInvite(ctx context.Context, inv *dashboard.Invite) error {
+	item := dashKey(dashInvitePrefix+inv.TokenHash, "invite")
+	item["email"], item["merchantId"], item["createdBy"] = strAV(inv.Email), strAV(inv.MerchantID), strAV(inv.CreatedBy)
+	item["expiresAt"] = numberAV(inv.ExpiresAt.Unix())
+	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "invite")
+}
+
+// Invite reads a link without using it; expired is ErrNotFound.
+func (s *Store) Invite(ctx context.Context, tokenHash string, now time.Time) (*dashboard.Invite, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashInvitePrefix+tokenHash, "invite"),
+		ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get invite: %w", err)
+	}
+	return inviteOf(out.Item, tokenHash, now)
+}
+
+// TakeInvite deletes a link and returns it: of two uses racing, one wins
+// (conditional delete); expired or used is ErrNotFound.
+func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*dashboard.Invite, error) {
+	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashInvitePrefix+tokenHash, "invite"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND expiresAt > :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numberAV(now.Unix())},
+		ReturnValues:              types.ReturnValueAllOld})
+	if isConditionFailed(err) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take invite: %w", err)
+	}
+	return inviteOf(out.Attributes, tokenHash, now)
+}
+
+func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.Time) (*dashboard.Invite, error) {
+	if item == nil {
+		return nil, ErrNotFound
+	}
+	var r struct {
+		Email      string `dynamodbav:"email"`
+		MerchantID string `dynamodbav:"merchantId"`
+		CreatedBy  string `dynamodbav:"createdBy"`
+		ExpiresAt  int64  `dynamodbav:"expiresAt"`
+	}
+	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+		return nil, fmt.Errorf("unmarshal invite: %w", err)
+	}
+	exp := time.Unix(r.ExpiresAt, 0)
+	if !now.Before(exp) {
+		return nil, ErrNotFound
+	}
+	return &dashboard.Invite{TokenHash: tokenHash, Email: r.Email, MerchantID: r.MerchantID, CreatedBy: r.CreatedBy, ExpiresAt: exp}, nil
+}
+
+// AppendAudit records a change to a merchant's settings, keys or users.
+func (s *Store) AppendAudit(ctx context.Context, e dashboard.AuditEntry) error {
+	at := e.At.UTC()
+	item := dashKey(dashAuditPrefix+e.MerchantID, at.Format("2006-01-02T15:04:05.000000000Z")+"#"+dashboard.NewToken()[:8])
+	item["at"], item["actor"], item["action"], item["detail"] = strAV(at.Format(time.RFC3339Nano)), strAV(e.Actor), strAV(e.Action), strAV(e.Detail)
+	item["expiresAt"] = numberAV(at.Add(auditRetention).Unix())
+	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "audit entry")
+}
+
+// AuditEntries returns a merchant's newest audit entries first.
+func (s *Store) AuditEntries(ctx context.Context, merchantID string, limit int32) ([]dashboard.AuditEntry, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{TableName: &s.t.Operations, KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(dashAuditPrefix + merchantID)},
+		ScanIndexForward:          aws.Bool(false), Limit: aws.Int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("query audit entries: %w", err)
+	}
+	entries := make([]dashboard.AuditEntry, 0, len(out.Items))
+	for _, it := range out.Items {
+		var r struct {
+			At     time.Time `dynamodbav:"at"`
+			Actor  string    `dynamodbav:"actor"`
+			Action string    `dynamodbav:"action"`
+			Detail string    `dynamodbav:"detail"`
+		}
+		if err := attributevalue.UnmarshalMap(it, &r); err != nil {
+			return nil, err
+		}
+		entries = append(entries, dashboard.AuditEntry{MerchantID: merchantID, At: r.At, Actor: r.Actor, Action: r.Action, Detail: r.Detail})
+	}
+	return entries, nil
+}
+
+// PaymentQuery selects a merchant's payment requests, newest first.
+type PaymentQuery = dashboard.PaymentQuery
+
+type pageCursor struct {
+	CreatedAt string `json:"c"`
+	ID        string `json:"i"`
+}
+
+// PaymentRequestsOf lists a merchant's payment requests through the
+// byMerchantCreated index, newest first. The cursor carries only the last
+// item's time and id: the merchant half of the start key is always the
+// caller's, so a forged cursor cannot reach another merchant's partition.
+func (s *Store) PaymentRequestsOf(ctx context.Context, q PaymentQuery) ([]*payment.Request, string, error) {
+	cond := "merchantId = :m"
+	vals := map[string]types.AttributeValue{":m": strAV(q.MerchantID)}
+	names := map[string]string{}
+	switch {
+	case !q.From.IsZero() && !q.To.IsZero():
+		cond += " AND createdAt BETWEEN :from AND :to"
+		vals[":from"], vals[":to"] = strAV(q.From.UTC().Format(time.RFC3339Nano)), strAV(q.To.UTC().Format(time.RFC3339Nano))
+	case !q.From.IsZero():
+		cond += " AND createdAt >= :from"
+		vals[":from"] = strAV(q.From.UTC().Format(time.RFC3339Nano))
+	case !q.To.IsZero():
+		cond += " AND createdAt <= :to"
+		vals[":to"] = strAV(q.To.UTC().Format(time.RFC3339Nano))
+	}
+	var filters []string
+	if q.Status != 0 {
+		filters = append(filters, "#st = :st")
+		names["#st"] = "status"
+		vals[":st"] = numberAV(int64(q.Status))
+	}
+	if q.Reference != "" {
+		filters = append(filters, "referenceId = :ref")
+		vals[":ref"] = strAV(q.Reference)
+	}
+	in := &dynamodb.QueryInput{TableName: &s.t.PaymentRequests, IndexName: aws.String(MerchantCreatedIndex),
+		KeyConditionExpression: aws.String(cond), ExpressionAttributeValues: vals, ScanIndexForward: aws.Bool(false)}
+	if len(names) > 0 {
+		in.ExpressionAttributeNames = names
+	}
+	if len(filters) > 0 {
+		f := filters[0]
+		for _, x := range filters[1:] {
+			f += " AND " + x
+		}
+		in.FilterExpression = aws.String(f)
+	}
+	if q.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		var c pageCursor
+		if err != nil || json.Unmarshal(b, &c) != nil || c.CreatedAt == "" {
+			return nil, "", fmt.Errorf("cursor: %w", ErrNotFound)
+		}
+		if _, err := strconv.ParseInt(c.ID, 10, 64); err != nil {
+			return nil, "", fmt.Errorf("cursor: %w", ErrNotFound)
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{"merchantId": strAV(q.MerchantID), "createdAt": strAV(c.CreatedAt),
+			"id": &types.AttributeValueMemberN{Value: c.ID}}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 25
+	}
+	var reqs []*payment.Request
+	// A filter may leave pages short: read on, a bounded number of pages.
+	for pages := 0; pages < 10; pages++ {
+		in.Limit = aws.Int32(int32(limit - len(reqs)))
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, "", fmt.Errorf("query payment requests of merchant: %w", err)
+		}
+		for _, it := range out.Items {
+			r, err := unmarshalRequest(it)
+			if err != nil {
+				return nil, "", err
+			}
+			reqs = append(reqs, r)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return reqs, "", nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+		if len(reqs) >= limit {
+			break
+		}
+	}
+	var c pageCursor
+	if v, ok := in.ExclusiveStartKey["createdAt"].(*types.AttributeValueMemberS); ok {
+		c.CreatedAt = v.Value
+	}
+	if v, ok := in.ExclusiveStartKey["id"].(*types.AttributeValueMemberN); ok {
+		c.ID = v.Value
+	}
+	b, _ := json.Marshal(c)
+	return reqs, base64.RawURLEncoding.EncodeToString(b), nil
+}

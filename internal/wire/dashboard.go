@@ -1,0 +1,191 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notify"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/s3store"
+	"github.com/payreq/payreq/internal/sftpauth"
+	dashweb "github.com/payreq/payreq/web/dashboard"
+)
+
+// DashboardLambda is DashboardFunction's Lambda handler.
+func DashboardLambda(ctx context.Context, getenv config.Getenv, opts Options) (HTTPLambda, error) {
+	return httpLambda(Dashboard(ctx, getenv, opts))
+}
+
+// Dashboard wires DashboardFunction: the merchant dashboard.
+func Dashboard(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
+	b, err := newBase(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire dashboard: %w", err)
+	}
+	svc, err := b.paymentService(getenv, "dashboard")
+	if err != nil {
+		return nil, fmt.Errorf("wire dashboard: %w", err)
+	}
+	bucket := getenv("BATCH_BUCKET")
+	if bucket == "" || getenv("NOTIFICATIONS_QUEUE_URL") == "" {
+		return nil, errors.New("wire dashboard: BATCH_BUCKET and NOTIFICATIONS_QUEUE_URL are required")
+	}
+	ops := &dashOps{store: b.store, svc: svc, queue: queue.New(sqs.NewFromConfig(b.aws)), queueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
+		objects: s3store.New(s3store.NewClient(b.aws), bucket)}
+	// Secure cookies need https; only a local stack on plain http goes without.
+	insecure := b.cfg.Local && (b.cfg.PublicBaseURL == "" || b.cfg.PublicBaseURL[:5] == "http:")
+	return dashboard.New(dashboard.Deps{
+		Store: b.store, Ops: ops, Sealer: b.sealer,
+		IsNotFound:       func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
+		IsConflict:       func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
+		Files:            dashweb.Files,
+		Log:              b.cfg.NewLogger().With("function", "dashboard"),
+		InsecureCookies:  insecure,
+		PublicBaseURL:    b.cfg.PublicBaseURL,
+		SFTPAddress:      getenv("SFTP_ADDRESS"),
+		NewWebhookSecret: notify.NewWebhookSecret,
+		HashPassword:     sftpauth.HashPassword,
+		CheckPassword:    sftpauth.CheckPassword,
+	})
+}
+
+// dashOps are the dashboard's operations beyond its tables.
+type dashOps struct {
+	store    *dynamo.Store
+	svc      *payments.Service
+	queue    *queue.Client
+	queueURL string
+	objects  *s3store.Store
+}
+
+func (o *dashOps) Deliveries(ctx context.Context, requestID int64) ([]dashboard.Delivery, error) {
+	d, err := o.store.Deliveries(ctx, requestID, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.Delivery, len(d))
+	for i, a := range d {
+		out[i] = dashboard.Delivery{EventID: a.EventID, Attempt: a.Attempt, At: a.At, URL: a.URL, StatusCode: a.StatusCode,
+			Error: a.Error, Outcome: a.Outcome, NextAt: a.NextAt}
+	}
+	return out, nil
+}
+
+// Redeliver sends the request's latest settled event again, as payctl
+// deliveries redeliver does: same webhook-id, fresh retry schedule.
+func (o *dashOps) Redeliver(ctx context.Context, r *payment.Request) (string, error) {
+	ev, err := payment.NewNotifyEvent(r, r.TransactionID, *r.TransactionStatus, *r.LastLog, time.Now())
+	if err != nil {
+		return "", err
+	}
+	if err := o.queue.Send(ctx, o.queueURL, ev, 0); err != nil {
+		return "", err
+	}
+	return ev.EventID, nil
+}
+
+func (o *dashOps) Refund(ctx context.Context, m *merchant.Merchant, txID int64) (string, error) {
+	v, err := o.svc.Refund(ctx, m, txID)
+	var p *problem.Problem
+	if errors.As(err, &p) && p.Status < 500 {
+		return "", dashboard.BadInput(p.Detail)
+	}
+	if err != nil {
+		return "", err
+	}
+	return v.Status, nil
+}
+
+func (o *dashOps) Batches(ctx context.Context, merchantID string) ([]dashboard.Batch, error) {
+	jobs, err := o.store.BatchJobs(ctx, merchantID, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.Batch, 0, len(jobs))
+	for _, j := range jobs {
+		b := dashboard.Batch{File: j.File, State: j.State, Rows: int(j.Counts.Rows), Approved: int(j.Counts.Approved),
+			Declined: int(j.Counts.Declined), Pending: int(j.Counts.Pending), Rejected: int(j.Counts.Rejected),
+			Duplicate: int(j.Counts.Duplicate), UpdatedAt: j.UpdatedAt, ReceivedAt: j.CreatedAt}
+		if j.State == dynamo.BatchDone && j.ResultKey != "" {
+			b.ResultKey = path.Base(j.ResultKey)
+		}
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b dashboard.Batch) int { return b.ReceivedAt.Compare(a.ReceivedAt) })
+	return out, nil
+}
+
+// BatchResult opens a result file of the merchant's own finished jobs only.
+func (o *dashOps) BatchResult(ctx context.Context, merchantID, file string) (io.ReadCloser, error) {
+	jobs, err := o.store.BatchJobs(ctx, merchantID, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if j.State == dynamo.BatchDone && path.Base(j.ResultKey) == file {
+			return o.objects.Get(ctx, batchproc.ResultsPrefix+merchantID+"/"+file)
+		}
+	}
+	return nil, dynamo.ErrNotFound
+}
+
+func (o *dashOps) SFTP(ctx context.Context, merchantID string) (bool, []string, error) {
+	u, err := o.store.SFTPUserRecord(ctx, dynamo.SFTPUsername(merchantID))
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	if u.MerchantID != merchantID {
+		return false, nil, nil
+	}
+	return u.PasswordHash != "", u.PublicKeys, nil
+}
+
+func (o *dashOps) SetSFTPPassword(ctx context.Context, merchantID, pw string) error {
+	hash, err := sftpauth.HashPassword(pw)
+	if err != nil {
+		return err
+	}
+	return o.store.SetSFTPPassword(ctx, merchantID, dynamo.SFTPUsername(merchantID), hash, time.Now())
+}
+
+func (o *dashOps) AddSFTPKey(ctx context.Context, merchantID, key string) error {
+	line, err := sftpauth.NormalizePublicKey([]byte(key))
+	if err != nil {
+		return dashboard.BadInput("The SSH key was refused: " + err.Error() + ".")
+	}
+	err = o.store.AddSFTPKey(ctx, merchantID, dynamo.SFTPUsername(merchantID), line, time.Now())
+	switch {
+	case errors.Is(err, dynamo.ErrExists):
+		return dashboard.BadInput("This key is already registered.")
+	case errors.Is(err, dynamo.ErrConflict):
+		return dashboard.BadInput(fmt.Sprintf("At most %d keys can be registered.", dynamo.MaxSFTPKeys))
+	}
+	return err
+}
+
+func (o *dashOps) RemoveSFTPKey(ctx context.Context, merchantID, key string) error {
+	err := o.store.RemoveSFTPKey(ctx, merchantID, dynamo.SFTPUsername(merchantID), key, time.Now())
+	if errors.Is(err, dynamo.ErrNotFound) {
+		return dashboard.BadInput("This key is not registered.")
+	}
+	return err
+}
