@@ -191,7 +191,7 @@ func merchantCmd(g *globals) *cobra.Command {
 			return nil, err
 		}
 		var changed []string
-		updateCmd.Flags().Visit(func(f *pflag.Flag) {
+		updateCmd.NonInheritedFlags().Visit(func(f *pflag.Flag) {
 			if f.Name != "id" {
 				changed = append(changed, "--"+f.Name)
 			}

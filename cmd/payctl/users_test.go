@@ -66,7 +66,7 @@ func TestMerchantUserAddPrintsAOneTimeSetPasswordLink(t *testing.T) {
 	audit := get("/dashboard/audit")
 	for _, want := range []string{"user.invite", "settings.update", "payctl merchant update --notify-url", "user.set-password"} {
 		if !strings.Contains(audit, want) {
-			t.Errorf("audit log lacks %q", want)
+			t.Errorf("audit log lacks %q:\n%s", want, audit)
 		}
 	}
 }
