@@ -191,8 +191,8 @@ func merchantCmd(g *globals) *cobra.Command {
 			return nil, err
 		}
 		var changed []string
-		updateCmd.NonInheritedFlags().Visit(func(f *pflag.Flag) {
-			if f.Name != "id" {
+		updateCmd.Flags().Visit(func(f *pflag.Flag) {
+			if f.Name != "id" && updateCmd.InheritedFlags().Lookup(f.Name) == nil { // not --local, --state-dir...
 				changed = append(changed, "--"+f.Name)
 			}
 		})
