@@ -282,4 +282,3 @@ func TestPollerConcurrencyReachesButNeverExceedsTheLimit(t *testing.T) {
 		t.Fatalf("peak concurrency %d, limit %d", peak, limit)
 	}
 }
-
