@@ -98,6 +98,13 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 // the event to the notifications queue.
 func settle(t *testing.T, m testenv.Merchant, notifyURL string, crash bool) payment.NotifyEvent {
 	t.Helper()
+	return settleOn(t, m, notifyURL, crash, payment.ChannelInteractive)
+}
+
+// settleOn is settle for a transaction of channel ch, whose event goes to
+// that channel's queue.
+func settleOn(t *testing.T, m testenv.Merchant, notifyURL string, crash bool, ch payment.Channel) payment.NotifyEvent {
+	t.Helper()
 	s := testenv.Stack(t)
 	now := time.Now().UTC()
 	tx := payment.TxApproved
@@ -110,7 +117,7 @@ func settle(t *testing.T, m testenv.Merchant, notifyURL string, crash bool) paym
 	}
 	// The notifier builds from the stored transaction, so it must exist.
 	if err := s.Store.CreateTransaction(context.Background(), &payment.Transaction{ID: req.TransactionID, Number: "TX1",
-		PaymentRequestID: req.ID, MerchantID: m.ID, Status: payment.TxApproved, Message: "Approved", Method: "wallet",
+		PaymentRequestID: req.ID, MerchantID: m.ID, Status: payment.TxApproved, Message: "Approved", Method: "wallet", Channel: ch,
 		Amount: req.Amount, Unit: req.Unit, Reference: payment.ChargeReference(req.TransactionID), CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +125,16 @@ func settle(t *testing.T, m testenv.Merchant, notifyURL string, crash bool) paym
 	if err != nil {
 		t.Fatal(err)
 	}
+	ev.Channel = ch
 	if err := s.Store.PutOutbox(context.Background(), ev, now); err != nil {
 		t.Fatal(err)
 	}
 	if !crash {
-		if err := queue.New(sqsClient(t)).Send(context.Background(), s.Info.Queues["NotificationsQueue"], ev, 0); err != nil {
+		q := s.Info.Queues["NotificationsQueue"]
+		if ch.Batch() {
+			q = s.Info.Queues["BatchNotificationsQueue"]
+		}
+		if err := queue.New(sqsClient(t)).Send(context.Background(), q, ev, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
