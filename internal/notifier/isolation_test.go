@@ -43,7 +43,7 @@ func (q *recordingQueue) Send(ctx context.Context, queueURL string, body any, de
 }
 
 // sendBatch enqueues bodies on queueURL, ten per SendMessageBatch call.
-func sendBatch(t *testing.T, client *sqs.Client, queueURL string, bodies []payment.NotifyEvent) {
+func sendBatch(t testing.TB, client *sqs.Client, queueURL string, bodies []payment.NotifyEvent) {
 	t.Helper()
 	for i := 0; i < len(bodies); i += 10 {
 		var entries []sqstypes.SendMessageBatchRequestEntry

@@ -103,7 +103,7 @@ func settle(t *testing.T, m testenv.Merchant, notifyURL string, crash bool) paym
 
 // settleOn is settle for a transaction of channel ch, whose event goes to
 // that channel's queue.
-func settleOn(t *testing.T, m testenv.Merchant, notifyURL string, crash bool, ch payment.Channel) payment.NotifyEvent {
+func settleOn(t testing.TB, m testenv.Merchant, notifyURL string, crash bool, ch payment.Channel) payment.NotifyEvent {
 	t.Helper()
 	s := testenv.Stack(t)
 	now := time.Now().UTC()
@@ -141,7 +141,7 @@ func settleOn(t *testing.T, m testenv.Merchant, notifyURL string, crash bool, ch
 	return ev
 }
 
-func sqsClient(t *testing.T) *sqs.Client {
+func sqsClient(t testing.TB) *sqs.Client {
 	cfg, err := awsconfig.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
