@@ -98,7 +98,10 @@ func BenchmarkNotifierThroughput(b *testing.B) {
 		pctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		start := time.Now()
-		go func() { defer close(done); devstack.PollSQS(pctx, client, src, h, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+		go func() {
+			defer close(done)
+			devstack.PollSQS(pctx, client, src, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		}()
 		for hits.Load()-before < perRound {
 			time.Sleep(5 * time.Millisecond)
 		}
