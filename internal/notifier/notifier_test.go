@@ -142,6 +142,7 @@ func settleOn(t testing.TB, m testenv.Merchant, notifyURL string, crash bool, ch
 }
 
 func sqsClient(t testing.TB) *sqs.Client {
+	testenv.Stack(t) // the emulators' endpoints
 	cfg, err := awsconfig.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
