@@ -94,6 +94,27 @@ func (s *Store) ClearOutbox(ctx context.Context, txID int64, eventID string) err
 	return nil
 }
 
+// MarkOutboxUnsent records that the send of a transaction's outbox entry
+// failed: its due time becomes the Unix epoch, older than any in-flight
+// ceiling, so the reconciler re-sends it at its next run even while the
+// queue is busy (it cannot be in flight). Only the failure path pays this
+// write; a missing or different entry is left alone.
+func (s *Store) MarkOutboxUnsent(ctx context.Context, txID int64, eventID string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Transactions, Key: txKey(txID),
+		UpdateExpression:    aws.String("SET notifyDueAt = :epoch"),
+		ConditionExpression: aws.String("notifyEvent.eventId = :e AND attribute_exists(notifyDueAt)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":epoch": &types.AttributeValueMemberS{Value: time.Unix(0, 0).UTC().Format(time.RFC3339Nano)},
+			":e":     &types.AttributeValueMemberS{Value: eventID},
+		},
+	})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("mark outbox of transaction %d unsent: %w", txID, err)
+	}
+	return nil
+}
+
 // OutboxEntry is a due notification found by the reconciler.
 type OutboxEntry struct {
 	Event payment.NotifyEvent

@@ -3,6 +3,8 @@ package notifier_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -16,13 +18,19 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
 )
+
+func queueClient(c *sqs.Client) *queue.Client { return queue.New(c) }
+
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // unpolledQueue is a fresh queue no poller reads: what is sent there stays.
 func unpolledQueue(t *testing.T, client *sqs.Client) string {
@@ -149,4 +157,53 @@ func TestNotifierKeepsABatchEventsRetriesInTheBatchQueue(t *testing.T) {
 	if evs := drain(t, client, apiQ); len(evs) != 0 {
 		t.Fatalf("a batch event's retry went to the interactive queue: %+v", evs)
 	}
+}
+
+// A notification whose send failed is marked in the outbox, so the
+// reconciler re-sends it at once even while its queue is busy, when an
+// entry that may be in flight is held.
+func TestFailedSendIsResentEvenWhileTheQueueIsBusy(t *testing.T) {
+	testenv.Stack(t)
+	client := sqsClient(t)
+	busyQ := unpolledQueue(t, client)
+	svc, err := wire.PaymentService(context.Background(), functionEnv(t, "PaymentsFunction",
+		map[string]string{"NOTIFICATIONS_QUEUE_URL": busyQ + "-missing"}), wire.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testenv.NewMerchant(t, func(m *merchant.Merchant) { m.NotifyURL = "http://127.0.0.1:1/" })
+	s := testenv.Stack(t)
+	now := time.Now().UTC()
+	req := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("12.00"),
+		Unit: "EUR", CreatedAt: now, UpdatedAt: now}
+	if err := s.Store.CreatePaymentRequest(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Pay(context.Background(), m.Merchant, req.ID, payments.Attempt{Method: provider.MethodCard,
+		Card:              &card.Input{Holder: "Ann Lee", Number: "4111111111111111", Expiry: "12/" + strconv.Itoa(now.Year()%100+2), CVV: "123"},
+		CardholderPresent: true, Hosted: true})
+	if err != nil || res.TransactionStatusID != payment.TxApproved {
+		t.Fatalf("pay: %v %+v", err, res)
+	}
+	held := settle(t, m, "", true) // no message either, but nothing says so: may be in flight
+	// The queue is busy: it holds a message.
+	if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &busyQ, MessageBody: aws.String("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	rq := &recordingQueue{Client: queueClient(client), sent: map[string]int{}}
+	r := &notifier.Reconciler{Store: s.Store, Queue: rq, QueueURL: busyQ, BatchQueueURL: unpolledQueue(t, client),
+		Grace: time.Millisecond, Log: discardLog()}
+	time.Sleep(2 * time.Millisecond)
+	if _, err := r.RunStats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	failedEvent := "evt_" + strconv.FormatInt(res.TransactionID, 10) + "_1"
+	if rq.sent[failedEvent] != 1 {
+		t.Errorf("the notification whose send failed was re-sent %d times, want 1 (sent: %v)", rq.sent[failedEvent], rq.sent)
+	}
+	if rq.sent[held.EventID] != 0 {
+		t.Errorf("an entry that may be in flight was re-sent while its queue is busy")
+	}
+	// Tidy: the held entry would otherwise be sent by the stack's reconciler.
+	s.Store.ClearOutbox(context.Background(), held.TransactionID, held.EventID)
 }

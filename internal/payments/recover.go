@@ -116,9 +116,22 @@ func (s *Service) notify(ctx context.Context, ev payment.NotifyEvent) {
 	}
 	if err := s.Queue.Send(ctx, url, ev, 0); err != nil {
 		s.Log.Warn("notification not enqueued; the reconciler will send it", "transaction_id", ev.TransactionID, "error", err.Error())
+		if m, ok := s.Store.(outboxMarker); ok {
+			// Not in flight: the reconciler may send it even while its
+			// queue is busy (its in-flight rule would otherwise wait).
+			if err := m.MarkOutboxUnsent(ctx, ev.TransactionID, ev.EventID); err != nil {
+				s.Log.Warn("marking the notification unsent failed; the reconciler sends it later", "transaction_id", ev.TransactionID, "error", err.Error())
+			}
+		}
 		return
 	}
 	crashpoint.Hit(crashpoint.AfterQueueSend)
+}
+
+// outboxMarker is the optional store method notify uses after a failed send
+// (*dynamo.Store).
+type outboxMarker interface {
+	MarkOutboxUnsent(ctx context.Context, txID int64, eventID string) error
 }
 
 // resume continues attempt txID of a retried request (same Idempotency-Key):
