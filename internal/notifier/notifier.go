@@ -1,12 +1,19 @@
 // Package notifier delivers merchant notifications (the `notifier` function,
-// fed by the notifications queue) and repairs the outbox (the `reconciler`
-// function, on a schedule).
+// fed by the notifications queues) and repairs the outbox (the `reconciler`
+// function, on a schedule). Package notify builds, signs and posts one
+// notification; this package decides when, from which queue, and records.
+//
+// Two queues, one per payment.Channel: interactive payments' events and
+// batch rows' events travel apart, each with its own dead-letter queue, and
+// an event's retries stay in its channel's queue, so a batch never delays
+// an interactive notification. The reconciler never re-sends an entry whose
+// message may still be in flight (reconciler.go).
 //
 // Delivery is at least once. A queue message carries a payment.NotifyEvent:
 // ids only count. Each attempt re-reads the transaction, the payment request
 // and the merchant and builds the spec's body from what is stored, never
 // from the message's claims (a message naming an unknown or non-final
-// transaction is dropped and logged), signs it signs it (X-Signature with the merchant's
+// transaction is dropped and logged), signs it (X-Signature with the merchant's
 // API key; Standard Webhooks headers with its webhook secret), posts it with
 // an SSRF-guarded client, and records the attempt. A failed attempt is
 // re-enqueued with the next delay of the schedule (long delays travel in
