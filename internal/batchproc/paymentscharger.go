@@ -72,7 +72,8 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 		Payer: &payer.Data{Name: row.HolderName, Email: row.Email, PhoneNumber: row.Phone, Address: row.Address,
 			City: row.City, State: row.State, PostalCode: row.PostalCode, Country: row.Country},
 		Card:              &card.Input{Holder: row.HolderName, Number: row.CardNumber, Expiry: row.CardExpiry, CVV: row.CVV},
-		CardholderPresent: false, // no payer to answer a 3-D Secure challenge: declined with 004
+		CardholderPresent: false,                // no payer to answer a 3-D Secure challenge: declined with 004
+		Channel:           payment.ChannelBatch, // notified through the batch queue
 	}
 	wait := c.Wait
 	if wait <= 0 {

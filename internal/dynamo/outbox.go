@@ -21,11 +21,25 @@ import (
 // first one's unsent notification. notifyShard + notifyDueAt index it in the
 // sparse GSI byNotifyDue of the transactions table (only transactions with a
 // due notification appear there), notifyEvent holds the event. Shards spread
-// the index's partitions.
+// the index's partitions; each channel has its own OutboxShards shards
+// (OutboxShard), so the reconciler reads the entries of one channel without
+// paging past the other's: a batch's thousands of in-flight entries never
+// hide an interactive payment's lost one.
 const (
 	OutboxIndex  = "byNotifyDue"
 	OutboxShards = 8
+	// OutboxAllShards counts the shards of every channel.
+	OutboxAllShards = 2 * OutboxShards
 )
+
+// OutboxShard is the first shard of channel c; its shards are
+// OutboxShard(c) … OutboxShard(c)+OutboxShards-1.
+func OutboxShard(c payment.Channel) int {
+	if c.Batch() {
+		return OutboxShards
+	}
+	return 0
+}
 
 // OutboxSet returns the SET clause and values that put ev in the outbox; the
 // write that settles a transaction appends them to its own update, so the
@@ -38,7 +52,7 @@ func OutboxSet(ev payment.NotifyEvent, now time.Time) (string, map[string]types.
 	h := fnv.New32a()
 	h.Write([]byte(ev.EventID))
 	return "notifyShard = :obShard, notifyDueAt = :obDue, notifyEvent = :obEvent", map[string]types.AttributeValue{
-		":obShard": numberAV(int64(h.Sum32() % OutboxShards)),
+		":obShard": numberAV(int64(OutboxShard(ev.Channel)) + int64(h.Sum32()%OutboxShards)),
 		":obDue":   &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
 		":obEvent": av,
 	}, nil
@@ -76,6 +90,27 @@ func (s *Store) ClearOutbox(ctx context.Context, txID int64, eventID string) err
 	})
 	if err != nil && !isConditionFailed(err) {
 		return fmt.Errorf("clear outbox of transaction %d: %w", txID, err)
+	}
+	return nil
+}
+
+// MarkOutboxUnsent records that the send of a transaction's outbox entry
+// failed: its due time becomes the Unix epoch, older than any in-flight
+// ceiling, so the reconciler re-sends it at its next run even while the
+// queue is busy (it cannot be in flight). Only the failure path pays this
+// write; a missing or different entry is left alone.
+func (s *Store) MarkOutboxUnsent(ctx context.Context, txID int64, eventID string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Transactions, Key: txKey(txID),
+		UpdateExpression:    aws.String("SET notifyDueAt = :epoch"),
+		ConditionExpression: aws.String("notifyEvent.eventId = :e AND attribute_exists(notifyDueAt)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":epoch": &types.AttributeValueMemberS{Value: time.Unix(0, 0).UTC().Format(time.RFC3339Nano)},
+			":e":     &types.AttributeValueMemberS{Value: eventID},
+		},
+	})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("mark outbox of transaction %d unsent: %w", txID, err)
 	}
 	return nil
 }

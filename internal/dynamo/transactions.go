@@ -91,6 +91,7 @@ type transactionRecord struct {
 	Message          string              `dynamodbav:"message,omitempty"`
 	Method           string              `dynamodbav:"method"`
 	Selector         int                 `dynamodbav:"selector,omitempty"`
+	Channel          string              `dynamodbav:"channel,omitempty"`
 	Amount           number              `dynamodbav:"amount"`
 	Unit             string              `dynamodbav:"unit"`
 	Card             *card.Masked        `dynamodbav:"card,omitempty"`
@@ -114,7 +115,7 @@ func toTransactionRecord(t *payment.Transaction) transactionRecord {
 	rec := transactionRecord{
 		ID: t.ID, Number: t.Number, PaymentRequestID: t.PaymentRequestID, MerchantID: t.MerchantID,
 		Status: int(t.Status), Code: string(t.Code), Message: t.Message, Method: t.Method, Selector: t.Selector,
-		Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, UPIID: t.UPIID,
+		Channel: string(t.Channel), Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, UPIID: t.UPIID,
 		ProviderRef: t.ProviderRef, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
 	}
@@ -141,7 +142,7 @@ func (rec transactionRecord) transaction() *payment.Transaction {
 	t := &payment.Transaction{
 		ID: rec.ID, Number: rec.Number, PaymentRequestID: rec.PaymentRequestID, MerchantID: rec.MerchantID,
 		Status: payment.TransactionStatus(rec.Status), Code: codes.Code(rec.Code), Message: rec.Message,
-		Method: rec.Method, Selector: rec.Selector, Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
+		Method: rec.Method, Selector: rec.Selector, Channel: payment.Channel(rec.Channel), Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
 		Card: rec.Card, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Reference: rec.Reference,
 		ThreeDS: rec.ThreeDS, Refund: rec.Refund.refund(),
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, SettledAt: rec.SettledAt,

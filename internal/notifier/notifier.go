@@ -1,12 +1,19 @@
 // Package notifier delivers merchant notifications (the `notifier` function,
-// fed by the notifications queue) and repairs the outbox (the `reconciler`
-// function, on a schedule).
+// fed by the notifications queues) and repairs the outbox (the `reconciler`
+// function, on a schedule). Package notify builds, signs and posts one
+// notification; this package decides when, from which queue, and records.
+//
+// Two queues, one per payment.Channel: interactive payments' events and
+// batch rows' events travel apart, each with its own dead-letter queue, and
+// an event's retries stay in its channel's queue, so a batch never delays
+// an interactive notification. The reconciler never re-sends an entry whose
+// message may still be in flight (reconciler.go).
 //
 // Delivery is at least once. A queue message carries a payment.NotifyEvent:
 // ids only count. Each attempt re-reads the transaction, the payment request
 // and the merchant and builds the spec's body from what is stored, never
 // from the message's claims (a message naming an unknown or non-final
-// transaction is dropped and logged), signs it signs it (X-Signature with the merchant's
+// transaction is dropped and logged), signs it (X-Signature with the merchant's
 // API key; Standard Webhooks headers with its webhook secret), posts it with
 // an SSRF-guarded client, and records the attempt. A failed attempt is
 // re-enqueued with the next delay of the schedule (long delays travel in
@@ -24,6 +31,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,11 +71,17 @@ type Notifier struct {
 	Queue    Queue
 	Sender   Sender
 	Sealer   *seal.Sealer
-	QueueURL string // the notifications queue (retries are re-enqueued here)
-	DLQURL   string // where exhausted events go
-	Schedule notify.Schedule
-	Log      *slog.Logger
-	Now      func() time.Time
+	QueueURL string // the interactive notifications queue (retries are re-enqueued here)
+	DLQURL   string // where exhausted interactive events go
+	// BatchQueueURL and BatchDLQURL are the same for batch rows' events
+	// (payment.ChannelBatch): their retries stay in the batch queue, so a
+	// failing batch never competes with interactive notifications either.
+	// Empty: the interactive ones.
+	BatchQueueURL string
+	BatchDLQURL   string
+	Schedule      notify.Schedule
+	Log           *slog.Logger
+	Now           func() time.Time
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
@@ -110,7 +125,11 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 	if err := json.Unmarshal([]byte(rec.Body), &ev); err != nil || ev.EventID == "" || ev.TransactionID == 0 {
 		// Unreadable: retrying cannot help; park it for a human.
 		n.Log.Error("malformed notification message parked in the DLQ", "message_id", rec.MessageId)
-		return n.Queue.Send(ctx, n.DLQURL, json.RawMessage(rec.Body), 0)
+		_, dlq := n.queues(payment.ChannelInteractive)
+		if n.BatchQueueURL != "" && arnName(rec.EventSourceARN) == path.Base(n.BatchQueueURL) {
+			_, dlq = n.queues(payment.ChannelBatch)
+		}
+		return n.Queue.Send(ctx, dlq, json.RawMessage(rec.Body), 0)
 	}
 	if err := n.deliver(ctx, ev); err != nil {
 		return err
@@ -127,7 +146,8 @@ func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
 // deliver makes one delivery attempt of ev and records it, or re-queues ev
 // until it is due.
 func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
-	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1)
+	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1, "channel", ev.Channel.String())
+	queueURL, dlqURL := n.queues(ev.Channel)
 	now := n.now()
 	if wait := ev.DueAt.Sub(now); wait > 0 && wait <= time.Second {
 		// SQS delays are whole seconds and retries are sent rounded down
@@ -141,7 +161,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 		now = n.now()
 	}
 	if ev.DueAt.After(now) {
-		return n.Queue.Send(ctx, n.QueueURL, ev, sendDelay(ev.DueAt, now))
+		return n.Queue.Send(ctx, queueURL, ev, sendDelay(ev.DueAt, now))
 	}
 	tx, err := n.Store.Transaction(ctx, ev.TransactionID)
 	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && (!tx.Status.Final() || tx.PaymentRequestID != ev.RequestID)) {
@@ -219,13 +239,13 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 	if ok {
 		record.Outcome, record.NextAt = "retry", next.DueAt
 		log.Warn("notification attempt failed; will retry", "status", attempt.StatusCode, "error", attempt.Err, "next_at", next.DueAt)
-		if err := n.Queue.Send(ctx, n.QueueURL, next, sendDelay(next.DueAt, n.now())); err != nil {
+		if err := n.Queue.Send(ctx, queueURL, next, sendDelay(next.DueAt, n.now())); err != nil {
 			return err
 		}
 	} else {
 		record.Outcome = "dead-lettered"
 		log.Error("notification attempts exhausted; parked in the DLQ", "status", attempt.StatusCode, "error", attempt.Err)
-		if err := n.Queue.Send(ctx, n.DLQURL, next, 0); err != nil {
+		if err := n.Queue.Send(ctx, dlqURL, next, 0); err != nil {
 			return err
 		}
 	}
@@ -235,6 +255,17 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 	}
 	return nil
 }
+
+// queues are the queue and dead-letter queue of channel c.
+func (n *Notifier) queues(c payment.Channel) (queueURL, dlqURL string) {
+	if c.Batch() && n.BatchQueueURL != "" && n.BatchDLQURL != "" {
+		return n.BatchQueueURL, n.BatchDLQURL
+	}
+	return n.QueueURL, n.DLQURL
+}
+
+// arnName is the resource name at the end of an ARN (a queue's name).
+func arnName(arn string) string { return arn[strings.LastIndexByte(arn, ':')+1:] }
 
 // sendDelay is the SQS delay of an event due at dueAt, counted from now
 // (the time of sending): whole seconds rounded down, so the message arrives

@@ -22,6 +22,9 @@ type NotifyEvent struct {
 	Code                   codes.Code        `json:"code,omitempty" dynamodbav:"code,omitempty"`
 	Message                string            `json:"message,omitempty" dynamodbav:"message,omitempty"`
 	OccurredAt             time.Time         `json:"occurredAt" dynamodbav:"occurredAt"`
+	// Channel routes the event to its queue (interactive or batch); it is
+	// the transaction's own, copied when the transaction settles.
+	Channel Channel `json:"channel,omitempty" dynamodbav:"channel,omitempty"`
 
 	// Delivery state, carried between attempts in the queue message.
 	Attempts int       `json:"attempts,omitempty" dynamodbav:"-"`

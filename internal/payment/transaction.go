@@ -27,6 +27,7 @@ type Transaction struct {
 	Message          string
 	Method           string // provider.Method
 	Selector         int
+	Channel          Channel // batch rows are notified through their own queue
 	Amount           decimal.Decimal
 	Unit             string
 	Card             *card.Masked

@@ -76,7 +76,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	if err != nil {
 		return nil, nil, false, err
 	}
-	ev.PaymentRequestStatusID = reqStatus
+	ev.PaymentRequestStatusID, ev.Channel = reqStatus, tx.Channel
 	st, err := s.Store.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: status, Code: code,
 		Message: msg, ProviderRef: out.ProviderRef, ThreeDS: threeDS, Event: ev, Now: now})
 	if errors.Is(err, dynamo.ErrConflict) {
@@ -103,17 +103,35 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	return req, st, true, nil
 }
 
-// notify sends the event the settle put in the outbox. A failure is only
-// logged: the reconciler enqueues what stays in the outbox.
+// notify sends the event the settle put in the outbox to its channel's
+// queue. A failure is only logged: the reconciler enqueues what stays in the
+// outbox.
 func (s *Service) notify(ctx context.Context, ev payment.NotifyEvent) {
-	if s.NotificationsQueueURL == "" || s.Queue == nil {
+	url := s.NotificationsQueueURL
+	if ev.Channel.Batch() && s.BatchNotificationsQueueURL != "" {
+		url = s.BatchNotificationsQueueURL
+	}
+	if url == "" || s.Queue == nil {
 		return
 	}
-	if err := s.Queue.Send(ctx, s.NotificationsQueueURL, ev, 0); err != nil {
+	if err := s.Queue.Send(ctx, url, ev, 0); err != nil {
 		s.Log.Warn("notification not enqueued; the reconciler will send it", "transaction_id", ev.TransactionID, "error", err.Error())
+		if m, ok := s.Store.(outboxMarker); ok {
+			// Not in flight: the reconciler may send it even while its
+			// queue is busy (its in-flight rule would otherwise wait).
+			if err := m.MarkOutboxUnsent(ctx, ev.TransactionID, ev.EventID); err != nil {
+				s.Log.Warn("marking the notification unsent failed; the reconciler sends it later", "transaction_id", ev.TransactionID, "error", err.Error())
+			}
+		}
 		return
 	}
 	crashpoint.Hit(crashpoint.AfterQueueSend)
+}
+
+// outboxMarker is the optional store method notify uses after a failed send
+// (*dynamo.Store).
+type outboxMarker interface {
+	MarkOutboxUnsent(ctx context.Context, txID int64, eventID string) error
 }
 
 // resume continues attempt txID of a retried request (same Idempotency-Key):

@@ -109,6 +109,9 @@ type Deps struct {
 	// final commit (the commit also keeps it in the outbox, so a failed send
 	// is recovered by the reconciler).
 	NotificationsQueueURL string
+	// BatchNotificationsQueueURL receives the notifications of batch rows
+	// (payment.ChannelBatch); empty: they share NotificationsQueueURL.
+	BatchNotificationsQueueURL string
 	// SyncLease bounds a synchronous attempt (Lambda times out long before).
 	SyncLease time.Duration
 	// ChallengeWindow is how long a 3-D Secure challenge stays open.
@@ -162,6 +165,10 @@ type Attempt struct {
 	// CardholderPresent is false for batch files: a 3-D Secure challenge
 	// then declines with 004.
 	CardholderPresent bool
+	// Channel is kept with the transaction and routes its notification:
+	// batch rows (payment.ChannelBatch) are notified through their own
+	// queue, never ahead of, or in the way of, interactive payments.
+	Channel payment.Channel
 
 	// Amount and Unit, when set, must equal the request's (400 026 / 027).
 	Amount *decimal.Decimal
@@ -543,7 +550,7 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 	now := s.Now()
 	tx := &payment.Transaction{
 		ID: txID, Number: NewTransactionNumber(), PaymentRequestID: req.ID, MerchantID: m.ID,
-		Status: payment.TxWaiting, Method: string(a.Method), Selector: a.Selector, Amount: req.Amount, Unit: req.Unit,
+		Status: payment.TxWaiting, Method: string(a.Method), Selector: a.Selector, Channel: a.Channel, Amount: req.Amount, Unit: req.Unit,
 		UPIID: a.UPIID, CreatedAt: now.UTC(), UpdatedAt: now.UTC(), Message: provider.Message(provider.Waiting, ""),
 		Reference: payment.ChargeReference(txID), RecoverAfter: now.Add(s.SyncLease),
 	}

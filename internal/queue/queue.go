@@ -1,15 +1,17 @@
 // Package queue sends JSON messages to SQS queues. Messages carry ids and
-// states only: never card data or secrets (DESIGN §6, §7).
+// states only: never card data or secrets.
 package queue
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // MaxDelay is the longest delay SQS allows for one message.
@@ -54,4 +56,53 @@ func (c *Client) Send(ctx context.Context, queueURL string, body any, delay time
 		return fmt.Errorf("send message: %w", err)
 	}
 	return nil
+}
+
+// AttributesAPI is the SQS call Backlog uses (*sqs.Client has it).
+type AttributesAPI interface {
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// Backlog is what a queue holds, by SQS's approximate counters.
+type Backlog struct {
+	Visible  int64 // waiting to be received
+	InFlight int64 // received, not yet deleted (being processed, or failed and waiting out the visibility timeout)
+	Delayed  int64 // sent with a delay that has not passed
+}
+
+// Holds reports whether the queue holds a message that was sent without a
+// delay and not yet deleted: one waiting or one being processed. Delayed
+// messages are not counted: a first send is never delayed (only retries are).
+func (b Backlog) Holds() bool { return b.Visible > 0 || b.InFlight > 0 }
+
+// Backlog reads queueURL's counters (one GetQueueAttributes call). The API
+// given to New must implement AttributesAPI.
+func (c *Client) Backlog(ctx context.Context, queueURL string) (Backlog, error) {
+	api, ok := c.api.(AttributesAPI)
+	if !ok {
+		return Backlog{}, fmt.Errorf("queue: %T cannot read queue attributes", c.api)
+	}
+	out, err := api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible, sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	if err != nil {
+		return Backlog{}, fmt.Errorf("read attributes of queue %s: %w", queueURL, err)
+	}
+	var b Backlog
+	for name, dst := range map[sqstypes.QueueAttributeName]*int64{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages:           &b.Visible,
+		sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible: &b.InFlight,
+		sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed:    &b.Delayed,
+	} {
+		v, ok := out.Attributes[string(name)]
+		if !ok {
+			return Backlog{}, fmt.Errorf("queue %s: attribute %s missing", queueURL, name)
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return Backlog{}, fmt.Errorf("queue %s: attribute %s = %q", queueURL, name, v)
+		}
+		*dst = n
+	}
+	return b, nil
 }

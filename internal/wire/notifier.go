@@ -45,6 +45,7 @@ func Notifier(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandl
 		Sender: notify.Sender{Client: safehttp.NewClient(safehttp.Options{
 			Timeout: timeout, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Sandbox()})},
 		QueueURL: queueURL, DLQURL: dlqURL, Schedule: schedule,
+		BatchQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"), BatchDLQURL: getenv("BATCH_NOTIFICATIONS_DLQ_URL"),
 		Log: b.cfg.NewLogger().With("function", "notifier"),
 	}
 	return n.Handle, nil
@@ -65,12 +66,22 @@ func Reconciler(ctx context.Context, getenv config.Getenv, opts Options) (func(c
 			return nil, fmt.Errorf("OUTBOX_GRACE: %w", err)
 		}
 	}
+	var maxInFlight [2]time.Duration
+	for i, name := range []string{"OUTBOX_MAX_IN_FLIGHT", "BATCH_OUTBOX_MAX_IN_FLIGHT"} {
+		if v := getenv(name); v != "" {
+			if maxInFlight[i], err = time.ParseDuration(v); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
 	svc, err := b.paymentService(getenv, "reconciler")
 	if err != nil {
 		return nil, fmt.Errorf("wire reconciler: %w", err)
 	}
 	r := &notifier.Reconciler{Store: b.store, Queue: queue.New(sqs.NewFromConfig(b.aws)), Recover: svc.RecoverOpen,
-		QueueURL: getenv("NOTIFICATIONS_QUEUE_URL"), Grace: grace, Log: b.cfg.NewLogger().With("function", "reconciler")}
+		QueueURL: getenv("NOTIFICATIONS_QUEUE_URL"), BatchQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"),
+		Grace: grace, MaxInFlight: maxInFlight[0], BatchMaxInFlight: maxInFlight[1],
+		Log: b.cfg.NewLogger().With("function", "reconciler")}
 	log := b.cfg.NewLogger().With("function", "reconciler")
 	return func(ctx context.Context) error {
 		_, err := r.Run(ctx)

@@ -96,8 +96,9 @@ func (b *base) paymentService(getenv config.Getenv, function string) (*payments.
 	deps := payments.Deps{
 		Store: b.store, ThreeDSKey: threeDSKey, CallbackKey: callbackKey,
 		Queue: queue.New(sqs.NewFromConfig(b.aws)), NotificationsQueueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
-		Log:             b.cfg.NewLogger().With("function", function),
-		ChallengeWindow: d[3], PendingGrace: d[4],
+		BatchNotificationsQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"),
+		Log:                        b.cfg.NewLogger().With("function", function),
+		ChallengeWindow:            d[3], PendingGrace: d[4],
 	}
 	if b.cfg.Sandbox() {
 		queueURL := getenv("SANDBOX_QUEUE_URL")

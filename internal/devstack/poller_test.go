@@ -1,0 +1,284 @@
+package devstack_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+// testQueue creates a fresh queue with the given visibility timeout and
+// sends n messages "m0".."m<n-1>".
+func testQueue(t *testing.T, client *sqs.Client, visibility, n int) devstack.Queue {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("poller-test-%d", time.Now().UnixNano())
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name,
+		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(visibility)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	for i := 0; i < n; i += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for j := i; j < min(n, i+10); j++ {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String("m" + strconv.Itoa(j))})
+		}
+		if _, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: out.QueueUrl, Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return devstack.Queue{Name: name, URL: *out.QueueUrl, ARN: "arn:aws:sqs:" + devstack.Region + ":" + devstack.Account + ":" + name}
+}
+
+// startPoller runs PollSQS until the returned stop is called (stop waits
+// for it to return).
+func startPoller(t *testing.T, client devstack.SQSAPI, src devstack.SQSSource, h lambda.Handler) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		devstack.PollSQS(ctx, client, src, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func wait(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// remaining counts the queue's messages (visible and in flight).
+func remaining(t *testing.T, client *sqs.Client, url string) (visible, inFlight int) {
+	t.Helper()
+	out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &url,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight
+}
+
+// The template's notification sources are polled as the template declares
+// them: their concurrency limits, batch size, ReportBatchItemFailures, and
+// the queues' visibility timeouts (created from the template, never
+// overridden by a receive).
+func TestSQSSourcesFollowTheTemplate(t *testing.T) {
+	s := testenv.Stack(t)
+	sources, err := s.Resources.SQSSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"Notifications": 10, "BatchNotifications": 5}
+	for _, src := range sources {
+		limit, ok := want[src.EventName]
+		if !ok || src.FunctionID != "NotifierFunction" {
+			continue
+		}
+		delete(want, src.EventName)
+		if src.MaxConcurrency != limit || src.BatchSize != 10 || !src.ReportBatchItemFailures {
+			t.Errorf("%s: %+v", src.EventName, src)
+		}
+		cfg, _ := testenv.CountingAWSConfig(t)
+		out, err := sqs.NewFromConfig(cfg).GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &src.Queue.URL,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := out.Attributes["VisibilityTimeout"]; v != "300" {
+			t.Errorf("%s: visibility timeout %s, the template says 300", src.Queue.Name, v)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("sources missing: %v", want)
+	}
+}
+
+// A handler that reports some messages as failed gets only those again: the
+// others are deleted, in batches (DeleteMessageBatch, never one by one).
+func TestPollerKeepsOnlyFailedItemsAndDeletesInBatches(t *testing.T) {
+	cfg, calls := testenv.CountingAWSConfig(t)
+	client := sqs.NewFromConfig(cfg)
+	const n = 60
+	q := testQueue(t, client, 1, n)
+	failing := map[string]bool{"m3": true, "m17": true, "m42": true}
+	var (
+		mu          sync.Mutex
+		handled     = map[string]int{}
+		invocations int
+	)
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		var resp events.SQSEventResponse
+		mu.Lock()
+		defer mu.Unlock()
+		invocations++
+		for _, r := range ev.Records {
+			handled[r.Body]++
+			if failing[r.Body] {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+			}
+		}
+		return resp, nil
+	})
+	calls.Reset()
+	stop := startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: 2,
+		ReportBatchItemFailures: true, Timeout: 10 * time.Second}, h)
+	wait(t, "every message handled", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == n
+	})
+	stop()
+	got := calls.Calls()
+	mu.Lock()
+	inv := invocations
+	for body, c := range handled {
+		if !failing[body] && c != 1 {
+			t.Errorf("%s handled %d times: a successful message must be deleted", body, c)
+		}
+	}
+	mu.Unlock()
+
+	// What is left: the failed messages only. Everything still in the queue
+	// is visible again after its 1 s visibility timeout: receive (and keep
+	// hidden, 30 s) for three timeouts' worth and see what comes.
+	left := map[string]bool{}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &q.URL, MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 1, VisibilityTimeout: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			left[aws.ToString(m.Body)] = true
+		}
+	}
+	if len(left) != len(failing) {
+		t.Errorf("left in the queue: %v, want the failed %v", left, failing)
+	}
+	for body := range left {
+		if !failing[body] {
+			t.Errorf("%s is still in the queue but succeeded", body)
+		}
+	}
+
+	var batchDeletes, singleDeletes int
+	for _, c := range got {
+		switch c {
+		case "SQS.DeleteMessageBatch":
+			batchDeletes++
+		case "SQS.DeleteMessage":
+			singleDeletes++
+		}
+	}
+	// One batch delete per invocation at most (an invocation whose every
+	// message failed deletes nothing), never one call per message.
+	if singleDeletes != 0 || batchDeletes == 0 || batchDeletes > inv || batchDeletes >= n-len(failing) {
+		t.Fatalf("deletes: %d DeleteMessageBatch, %d DeleteMessage for %d invocations of %d messages", batchDeletes, singleDeletes, inv, n)
+	}
+	t.Logf("%d messages, %d invocations, %d DeleteMessageBatch calls", n, inv, batchDeletes)
+}
+
+// Without ReportBatchItemFailures in the template, a successful invocation
+// deletes its whole batch, whatever the handler answered (as Lambda).
+func TestPollerIgnoresItemFailuresWhenTheSourceDoesNotReportThem(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := sqs.NewFromConfig(cfg)
+	q := testQueue(t, client, 1, 10)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		var resp events.SQSEventResponse
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range ev.Records {
+			seen[r.Body]++
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		}
+		return resp, nil
+	})
+	stop := startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: 1, Timeout: 10 * time.Second}, h)
+	wait(t, "every message handled", 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 10 })
+	stop()
+	wait(t, "queue empty", 10*time.Second, func() bool { v, f := remaining(t, client, q.URL); return v == 0 && f == 0 })
+	for body, c := range seen {
+		if c != 1 {
+			t.Errorf("%s handled %d times", body, c)
+		}
+	}
+}
+
+// Concurrent invocations grow up to the source's limit while batches come
+// full, and never beyond it.
+func TestPollerConcurrencyReachesButNeverExceedsTheLimit(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := sqs.NewFromConfig(cfg)
+	const limit, n = 3, 200
+	q := testQueue(t, client, 30, n)
+	var (
+		mu               sync.Mutex
+		cur, peak, total int
+		reached          = make(chan struct{})
+		reachedOnce      sync.Once
+	)
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		mu.Lock()
+		cur++
+		peak = max(peak, cur)
+		if cur == limit {
+			reachedOnce.Do(func() { close(reached) })
+		}
+		mu.Unlock()
+		// Hold the first invocations until the limit is reached, so that
+		// reaching it does not depend on the machine's speed.
+		select {
+		case <-reached:
+		case <-time.After(20 * time.Second):
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		cur--
+		total += len(ev.Records)
+		mu.Unlock()
+		return events.SQSEventResponse{}, nil
+	})
+	stop := startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: limit,
+		ReportBatchItemFailures: true, Timeout: 30 * time.Second}, h)
+	select {
+	case <-reached:
+	case <-time.After(25 * time.Second):
+		t.Fatalf("concurrency never reached %d (peak %d)", limit, peak)
+	}
+	wait(t, "every message handled", 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return total >= n })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != limit {
+		t.Fatalf("peak concurrency %d, limit %d", peak, limit)
+	}
+}
