@@ -91,6 +91,11 @@ var npmMu sync.Mutex
 func EnsureNodeModules(infra string, log io.Writer) error {
 	npmMu.Lock()
 	defer npmMu.Unlock()
+	unlock, err := lockInfra(infra)
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", infra, err)
+	}
+	defer unlock()
 	lock, err := os.Stat(filepath.Join(infra, "package-lock.json"))
 	if err != nil {
 		return fmt.Errorf("infra lockfile: %w", err)
