@@ -165,14 +165,36 @@ func TestDLQDryRunMovesNothing(t *testing.T) {
 	}
 	local := []string{"--local", "--state-dir", testenv.StateDir(t)}
 
-	r := runProc(t, bin, append(local, "dlq", "redrive", "--dry-run")...)
-	var out struct {
+	batchDLQ := s.Info.Queues["BatchNotificationsDLQ"]
+	batchEv := ev
+	batchEv.EventID += "_batch"
+	batchBody, _ := json.Marshal(batchEv)
+	if _, err := api.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &batchDLQ, MessageBody: aws.String(string(batchBody))}); err != nil {
+		t.Fatal(err)
+	}
+
+	type listing struct {
 		DryRun    bool       `json:"dryRun"`
 		WouldMove int        `json:"wouldMove"`
 		Events    []dlqEvent `json:"events"`
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || !out.DryRun {
+	r := runProc(t, bin, append(local, "dlq", "redrive", "--dry-run")...)
+	var both map[string]listing
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &both) != nil || !both["interactive"].DryRun || !both["batch"].DryRun {
 		t.Fatalf("dry run: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	out := both["interactive"]
+	if b := both["batch"]; len(b.Events) != 1 || b.Events[0].EventID != batchEv.EventID {
+		t.Fatalf("dry run of the batch DLQ: %+v", b)
+	}
+	// --queue batch moves the batch DLQ's message only.
+	r = runProc(t, bin, append(local, "dlq", "redrive", "--queue", "batch")...)
+	var moved map[string]map[string]int
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &moved) != nil || moved["batch"]["moved"] != 1 || moved["interactive"] != nil {
+		t.Fatalf("redrive --queue batch: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runProc(t, bin, append(local, "dlq", "redrive", "--queue", "nope")...); r.code != 2 {
+		t.Fatalf("--queue nope: exit %d", r.code)
 	}
 	listed := false
 	for _, e := range out.Events {

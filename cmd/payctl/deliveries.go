@@ -98,7 +98,8 @@ func requestID(s string) (int64, error) {
 	return id, nil
 }
 
-// dlqCmd: `dlq redrive [--dry-run]` moves exhausted notifications back to the queue.
+// dlqCmd: `dlq redrive [--queue all|interactive|batch] [--dry-run]` moves
+// exhausted notifications back to their queue.
 func dlqCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dlq",
@@ -107,37 +108,61 @@ func dlqCmd(g *globals) *cobra.Command {
   payctl --local dlq redrive`,
 	}
 	var dryRun bool
+	var which string
 	redrive := &cobra.Command{
-		Use:   "redrive [--dry-run]",
-		Short: "Move every dead-lettered notification back to the queue (fresh schedule)",
-		Long: `redrive moves every notification of the dead-letter queue back to the
-notifications queue with a fresh retry schedule (same webhook-id).
+		Use:   "redrive [--queue all|interactive|batch] [--dry-run]",
+		Short: "Move every dead-lettered notification back to its queue (fresh schedule)",
+		Long: `redrive moves every notification of the dead-letter queues back to its
+notifications queue with a fresh retry schedule (same webhook-id). There are
+two: interactive payments' (API, hosted page, callbacks) and batch rows';
+--queue picks one, default both.
 
 --dry-run lists what would be moved (event, request, transaction, status,
 attempts) and moves nothing: the messages stay in the dead-letter queue.`,
 		Example: `  payctl --local dlq redrive --dry-run
+  payctl --local dlq redrive --queue batch
   payctl --stack payreq-sandbox dlq redrive`,
 		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			type pair struct{ name, dlq, queue string }
 			e, err := connect(ctx, *g)
 			if err != nil {
 				return nil, err
 			}
+			all := []pair{{"interactive", e.notificationsDLQ, e.notificationsQueue}, {"batch", e.batchNotificationsDLQ, e.batchNotificationsQueue}}
+			var pairs []pair
+			for _, p := range all {
+				if which == "all" || which == p.name {
+					pairs = append(pairs, p)
+				}
+			}
+			if len(pairs) == 0 {
+				return nil, usageError(fmt.Sprintf("--queue %q: want all, interactive or batch", which))
+			}
 			api := sqs.NewFromConfig(e.cfg)
-			if dryRun {
-				events, unreadable, err := peekDLQ(ctx, api, e.notificationsDLQ)
+			out := map[string]any{}
+			for _, p := range pairs {
+				if p.dlq == "" || p.queue == "" {
+					return nil, fmt.Errorf("the stack has no %s notifications queue and DLQ", p.name)
+				}
+				if dryRun {
+					events, unreadable, err := peekDLQ(ctx, api, p.dlq)
+					if err != nil {
+						return nil, err
+					}
+					out[p.name] = map[string]any{"dryRun": true, "wouldMove": len(events), "events": events, "leftUnreadable": unreadable}
+					continue
+				}
+				moved, skipped, err := notifier.Redrive(ctx, api, p.dlq, p.queue)
 				if err != nil {
 					return nil, err
 				}
-				return map[string]any{"dryRun": true, "wouldMove": len(events), "events": events, "leftUnreadable": unreadable}, nil
+				out[p.name] = map[string]any{"moved": moved, "leftUnreadable": skipped}
 			}
-			moved, skipped, err := notifier.Redrive(ctx, api, e.notificationsDLQ, e.notificationsQueue)
-			if err != nil {
-				return nil, err
-			}
-			return map[string]any{"moved": moved, "leftUnreadable": skipped}, nil
+			return out, nil
 		}),
 	}
 	redrive.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redriven; move nothing")
+	redrive.Flags().StringVar(&which, "queue", "all", "which dead-letter queue: all, interactive or batch")
 	c.AddCommand(redrive)
 	return c
 }

@@ -26,6 +26,8 @@ type env struct {
 	apiBase string // the public API (trigger)
 
 	notificationsQueue, notificationsDLQ string
+	// Batch rows' notifications have their own queue and DLQ.
+	batchNotificationsQueue, batchNotificationsDLQ string
 }
 
 func connect(ctx context.Context, g globals) (*env, error) {
@@ -62,7 +64,8 @@ func connect(ctx context.Context, g globals) (*env, error) {
 	tables := dynamo.Tables{Merchants: outputs["MerchantsTableName"], PaymentRequests: outputs["PaymentRequestsTableName"],
 		Operations: outputs["OperationsTableName"], Transactions: outputs["TransactionsTableName"]}
 	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: outputs["Stage"] != "production", cfg: cfg,
-		apiBase: outputs["ApiUrl"], notificationsQueue: outputs["NotificationsQueueUrl"], notificationsDLQ: outputs["NotificationsDLQUrl"]}, nil
+		apiBase: outputs["ApiUrl"], notificationsQueue: outputs["NotificationsQueueUrl"], notificationsDLQ: outputs["NotificationsDLQUrl"],
+		batchNotificationsQueue: outputs["BatchNotificationsQueueUrl"], batchNotificationsDLQ: outputs["BatchNotificationsDLQUrl"]}, nil
 }
 
 func connectLocal(ctx context.Context, g globals) (*env, error) {
@@ -95,5 +98,6 @@ func connectLocal(ctx context.Context, g globals) (*env, error) {
 	tables := dynamo.Tables{Merchants: info.Tables["MerchantsTable"], PaymentRequests: info.Tables["PaymentRequestsTable"],
 		Operations: info.Tables["OperationsTable"], Transactions: info.Tables["TransactionsTable"]}
 	return &env{store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), sealer: sealer, sandbox: true, cfg: cfg,
-		apiBase: info.APIBase, notificationsQueue: info.Queues["NotificationsQueue"], notificationsDLQ: info.Queues["NotificationsDLQ"]}, nil
+		apiBase: info.APIBase, notificationsQueue: info.Queues["NotificationsQueue"], notificationsDLQ: info.Queues["NotificationsDLQ"],
+		batchNotificationsQueue: info.Queues["BatchNotificationsQueue"], batchNotificationsDLQ: info.Queues["BatchNotificationsDLQ"]}, nil
 }

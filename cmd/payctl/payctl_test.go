@@ -199,7 +199,7 @@ func TestDeliveriesAndDLQCommands(t *testing.T) {
 			t.Fatal("redelivery did not arrive")
 		}
 	}
-	if out, _, code := payctl(t, "dlq", "redrive"); code != 0 || out["moved"] == nil {
+	if out, _, code := payctl(t, "dlq", "redrive"); code != 0 || out["interactive"] == nil || out["batch"] == nil {
 		t.Fatalf("dlq redrive: %d %v", code, out)
 	}
 	if _, _, code := payctl(t, "deliveries", "list", "--request", "abc"); code != 2 {
