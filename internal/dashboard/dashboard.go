@@ -128,18 +128,17 @@ type Deps struct {
 
 // Timings and limits.
 const (
-	SessionTTL      = 8 * time.Hour    // absolute limit
-	IdleTimeout     = 30 * time.Minute // a session unused this long ends
-	touchEvery      = time.Minute      // last-seen is written at most this often
-	usersLease      = 15 * time.Second // the user-change lock's lease
-	pendingTOTPTTL  = 5 * time.Minute
-	InviteTTL       = 72 * time.Hour
-	MaxFailures     = 5                // failures before the first lock
-	firstLock       = 30 * time.Second // doubles with every further failure
-	maxLock         = time.Hour
-	MinPasswordLen  = 12
-	apiKeyCacheTime = 30 * time.Second // apikey.Authenticator's TTL: the old key's grace
-	maxFormBytes    = 64 << 10
+	SessionTTL     = 8 * time.Hour    // absolute limit
+	IdleTimeout    = 30 * time.Minute // a session unused this long ends
+	touchEvery     = time.Minute      // last-seen is written at most this often
+	usersLease     = 15 * time.Second // the user-change lock's lease
+	pendingTOTPTTL = 5 * time.Minute
+	InviteTTL      = 72 * time.Hour
+	MaxFailures    = 5                // failures before the first lock
+	firstLock      = 30 * time.Second // doubles with every further failure
+	maxLock        = time.Hour
+	MinPasswordLen = 12
+	maxFormBytes   = 64 << 10
 )
 
 // LockFor is how long the failures-th consecutive failure locks a user out.

@@ -162,13 +162,13 @@ func viewProfile(p *pw, d map[string]any) {
 	if k := str(d, "NewKey"); k != "" {
 		p.f(`<div class="secret" role="status"><p><strong>New API key, shown only now.</strong> Store it in your secret manager.</p>
 <p><code id="new-api-key">%s</code></p>
-<p id="old-key-grace">The old key <code>%s…</code> keeps working until about %s (API instances cache keys for 30 seconds); after that it is refused.</p></div>`,
+<p id="old-key-grace">The old key <code>%s…</code> is refused from now on, except by API instances that used it in the last 30 seconds: they cache keys and accept it until %s at the latest. Switch to the new key now.</p></div>`,
 			k, str(d, "OldPrefix"), when(d["OldKeyUntil"].(time.Time)))
 	}
 	if admin {
 		p.raw(`<form method="post" action="/dashboard/profile/api-key">`)
 		p.csrf(csrf)
-		p.raw(`<button type="submit" id="rotate-key" data-confirm="Rotate the API key? The old key stops working within 30 seconds.">Rotate API key</button></form>`)
+		p.raw(`<button type="submit" id="rotate-key" data-confirm="Rotate the API key? The old key stops working at once (within 30 seconds where it was just used).">Rotate API key</button></form>`)
 	}
 	p.raw("</section>\n")
 
