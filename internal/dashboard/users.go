@@ -1,10 +1,13 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/payreq/payreq/internal/httpapi"
 )
 
 // Removing users and changing roles. Sessions need no separate revocation:
@@ -51,8 +54,12 @@ func (h *handler) withUsersLocked(r *http.Request, merchantID string, change fun
 		}
 	}
 	defer func() {
-		if err := h.Store.UnlockUsers(r.Context(), merchantID, owner); err != nil {
-			h.Log.Error("unlock dashboard users", "error", err.Error())
+		// Released even when the request was cancelled: otherwise the lease
+		// would block the merchant's user changes until it runs out.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		if err := h.Store.UnlockUsers(ctx, merchantID, owner); err != nil {
+			httpapi.Logger(r.Context()).Error("unlock dashboard users", "error", err.Error())
 		}
 	}()
 	return change()
@@ -179,6 +186,7 @@ func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *Session)
 	h.auditLog(r.Context(), s, "user.remove", fmt.Sprintf("%s (%s) removed", u.Email, u.Role))
 	if u.Email == s.Email {
 		// Removed oneself: this session has just ended.
+		h.endSession(r, s)
 		h.setCookie(w, h.sessionCookie(), "", -1)
 		http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
 		return nil

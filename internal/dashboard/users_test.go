@@ -116,6 +116,16 @@ func TestRemovedAndDemotedUsersLoseAccessOnTheirNextRequest(t *testing.T) {
 		t.Error("audit log does not name the admin who acted")
 	}
 
+	// An admin who is not the last may remove itself: signed out at once.
+	d := newUser(t, m, dashboard.RoleAdmin)
+	d.mustSignIn()
+	if p := d.remove(d.email); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/login" {
+		t.Errorf("admin removes itself: %d %s", p.status, p.header.Get("Location"))
+	}
+	if p := d.get("/dashboard/payments"); p.status != http.StatusSeeOther {
+		t.Errorf("self-removed admin still signed in: %d", p.status)
+	}
+
 	// A removed address invited again is a new user: the old session stays dead.
 	s := testenv.Stack(t)
 	old := c.cookie(sessionCookie)
