@@ -380,11 +380,11 @@ func viewUsers(p *pw, d map[string]any) {
 		other := map[string]string{RoleAdmin: RoleMember, RoleMember: RoleAdmin}[u.Role]
 		p.f(`<li><span class="user">%s (%s)</span> <form method="post" action="/dashboard/users/role" class="inline">`, u.Email, u.Role)
 		p.csrf(str(d, "CSRF"))
-		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" name="role" value="%s" aria-label="Make %s %s">Make %s</button></form>`,
-			u.Email, other, u.Email, other, other)
+		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" name="role" value="%s" aria-label="Make %s: %s">Make %s</button></form>`,
+			u.Email, other, other, u.Email, other)
 		p.raw(` <form method="post" action="/dashboard/users/remove" class="inline">`)
 		p.csrf(str(d, "CSRF"))
-		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" aria-label="Remove %s" data-confirm="Remove %s? The user is signed out at once.">Remove</button></form></li>`,
+		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" aria-label="Remove: %s" data-confirm="Remove %s? The user is signed out at once.">Remove</button></form></li>`,
 			u.Email, u.Email, u.Email)
 	}
 	p.raw(`</ul><h2>Invite a user</h2><form method="post" action="/dashboard/users" class="narrow">`)
