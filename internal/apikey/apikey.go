@@ -47,9 +47,14 @@ type Authenticator struct {
 	cache map[string]entry
 }
 
+// DefaultTTL is how long an instance trusts a key it has looked up: after a
+// rotation, the old key works on an instance that had cached it for at most
+// this long (an instance that had not is refused at once).
+const DefaultTTL = 30 * time.Second
+
 // New returns an Authenticator; isNotFound tells a missing key from a failure.
 func New(l Lookup, isNotFound func(error) bool) *Authenticator {
-	return &Authenticator{lookup: l, isNotFound: isNotFound, TTL: 30 * time.Second, NegTTL: 5 * time.Second,
+	return &Authenticator{lookup: l, isNotFound: isNotFound, TTL: DefaultTTL, NegTTL: 5 * time.Second,
 		Now: time.Now, maxEntries: 10000, cache: map[string]entry{}}
 }
 

@@ -131,6 +131,11 @@ func (h *handler) totp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, err := h.Store.DashboardUser(r.Context(), s.Email)
+	if h.IsNotFound(err) || (err == nil && (u.MerchantID != s.MerchantID || !s.UserSince.Equal(u.CreatedAt))) {
+		h.endSession(r, s) // removed while signing in
+		http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
+		return
+	}
 	if err != nil {
 		h.fail(w, r, nil, err)
 		return

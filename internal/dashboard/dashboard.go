@@ -48,10 +48,19 @@ type Store interface {
 	DashboardUser(ctx context.Context, email string) (*User, error)
 	UpdateDashboardUser(ctx context.Context, u *User) error
 	DashboardUsers(ctx context.Context, merchantID string) ([]*User, error)
+	// DeleteDashboardUser removes u if its version is unchanged (else a conflict).
+	DeleteDashboardUser(ctx context.Context, u *User) error
+	SetDashboardUserIndexRole(ctx context.Context, merchantID, email, role string) error
+	// LockUsers takes the merchant's user-change lease (a conflict while
+	// another owner holds it); UnlockUsers releases it.
+	LockUsers(ctx context.Context, merchantID, owner string, until, now time.Time) error
+	UnlockUsers(ctx context.Context, merchantID, owner string) error
 
 	PutSession(ctx context.Context, s *Session) error
 	Session(ctx context.Context, idHash string, now time.Time) (*Session, error)
 	DeleteSession(ctx context.Context, idHash string) error
+	// TouchSession sets a live session's last-seen time (never recreates one).
+	TouchSession(ctx context.Context, idHash string, at time.Time) error
 
 	PutInvite(ctx context.Context, inv *Invite) error
 	Invite(ctx context.Context, tokenHash string, now time.Time) (*Invite, error)
@@ -119,15 +128,17 @@ type Deps struct {
 
 // Timings and limits.
 const (
-	SessionTTL      = 8 * time.Hour
-	pendingTOTPTTL  = 5 * time.Minute
-	InviteTTL       = 72 * time.Hour
-	MaxFailures     = 5                // failures before the first lock
-	firstLock       = 30 * time.Second // doubles with every further failure
-	maxLock         = time.Hour
-	MinPasswordLen  = 12
-	apiKeyCacheTime = 30 * time.Second // apikey.Authenticator's TTL: the old key's grace
-	maxFormBytes    = 64 << 10
+	SessionTTL     = 8 * time.Hour    // absolute limit
+	IdleTimeout    = 30 * time.Minute // a session unused this long ends
+	touchEvery     = time.Minute      // last-seen is written at most this often
+	usersLease     = 15 * time.Second // the user-change lock's lease
+	pendingTOTPTTL = 5 * time.Minute
+	InviteTTL      = 72 * time.Hour
+	MaxFailures    = 5                // failures before the first lock
+	firstLock      = 30 * time.Second // doubles with every further failure
+	maxLock        = time.Hour
+	MinPasswordLen = 12
+	maxFormBytes   = 64 << 10
 )
 
 // LockFor is how long the failures-th consecutive failure locks a user out.
@@ -170,6 +181,8 @@ var routes = []string{
 	"GET /dashboard/batches/result",
 	"GET /dashboard/users",
 	"POST /dashboard/users",
+	"POST /dashboard/users/role",
+	"POST /dashboard/users/remove",
 	"GET /dashboard/audit",
 }
 
@@ -224,6 +237,8 @@ func New(d Deps) (http.Handler, error) {
 		"POST /dashboard/payments/{id}/refund":   h.refund,
 		"GET /dashboard/users":                   h.users,
 		"POST /dashboard/users":                  h.invite,
+		"POST /dashboard/users/role":             h.changeRole,
+		"POST /dashboard/users/remove":           h.removeUser,
 		"GET /dashboard/audit":                   h.audit,
 	}
 	for p, f := range member {
@@ -281,14 +296,51 @@ func (h *handler) session(r *http.Request) (*Session, string) {
 	if err != nil || len(c.Value) != 43 {
 		return nil, ""
 	}
-	s, err := h.Store.Session(r.Context(), HashToken(c.Value), h.Now())
+	now := h.Now()
+	s, err := h.Store.Session(r.Context(), HashToken(c.Value), now)
 	if err != nil {
 		if !h.IsNotFound(err) {
 			httpapi.Logger(r.Context()).Error("read session", "error", err.Error())
 		}
 		return nil, ""
 	}
+	if now.Sub(s.LastSeen) >= IdleTimeout {
+		h.endSession(r, s)
+		return nil, ""
+	}
+	// Writing last-seen once a minute, not per request, keeps a page view
+	// at one read; the idle limit is then exact to within a minute.
+	if now.Sub(s.LastSeen) >= touchEvery {
+		if err := h.Store.TouchSession(r.Context(), s.IDHash, now); err != nil {
+			httpapi.Logger(r.Context()).Error("touch session", "error", err.Error())
+		}
+		s.LastSeen = now
+	}
 	return s, c.Value
+}
+
+// endSession deletes a session that may no longer be used (idle, revoked).
+func (h *handler) endSession(r *http.Request, s *Session) {
+	if err := h.Store.DeleteSession(r.Context(), s.IDHash); err != nil {
+		httpapi.Logger(r.Context()).Error("delete session", "error", err.Error())
+	}
+}
+
+// current checks a session against its user as stored now: a removed user's
+// session ends, and the role is the user's present one, so removal and role
+// changes take effect on the next request, not at the session's expiry. A
+// session of an earlier user of the address (removed, invited again) ends.
+func (h *handler) current(r *http.Request, s *Session) (bool, error) {
+	u, err := h.Store.DashboardUser(r.Context(), s.Email)
+	if err != nil && !h.IsNotFound(err) {
+		return false, err
+	}
+	if err != nil || u.MerchantID != s.MerchantID || !s.UserSince.Equal(u.CreatedAt) {
+		h.endSession(r, s)
+		return false, nil
+	}
+	s.Role = u.Role
+	return true, nil
 }
 
 // startSession issues a new session id, replacing the one r carried.
@@ -305,7 +357,7 @@ func (h *handler) startSession(w http.ResponseWriter, r *http.Request, u *User, 
 		ttl = pendingTOTPTTL
 	}
 	s := &Session{IDHash: HashToken(id), Email: u.Email, MerchantID: u.MerchantID, Role: u.Role, CSRF: NewToken(),
-		TOTPPending: pendingTOTP, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+		TOTPPending: pendingTOTP, UserSince: u.CreatedAt, CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(ttl)}
 	if err := h.Store.PutSession(r.Context(), s); err != nil {
 		return err
 	}
@@ -320,6 +372,16 @@ type pageFunc func(w http.ResponseWriter, r *http.Request, s *Session) error
 func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, _ := h.session(r)
+		if s != nil && !s.TOTPPending {
+			ok, err := h.current(r, s)
+			if err != nil {
+				h.fail(w, r, nil, err)
+				return
+			}
+			if !ok {
+				s = nil
+			}
+		}
 		if s == nil || s.TOTPPending {
 			if r.Method == http.MethodGet {
 				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)

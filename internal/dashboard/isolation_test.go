@@ -61,6 +61,8 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// B's user keeps a live session: removing or demoting it must not happen.
+	ub.mustSignIn()
 	// Nothing of B may appear on A's pages.
 	secrets := []string{b.ID, bReqS, bTxS, bRef, ub.email}
 	token := func() string { return csrfOf(t, ua.get("/dashboard/profile")) }
@@ -96,6 +98,8 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 		"GET /dashboard/batches/result":           {{method: "GET", path: "/dashboard/batches/result?file=" + url.QueryEscape("orders.csv.result.csv"), status: 404}},
 		"GET /dashboard/users":                    {{method: "GET", path: "/dashboard/users", status: 200}},
 		"POST /dashboard/users":                   {{method: "POST", path: "/dashboard/users", form: url.Values{"email": {ub.email}, "role": {"admin"}}, status: 400}},
+		"POST /dashboard/users/role":              {{method: "POST", path: "/dashboard/users/role", form: url.Values{"email": {ub.email}, "role": {"member"}}, status: 404}},
+		"POST /dashboard/users/remove":            {{method: "POST", path: "/dashboard/users/remove", form: url.Values{"email": {ub.email}}, status: 404}},
 		"GET /dashboard/audit":                    {{method: "GET", path: "/dashboard/audit", status: 200}},
 		"POST /dashboard/logout":                  {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
 	}
@@ -133,8 +137,11 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	if tx.Refund != nil {
 		t.Error("B's transaction was refunded")
 	}
-	if u, err := store.DashboardUser(context.Background(), ub.email); err != nil || u.MerchantID != b.ID {
+	if u, err := store.DashboardUser(context.Background(), ub.email); err != nil || u.MerchantID != b.ID || u.Role != dashboard.RoleAdmin {
 		t.Errorf("B's user changed: %+v %v", u, err)
+	}
+	if p := ub.get("/dashboard/users"); p.status != http.StatusOK {
+		t.Errorf("B's admin lost its session or role: %d", p.status)
 	}
 	if sftp, err := store.SFTPUserRecord(context.Background(), b.ID); err == nil && sftp.PasswordHash != "" {
 		t.Error("B's SFTP user got a password")

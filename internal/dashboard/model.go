@@ -48,8 +48,14 @@ type Session struct {
 	// TOTPPending: the password was right, the second factor is still due;
 	// such a session opens no page but the TOTP form.
 	TOTPPending bool
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
+	// UserSince is the user's CreatedAt at sign-in: a user removed and
+	// invited again is a new user, whom the old sessions do not sign in.
+	UserSince time.Time
+	CreatedAt time.Time
+	// LastSeen is the last request's time, written at most once per
+	// touchEvery; a session unused for IdleTimeout ends.
+	LastSeen  time.Time
+	ExpiresAt time.Time
 }
 
 // Invite is a one-time link to set a user's password, stored under the hash

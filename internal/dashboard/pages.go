@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -127,8 +128,9 @@ func (h *handler) saveProfile(w http.ResponseWriter, r *http.Request, s *Session
 	return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Notice": "Settings saved."})
 }
 
-// rotateKey replaces the API key. The new key is shown once; the old one
-// keeps working until API instances drop it from their cache.
+// rotateKey replaces the API key. The new key is shown once; the old one is
+// refused at once by an API instance that looks it up, and at the latest
+// after apikey.DefaultTTL by one that had it cached.
 func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *Session) error {
 	var key, oldPrefix string
 	m, err := h.updateMerchant(r, s, func(m *merchant.Merchant) error {
@@ -142,7 +144,7 @@ func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *Session) 
 	}
 	h.auditLog(r.Context(), s, "apikey.rotate", fmt.Sprintf("API key %s… replaced by %s…", oldPrefix, m.APIKeyPrefix))
 	return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"NewKey": key, "OldPrefix": oldPrefix,
-		"OldKeyUntil": h.Now().Add(apiKeyCacheTime)})
+		"OldKeyUntil": h.Now().Add(apikey.DefaultTTL)})
 }
 
 func (h *handler) webhookSecret(w http.ResponseWriter, r *http.Request, s *Session) error {

@@ -162,13 +162,13 @@ func viewProfile(p *pw, d map[string]any) {
 	if k := str(d, "NewKey"); k != "" {
 		p.f(`<div class="secret" role="status"><p><strong>New API key, shown only now.</strong> Store it in your secret manager.</p>
 <p><code id="new-api-key">%s</code></p>
-<p id="old-key-grace">The old key <code>%s…</code> keeps working until about %s (API instances cache keys for 30 seconds); after that it is refused.</p></div>`,
+<p id="old-key-grace">The old key <code>%s…</code> is refused from now on, except by API instances that used it in the last 30 seconds: they cache keys and accept it until %s at the latest. Switch to the new key now.</p></div>`,
 			k, str(d, "OldPrefix"), when(d["OldKeyUntil"].(time.Time)))
 	}
 	if admin {
 		p.raw(`<form method="post" action="/dashboard/profile/api-key">`)
 		p.csrf(csrf)
-		p.raw(`<button type="submit" id="rotate-key" data-confirm="Rotate the API key? The old key stops working within 30 seconds.">Rotate API key</button></form>`)
+		p.raw(`<button type="submit" id="rotate-key" data-confirm="Rotate the API key? The old key stops working at once (within 30 seconds where it was just used).">Rotate API key</button></form>`)
 	}
 	p.raw("</section>\n")
 
@@ -377,7 +377,15 @@ func viewUsers(p *pw, d map[string]any) {
 	}
 	p.raw(`<ul id="users">`)
 	for _, u := range d["Users"].([]*User) {
-		p.f(`<li>%s (%s)</li>`, u.Email, u.Role)
+		other := map[string]string{RoleAdmin: RoleMember, RoleMember: RoleAdmin}[u.Role]
+		p.f(`<li><span class="user">%s (%s)</span> <form method="post" action="/dashboard/users/role" class="inline">`, u.Email, u.Role)
+		p.csrf(str(d, "CSRF"))
+		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" name="role" value="%s" aria-label="Make %s: %s">Make %s</button></form>`,
+			u.Email, other, other, u.Email, other)
+		p.raw(` <form method="post" action="/dashboard/users/remove" class="inline">`)
+		p.csrf(str(d, "CSRF"))
+		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" aria-label="Remove: %s" data-confirm="Remove %s? The user is signed out at once.">Remove</button></form></li>`,
+			u.Email, u.Email, u.Email)
 	}
 	p.raw(`</ul><h2>Invite a user</h2><form method="post" action="/dashboard/users" class="narrow">`)
 	p.csrf(str(d, "CSRF"))

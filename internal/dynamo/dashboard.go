@@ -24,6 +24,7 @@ import (
 //	pk "dashsess#<sha256(id)>"   sk "session"    a session, expiresAt = TTL
 //	pk "dashinvite#<sha256(t)>"  sk "invite"     a set-password link, expiresAt = TTL
 //	pk "dashaudit#<merchantId>"  sk "<time>#<r>" the merchant's audit log
+//	pk "dashlock#<merchantId>"   sk "users"      lease serialising role changes and removals
 //
 // Payment requests are listed per merchant through the payment requests
 // table's byMerchantCreated index (merchantId, createdAt).
@@ -33,6 +34,7 @@ const (
 	dashSessionPrefix = "dashsess#"
 	dashInvitePrefix  = "dashinvite#"
 	dashAuditPrefix   = "dashaudit#"
+	dashLockPrefix    = "dashlock#"
 	// MerchantCreatedIndex lists a merchant's payment requests by creation time.
 	MerchantCreatedIndex = "byMerchantCreated"
 	auditRetention       = 400 * 24 * time.Hour
@@ -149,6 +151,70 @@ func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashb
 	return users, nil
 }
 
+// DeleteDashboardUser removes a user if its version is still the one read
+// (ErrConflict otherwise), then its merchant's index item.
+func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashboard.User) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+u.Email, "user"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(u.Version)}})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("delete dashboard user: %w", err)
+	}
+	if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUsersPrefix+u.MerchantID, u.Email)}); err != nil {
+		return fmt.Errorf("delete dashboard user index: %w", err)
+	}
+	return nil
+}
+
+// SetDashboardUserIndexRole keeps the role shown in the merchant's user list
+// in step with the user's record.
+func (s *Store) SetDashboardUserIndexRole(ctx context.Context, merchantID, email, role string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &s.t.Operations, Key: dashKey(dashUsersPrefix+merchantID, email),
+		UpdateExpression:          aws.String("SET #r = :r"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  map[string]string{"#r": "role"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAV(role)}})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("update dashboard user index: %w", err)
+	}
+	return nil
+}
+
+// LockUsers takes the merchant's user-change lease for owner until until
+// (a lease, so a crashed holder blocks others only until it runs out);
+// ErrConflict while another owner holds it.
+func (s *Store) LockUsers(ctx context.Context, merchantID, owner string, until, now time.Time) error {
+	item := dashKey(dashLockPrefix+merchantID, "users")
+	item["owner"], item["until"], item["expiresAt"] = strAV(owner), numberAV(until.UnixMilli()), numberAV(until.Unix()+3600)
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item,
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR #u < :now"),
+		ExpressionAttributeNames:  map[string]string{"#u": "until"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numberAV(now.UnixMilli())}})
+	if isConditionFailed(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("lock dashboard users: %w", err)
+	}
+	return nil
+}
+
+// UnlockUsers releases owner's lease (a lease taken over by another owner
+// after it ran out is left alone).
+func (s *Store) UnlockUsers(ctx context.Context, merchantID, owner string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashLockPrefix+merchantID, "users"),
+		ConditionExpression:       aws.String("#o = :o"),
+		ExpressionAttributeNames:  map[string]string{"#o": "owner"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": strAV(owner)}})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("unlock dashboard users: %w", err)
+	}
+	return nil
+}
+
 type dashSessionRecord struct {
 	PK          string    `dynamodbav:"pk"`
 	SK          string    `dynamodbav:"sk"`
@@ -157,7 +223,9 @@ type dashSessionRecord struct {
 	Role        string    `dynamodbav:"role"`
 	CSRF        string    `dynamodbav:"csrf"`
 	TOTPPending bool      `dynamodbav:"totpPending,omitempty"`
+	UserSince   time.Time `dynamodbav:"userSince"`
 	CreatedAt   time.Time `dynamodbav:"createdAt"`
+	LastSeenMs  int64     `dynamodbav:"lastSeenMs"` // unix ms: compared in a condition
 	Expires     time.Time `dynamodbav:"expires"`
 	ExpiresAt   int64     `dynamodbav:"expiresAt"` // unix s (TTL)
 }
@@ -165,8 +233,8 @@ type dashSessionRecord struct {
 // PutSession creates a session; ErrExists on an id collision (never in practice).
 func (s *Store) PutSession(ctx context.Context, ss *dashboard.Session) error {
 	item, err := attributevalue.MarshalMap(dashSessionRecord{PK: dashSessionPrefix + ss.IDHash, SK: "session", Email: ss.Email,
-		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, CreatedAt: ss.CreatedAt.UTC(),
-		Expires: ss.ExpiresAt.UTC(), ExpiresAt: ss.ExpiresAt.Unix()})
+		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, UserSince: ss.UserSince.UTC(), CreatedAt: ss.CreatedAt.UTC(),
+		LastSeenMs: ss.LastSeen.UnixMilli(), Expires: ss.ExpiresAt.UTC(), ExpiresAt: ss.ExpiresAt.Unix()})
 	if err != nil {
 		return fmt.Errorf("marshal session: %w", err)
 	}
@@ -191,8 +259,26 @@ func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*das
 	if !now.Before(r.Expires) {
 		return nil, ErrNotFound
 	}
+	seen := r.CreatedAt // sessions from before idle tracking
+	if r.LastSeenMs > 0 {
+		seen = time.UnixMilli(r.LastSeenMs).UTC()
+	}
 	return &dashboard.Session{IDHash: idHash, Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, CSRF: r.CSRF,
-		TOTPPending: r.TOTPPending, CreatedAt: r.CreatedAt, ExpiresAt: r.Expires}, nil
+		TOTPPending: r.TOTPPending, UserSince: r.UserSince, CreatedAt: r.CreatedAt, LastSeen: seen, ExpiresAt: r.Expires}, nil
+}
+
+// TouchSession records that a session was used at at. It never recreates a
+// deleted (signed-out, revoked) session and never moves lastSeen back; a
+// failed condition is not an error.
+func (s *Store) TouchSession(ctx context.Context, idHash string, at time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &s.t.Operations, Key: dashKey(dashSessionPrefix+idHash, "session"),
+		UpdateExpression:          aws.String("SET lastSeenMs = :at"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(lastSeenMs) OR lastSeenMs < :at)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":at": numberAV(at.UnixMilli())}})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("touch session: %w", err)
+	}
+	return nil
 }
 
 // DeleteSession removes a session (sign-out, renewal); absent is fine.

@@ -1,0 +1,147 @@
+package dashboard_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/testenv"
+	dashweb "github.com/payreq/payreq/web/dashboard"
+)
+
+// clock is a settable time source; it starts at the real now so that users
+// created by the tests (time.Now) are older than its sessions.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Now()} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// clockedDashboard serves the real dashboard handler over real HTTP with the
+// local stack's store (the DynamoDB emulator) and sealer, on clock c: time
+// limits are tested by moving the clock, not by waiting. It serves the
+// sign-in, session and account pages (no Ops).
+func clockedDashboard(t *testing.T, c *clock) string {
+	t.Helper()
+	s := testenv.Stack(t)
+	key, err := devstack.SealKey(testenv.StateDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := dashboard.New(dashboard.Deps{Store: s.Store, Sealer: sealer,
+		IsNotFound: func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
+		IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
+		Files:      dashweb.Files, InsecureCookies: true,
+		HashPassword: sftpauth.HashPassword, CheckPassword: sftpauth.CheckPassword, Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// storedSession reads u's session as stored.
+func storedSession(t *testing.T, u *user, now time.Time) (*dashboard.Session, error) {
+	t.Helper()
+	return testenv.Stack(t).Store.Session(context.Background(), dashboard.HashToken(u.cookie(sessionCookie)), now)
+}
+
+func TestIdleSessionsEndAndLastSeenIsWrittenAtMostOncePerMinute(t *testing.T) {
+	c := newClock()
+	base := clockedDashboard(t, c)
+	m := testenv.NewMerchant(t)
+	u := newUser(t, m, dashboard.RoleMember)
+	u.base = base
+	u.mustSignIn()
+	signedIn := c.Now()
+	seen := func() time.Time {
+		t.Helper()
+		s, err := storedSession(t, u, c.Now())
+		if err != nil {
+			t.Fatalf("session: %v", err)
+		}
+		return s.LastSeen
+	}
+	ok := func(when string) {
+		t.Helper()
+		if p := u.get("/dashboard/account"); p.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", when, p.status, p.header.Get("Location"))
+		}
+	}
+	if got := seen(); !got.Equal(signedIn.Truncate(time.Millisecond)) {
+		t.Fatalf("last seen at sign-in: %v, want %v", got, signedIn)
+	}
+	// Requests within a minute of the last write do not write again.
+	c.Add(20 * time.Second)
+	ok("after 20 s")
+	c.Add(20 * time.Second)
+	ok("after 40 s")
+	if got := seen(); !got.Equal(signedIn.Truncate(time.Millisecond)) {
+		t.Errorf("last seen written within the minute: %v (signed in %v)", got, signedIn)
+	}
+	// A request a minute or more after the last write records it.
+	c.Add(21 * time.Second)
+	ok("after 61 s")
+	if got, want := seen(), c.Now().Truncate(time.Millisecond); !got.Equal(want) {
+		t.Errorf("last seen after 61 s: %v, want %v", got, want)
+	}
+	// Active use keeps the session beyond the idle limit since sign-in...
+	c.Add(dashboard.IdleTimeout - time.Second)
+	ok("just under the idle limit")
+	if c.Now().Sub(signedIn) < dashboard.IdleTimeout {
+		t.Fatal("test setup: not yet past the idle limit since sign-in")
+	}
+	// ...and an idle limit without a request ends it, server-side.
+	c.Add(dashboard.IdleTimeout)
+	if p := u.get("/dashboard/account"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/login" {
+		t.Fatalf("idle session: %d %s", p.status, p.header.Get("Location"))
+	}
+	if _, err := storedSession(t, u, c.Now()); !isNotFound(err) {
+		t.Errorf("the idle session is still stored: %v", err)
+	}
+}
+
+func TestSessionsEndAtTheAbsoluteLimitEvenWhenActive(t *testing.T) {
+	c := newClock()
+	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
+	u.base = clockedDashboard(t, c)
+	u.mustSignIn()
+	start := c.Now()
+	for c.Now().Sub(start) < dashboard.SessionTTL-dashboard.IdleTimeout/2 {
+		c.Add(dashboard.IdleTimeout / 2)
+		if p := u.get("/dashboard/account"); p.status != http.StatusOK {
+			t.Fatalf("%v after sign-in: %d", c.Now().Sub(start), p.status)
+		}
+	}
+	c.Add(dashboard.IdleTimeout / 2) // exactly SessionTTL after sign-in
+	if p := u.get("/dashboard/account"); p.status != http.StatusSeeOther {
+		t.Fatalf("at the absolute limit: %d", p.status)
+	}
+}
