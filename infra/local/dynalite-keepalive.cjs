@@ -1,9 +1,18 @@
-// Starts dynalite's CLI (same arguments). dynalite does not handle a request
-// whose client hangs up mid-body: node raises "Error: aborted" as an
-// uncaught exception and the emulator dies, taking every table with it. A
-// cancelled AWS SDK call does exactly that (a Lambda timing out, a test
-// cancelling a context). DynamoDB itself just drops such a request: so does
-// this wrapper; anything else still ends the process.
+// Starts dynalite (same arguments as its CLI) with two additions.
+//
+// 1. dynalite does not handle a request whose client hangs up mid-body: node
+//    raises "Error: aborted" as an uncaught exception and the emulator dies,
+//    taking every table with it. A cancelled AWS SDK call does exactly that
+//    (a Lambda timing out, a test cancelling a context). DynamoDB itself just
+//    drops such a request: so does this wrapper; anything else still ends the
+//    process.
+// 2. TransactWriteItems, which dynalite lacks: the service writes a payment
+//    request and its transaction together. A transaction runs alone (every
+//    other request waits, in arrival order, and it waits for those in
+//    flight); it snapshots its items, applies each write with its own
+//    condition, and on the first failed condition restores the snapshots and
+//    answers TransactionCanceledException with per-item CancellationReasons,
+//    as DynamoDB does. All-or-nothing as seen by every client.
 process.on("uncaughtException", (err) => {
   if (err && (err.message === "aborted" || err.code === "ECONNRESET")) {
     console.error("dynalite: a client aborted its request; ignored");
@@ -12,4 +21,177 @@ process.on("uncaughtException", (err) => {
   console.error(err);
   process.exit(1);
 });
-require("dynalite/cli.js");
+
+const http = require("http");
+const argv = require("minimist")(process.argv.slice(2));
+const server = require("dynalite")(argv);
+const handle = server.listeners("request")[0];
+server.removeAllListeners("request");
+
+const INTERNAL = "x-payreq-transact-step";
+const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+
+// The gate: shared for single-item requests, exclusive for a transaction.
+let active = 0;
+let exclusive = false;
+const queue = [];
+function pump() {
+  while (queue.length > 0 && !exclusive) {
+    const head = queue[0];
+    if (head.excl) {
+      if (active > 0) return;
+      queue.shift();
+      exclusive = true;
+      head.run(() => { exclusive = false; pump(); });
+      return;
+    }
+    queue.shift();
+    active++;
+    head.run(() => { active--; pump(); });
+  }
+}
+function enter(excl, run) { queue.push({ excl, run }); pump(); }
+
+server.on("request", (req, res) => {
+  if (req.headers[INTERNAL]) return handle(req, res);
+  const target = String(req.headers["x-amz-target"] || "");
+  if (target.endsWith(".TransactWriteItems")) {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => enter(true, (done) => {
+      transact(Buffer.concat(chunks).toString()).then(
+        ([status, body]) => { send(res, status, body); done(); },
+        (err) => { send(res, 500, { __type: "com.amazonaws.dynamodb.v20120810#InternalServerError", message: String(err) }); done(); });
+    }));
+    return;
+  }
+  enter(false, (done) => {
+    let once = false;
+    const end = () => { if (!once) { once = true; done(); } };
+    res.on("finish", end);
+    res.on("close", end);
+    handle(req, res);
+  });
+});
+
+function send(res, status, body) {
+  const s = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader("Content-Type", "application/x-amz-json-1.0");
+  res.setHeader("Content-Length", Buffer.byteLength(s));
+  res.end(s);
+}
+
+// call makes one DynamoDB request to this same server, past the gate.
+function call(op, body) {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const r = http.request({
+      host: "127.0.0.1", port: server.address().port, method: "POST", path: "/", agent,
+      headers: {
+        "Content-Type": "application/x-amz-json-1.0", "Content-Length": Buffer.byteLength(payload),
+        "X-Amz-Target": "DynamoDB_20120810." + op, "X-Amz-Date": "20200101T000000Z", [INTERNAL]: "1",
+        Authorization: "AWS4-HMAC-SHA256 Credential=local/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=local",
+      },
+    }, (resp) => {
+      const chunks = [];
+      resp.on("data", (c) => chunks.push(c));
+      resp.on("end", () => {
+        const text = Buffer.concat(chunks).toString();
+        let json = {};
+        try { json = text ? JSON.parse(text) : {}; } catch (e) { json = { message: text }; }
+        resolve({ status: resp.statusCode, json });
+      });
+    });
+    r.on("error", reject);
+    r.end(payload);
+  });
+}
+
+const keySchemas = new Map();
+async function keyOf(table, item) {
+  if (!keySchemas.has(table)) {
+    const d = await call("DescribeTable", { TableName: table });
+    if (d.status !== 200) throw Object.assign(new Error("describe " + table), { resp: d });
+    keySchemas.set(table, d.json.Table.KeySchema.map((k) => k.AttributeName));
+  }
+  const key = {};
+  for (const a of keySchemas.get(table)) key[a] = item[a];
+  return key;
+}
+
+const errType = (j) => String(j.__type || "").split("#").pop();
+
+async function transact(text) {
+  let data;
+  try { data = JSON.parse(text); } catch (e) { return [400, { __type: "com.amazon.coral.service#SerializationException" }]; }
+  const items = data.TransactItems || [];
+  if (items.length === 0 || items.length > 100) {
+    return [400, { __type: "com.amazon.coral.validate#ValidationException", message: "TransactItems must have 1 to 100 items" }];
+  }
+  const steps = [];
+  const seen = new Set();
+  for (const it of items) {
+    const [kind] = Object.keys(it);
+    const p = it[kind];
+    const common = { TableName: p.TableName, ConditionExpression: p.ConditionExpression,
+      ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues };
+    let op, body, key;
+    if (kind === "Put") {
+      key = await keyOf(p.TableName, p.Item);
+      op = "PutItem"; body = { ...common, Item: p.Item };
+    } else if (kind === "Update") {
+      key = p.Key; op = "UpdateItem"; body = { ...common, Key: p.Key, UpdateExpression: p.UpdateExpression };
+    } else if (kind === "Delete") {
+      key = p.Key; op = "DeleteItem"; body = { ...common, Key: p.Key };
+    } else if (kind === "ConditionCheck") {
+      key = p.Key; op = "UpdateItem"; body = { ...common, Key: p.Key };
+    } else {
+      return [400, { __type: "com.amazon.coral.validate#ValidationException", message: "unknown transact item " + kind }];
+    }
+    const id = p.TableName + "\u0000" + JSON.stringify(key);
+    if (seen.has(id)) {
+      return [400, { __type: "com.amazon.coral.validate#ValidationException",
+        message: "Transaction request cannot include multiple operations on one item" }];
+    }
+    seen.add(id);
+    for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
+    steps.push({ op, body, key, table: p.TableName, returnOld: p.ReturnValuesOnConditionCheckFailure === "ALL_OLD" });
+  }
+  for (const s of steps) {
+    const g = await call("GetItem", { TableName: s.table, Key: s.key, ConsistentRead: true });
+    if (g.status !== 200) return [g.status, g.json];
+    s.old = g.json.Item;
+  }
+  const undo = async (n) => {
+    for (let i = n - 1; i >= 0; i--) {
+      const s = steps[i];
+      const r = s.old ? await call("PutItem", { TableName: s.table, Item: s.old }) : await call("DeleteItem", { TableName: s.table, Key: s.key });
+      if (r.status !== 200) throw new Error("transaction rollback failed: " + JSON.stringify(r.json));
+    }
+  };
+  for (let i = 0; i < steps.length; i++) {
+    const r = await call(steps[i].op, steps[i].body);
+    if (r.status === 200) continue;
+    await undo(i);
+    if (errType(r.json) !== "ConditionalCheckFailedException") return [r.status, r.json];
+    const reasons = steps.map((s, j) => {
+      if (j !== i) return { Code: "None" };
+      const reason = { Code: "ConditionalCheckFailed", Message: "The conditional request failed" };
+      if (s.returnOld && s.old) reason.Item = s.old;
+      return reason;
+    });
+    return [400, {
+      __type: "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+      Message: "Transaction cancelled, please refer cancellation reasons for specific reasons [" + reasons.map((x) => x.Code).join(", ") + "]",
+      CancellationReasons: reasons,
+    }];
+  }
+  return [200, {}];
+}
+
+if (process.pid === 1) process.on("SIGINT", process.exit);
+server.listen(argv.port || 4567, argv.host || undefined, () => {
+  const a = server.address();
+  console.log("Dynalite listening at: http://%s:%s", argv.host || "localhost", a.port);
+});

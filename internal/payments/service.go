@@ -59,9 +59,11 @@ import (
 type Store interface {
 	LeasePaymentRequest(ctx context.Context, l dynamo.Lease) (*payment.Request, error)
 	CreateLeasedPaymentRequest(ctx context.Context, r *payment.Request, txID int64, until time.Time) error
+	CreateLeasedRequestWithTransaction(ctx context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error
 	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, dynamo.AttemptLease, error)
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
 	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
+	CommitAndSettle(ctx context.Context, c dynamo.AttemptCommit, st dynamo.Settlement) error
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
 	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
 	CreateTransaction(ctx context.Context, t *payment.Transaction) error
@@ -366,12 +368,34 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 	seed := ids.SeedFrom(ctx)
 	txID := attemptID(ctx, now)
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
+	// Without count or total limits nothing has to happen between the lease
+	// and the write-ahead record, so the request (leased) and the waiting
+	// transaction are written together: one write instead of two. Limits
+	// reserve their counters in between (the hold is part of the record).
+	together := !Caps(m.Limits).Any()
+	var tx *payment.Transaction
+	drawRequestID := true
 	for try := 0; ; try++ {
-		r.ID = ids.New(now)
-		if seed != nil && try == 0 {
-			r.ID = ids.Derive(seed, "payment-request")
+		if drawRequestID {
+			r.ID = ids.New(now)
+			if seed != nil && try == 0 {
+				r.ID = ids.Derive(seed, "payment-request")
+			}
 		}
-		err = s.Store.CreateLeasedPaymentRequest(ctx, &r, txID, now.Add(s.SyncLease))
+		drawRequestID = true
+		if together {
+			tx = s.newTransaction(m, &r, txID, a, det)
+			err = s.Store.CreateLeasedRequestWithTransaction(ctx, &r, tx, now.Add(s.SyncLease))
+			if errors.Is(err, dynamo.ErrTransactionExists) && try < 3 {
+				// An id collision on the transaction only: nothing was
+				// written; the same request id, another transaction id.
+				s.Log.Warn("transaction id collision; drawing another", "transaction_id", txID)
+				txID, drawRequestID = ids.New(s.Now()), false
+				continue
+			}
+		} else {
+			err = s.Store.CreateLeasedPaymentRequest(ctx, &r, txID, now.Add(s.SyncLease))
+		}
 		if errors.Is(err, dynamo.ErrExists) && seed != nil && try == 0 {
 			// Created by an earlier try with this key (or, astronomically
 			// rarely, a collision: then the request is not ours).
@@ -392,6 +416,9 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 		return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
 	}
 	crashpoint.Hit(crashpoint.AfterLease)
+	if together {
+		return s.attempt(ctx, m, &r, tx, a, det, true)
+	}
 	return s.run(ctx, m, &r, txID, a, det)
 }
 
@@ -540,6 +567,12 @@ func NewTransactionNumber() string {
 // run writes the attempt's transaction ahead of any charge, checks limits,
 // charges and records the outcome.
 func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
+	return s.attempt(ctx, m, req, s.newTransaction(m, req, txID, a, det), a, det, false)
+}
+
+// newTransaction is the write-ahead record of attempt a on req: waiting,
+// with its provider reference and when the reconciler may step in.
+func (s *Service) newTransaction(m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) *payment.Transaction {
 	now := s.Now()
 	tx := &payment.Transaction{
 		ID: txID, Number: NewTransactionNumber(), PaymentRequestID: req.ID, MerchantID: m.ID,
@@ -554,17 +587,27 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 		masked := det.Masked
 		tx.Card = &masked
 	}
-	country := ""
 	if a.Payer != nil {
 		tx.Payer = &payment.TxPayer{Name: a.Payer.Name, Email: a.Payer.Email, Phone: a.Payer.PhoneNumber, Country: a.Payer.Country}
+	}
+	return tx
+}
+
+// attempt checks limits, writes tx ahead of the charge (unless written:
+// stored together with its request, which needs no limit counters),
+// charges and records the outcome.
+func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *payment.Request, tx *payment.Transaction, a Attempt, det *card.Details, written bool) (Result, error) {
+	now := s.Now()
+	country := ""
+	if a.Payer != nil {
 		country = a.Payer.Country
 	}
 	limitCode := StaticLimitCode(m.Limits, req.Amount, req.Unit, country)
-	if caps := Caps(m.Limits); limitCode == "" && caps.Any() {
+	if caps := Caps(m.Limits); limitCode == "" && caps.Any() && !written {
 		w := dynamo.WindowAt(m.ID, req.Unit, now)
 		code, err := s.reserve(ctx, w, req.Amount, caps)
 		if err != nil {
-			s.giveUp(req.ID, txID)
+			s.giveUp(req.ID, tx.ID)
 			return Result{}, err
 		}
 		limitCode = code
@@ -572,17 +615,19 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 			tx.Limits = payment.NewLimitHold(w.Month, w.Day, w.Unit, req.Amount)
 		}
 	}
-	if err := s.writeAhead(ctx, req, tx); err != nil {
-		if tx.Limits != nil {
-			tx.Status = payment.TxDeclined
-			s.release(ctx, tx)
+	if !written {
+		if err := s.writeAhead(ctx, req, tx); err != nil {
+			if tx.Limits != nil {
+				tx.Status = payment.TxDeclined
+				s.release(ctx, tx)
+			}
+			s.giveUp(req.ID, tx.ID)
+			return Result{}, err
 		}
-		s.giveUp(req.ID, tx.ID)
-		return Result{}, err
 	}
 	crashpoint.Hit(crashpoint.AfterTxWrite)
 	if limitCode != "" {
-		return s.record(ctx, tx, provider.Final(provider.Declined, limitCode, ""), a)
+		return s.record(ctx, req, tx, provider.Final(provider.Declined, limitCode, ""), a)
 	}
 	return s.charge(ctx, req, tx, a, det)
 }
@@ -637,7 +682,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		}
 	}
 	crashpoint.Hit(crashpoint.AfterCharge)
-	return s.record(ctx, tx, out, a)
+	return s.record(ctx, req, tx, out, a)
 }
 
 // lookup asks the provider what became of tx's charge. A reference it never
@@ -650,17 +695,17 @@ func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider
 	return out, err
 }
 
-// record applies a provider outcome to a waiting transaction.
-func (s *Service) record(ctx context.Context, tx *payment.Transaction, out provider.Outcome, a Attempt) (Result, error) {
+// record applies a provider outcome to waiting transaction tx of req (as
+// the lease returned it).
+func (s *Service) record(ctx context.Context, req *payment.Request, tx *payment.Transaction, out provider.Outcome, a Attempt) (Result, error) {
 	var (
-		req *payment.Request
 		st  *payment.Transaction
 		err error
 	)
 	if out.Status == provider.Pending {
 		req, st, err = s.markPending(ctx, tx, out)
 	} else {
-		req, st, err = s.complete(ctx, tx, out, "")
+		req, st, err = s.completeSync(ctx, req, tx, out)
 	}
 	if err != nil {
 		return Result{}, err
