@@ -368,34 +368,16 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 	seed := ids.SeedFrom(ctx)
 	txID := attemptID(ctx, now)
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
-	// Without count or total limits nothing has to happen between the lease
-	// and the write-ahead record, so the request (leased) and the waiting
-	// transaction are written together: one write instead of two. Limits
-	// reserve their counters in between (the hold is part of the record).
-	together := !Caps(m.Limits).Any()
-	var tx *payment.Transaction
-	drawRequestID := true
 	for try := 0; ; try++ {
-		if drawRequestID {
-			r.ID = ids.New(now)
-			if seed != nil && try == 0 {
-				r.ID = ids.Derive(seed, "payment-request")
-			}
+		r.ID = ids.New(now)
+		if seed != nil && try == 0 {
+			r.ID = ids.Derive(seed, "payment-request")
 		}
-		drawRequestID = true
-		if together {
-			tx = s.newTransaction(m, &r, txID, a, det)
-			err = s.Store.CreateLeasedRequestWithTransaction(ctx, &r, tx, now.Add(s.SyncLease))
-			if errors.Is(err, dynamo.ErrTransactionExists) && try < 3 {
-				// An id collision on the transaction only: nothing was
-				// written; the same request id, another transaction id.
-				s.Log.Warn("transaction id collision; drawing another", "transaction_id", txID)
-				txID, drawRequestID = ids.New(s.Now()), false
-				continue
-			}
-		} else {
-			err = s.Store.CreateLeasedPaymentRequest(ctx, &r, txID, now.Add(s.SyncLease))
-		}
+		var (
+			tx      *payment.Transaction
+			written bool
+		)
+		tx, written, err = s.createLeased(ctx, m, &r, txID, a, det)
 		if errors.Is(err, dynamo.ErrExists) && seed != nil && try == 0 {
 			// Created by an earlier try with this key (or, astronomically
 			// rarely, a collision: then the request is not ours).
@@ -408,18 +390,58 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			}
 			s.Log.Error("derived payment request id taken by another request; drawing a random one", "payment_request_id", r.ID)
 		}
+		if err == nil {
+			crashpoint.Hit(crashpoint.AfterLease)
+			return s.attempt(ctx, m, &r, tx, a, det, written)
+		}
 		if !errors.Is(err, dynamo.ErrExists) || try == 3 {
-			break
+			return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
 		}
 	}
+}
+
+// PayNew creates payment request r (its id set by the caller) for merchant
+// m with the attempt lease already taken, and runs a on it: the batch's row
+// payments, whose request ids the batch fixed. ErrExists (dynamo) when the
+// request exists: nothing was written, the caller decides. The transaction
+// id comes from ctx's seed (ids.WithSeed) when there is one.
+func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a Attempt) (Result, error) {
+	now := s.Now()
+	det, err := s.validate(m, &a, now)
 	if err != nil {
-		return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
+		return Result{}, err
+	}
+	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
+	tx, written, err := s.createLeased(ctx, m, &r, attemptID(ctx, now), a, det)
+	if err != nil {
+		return Result{}, err
 	}
 	crashpoint.Hit(crashpoint.AfterLease)
-	if together {
-		return s.attempt(ctx, m, &r, tx, a, det, true)
+	return s.attempt(ctx, m, &r, tx, a, det, written)
+}
+
+// createLeased stores new request r leased by transaction txID. Without
+// count or total limits nothing has to happen between the lease and the
+// write-ahead record, so the request and the waiting transaction are one
+// write (written); limits reserve their counters in between (the hold is
+// part of the record), so with them only the request is written here. tx
+// is the attempt's transaction, stored or to be written ahead. ErrExists
+// (dynamo) when r's id is taken.
+func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *payment.Request, txID int64, a Attempt, det *card.Details) (tx *payment.Transaction, written bool, err error) {
+	until := s.Now().Add(s.SyncLease)
+	if Caps(m.Limits).Any() {
+		return s.newTransaction(m, r, txID, a, det), false, s.Store.CreateLeasedPaymentRequest(ctx, r, txID, until)
 	}
-	return s.run(ctx, m, &r, txID, a, det)
+	for try := 0; ; try++ {
+		tx = s.newTransaction(m, r, txID, a, det)
+		err = s.Store.CreateLeasedRequestWithTransaction(ctx, r, tx, until)
+		if !errors.Is(err, dynamo.ErrTransactionExists) || try == 3 {
+			return tx, err == nil, err
+		}
+		// A collision of the transaction id only: nothing was written.
+		s.Log.Warn("transaction id collision; drawing another", "transaction_id", txID)
+		txID = ids.New(s.Now())
+	}
 }
 
 // leaseRefused explains a failed lease (one extra read, off the happy path),
