@@ -23,6 +23,7 @@ process.on("uncaughtException", (err) => {
 });
 
 const http = require("http");
+const crc32 = require("buffer-crc32");
 const argv = require("minimist")(process.argv.slice(2));
 const server = require("dynalite")(argv);
 const handle = server.listeners("request")[0];
@@ -78,6 +79,7 @@ function send(res, status, body) {
   const s = JSON.stringify(body);
   res.statusCode = status;
   res.setHeader("Content-Type", "application/x-amz-json-1.0");
+  res.setHeader("x-amz-crc32", crc32.unsigned(s)); // the SDK checks it, as DynamoDB sends it
   res.setHeader("Content-Length", Buffer.byteLength(s));
   res.end(s);
 }
