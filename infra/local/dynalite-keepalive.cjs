@@ -22,15 +22,18 @@ process.on("uncaughtException", (err) => {
   process.exit(1);
 });
 
-const http = require("http");
 const crc32 = require("buffer-crc32");
 const argv = require("minimist")(process.argv.slice(2));
+// dynalite keeps its store private: catch it as dynalite creates it, so a
+// transaction's steps run in-process (no HTTP round trip per step).
+const db = require("dynalite/db");
+const validations = require("dynalite/validations");
+let store;
+const createStore = db.create;
+db.create = (options) => (store = createStore(options));
 const server = require("dynalite")(argv);
 const handle = server.listeners("request")[0];
 server.removeAllListeners("request");
-
-const INTERNAL = "x-payreq-transact-step";
-const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 
 // The gate: shared for single-item requests, exclusive for a transaction.
 let active = 0;
@@ -54,7 +57,6 @@ function pump() {
 function enter(excl, run) { queue.push({ excl, run }); pump(); }
 
 server.on("request", (req, res) => {
-  if (req.headers[INTERNAL]) return handle(req, res);
   const target = String(req.headers["x-amz-target"] || "");
   if (target.endsWith(".TransactWriteItems")) {
     const chunks = [];
@@ -84,29 +86,25 @@ function send(res, status, body) {
   res.end(s);
 }
 
-// call makes one DynamoDB request to this same server, past the gate.
+// call runs one DynamoDB operation on the store directly, validated as
+// dynalite validates a request (expressions parsed), past the gate.
 function call(op, body) {
-  const payload = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const r = http.request({
-      host: "127.0.0.1", port: server.address().port, method: "POST", path: "/", agent,
-      headers: {
-        "Content-Type": "application/x-amz-json-1.0", "Content-Length": Buffer.byteLength(payload),
-        "X-Amz-Target": "DynamoDB_20120810." + op, "X-Amz-Date": "20200101T000000Z", [INTERNAL]: "1",
-        Authorization: "AWS4-HMAC-SHA256 Credential=local/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=local",
-      },
-    }, (resp) => {
-      const chunks = [];
-      resp.on("data", (c) => chunks.push(c));
-      resp.on("end", () => {
-        const text = Buffer.concat(chunks).toString();
-        let json = {};
-        try { json = text ? JSON.parse(text) : {}; } catch (e) { json = { message: text }; }
-        resolve({ status: resp.statusCode, json });
-      });
+  const action = op[0].toLowerCase() + op.slice(1);
+  const v = require("dynalite/validations/" + action);
+  return new Promise((resolve) => {
+    let data;
+    try {
+      data = validations.checkTypes(JSON.parse(JSON.stringify(body)), v.types);
+      validations.checkValidations(data, v.types, v.custom, store);
+    } catch (err) {
+      if (err.statusCode) return resolve({ status: err.statusCode, json: err.body });
+      return resolve({ status: 500, json: { message: String(err) } });
+    }
+    require("dynalite/actions/" + action)(store, data, (err, out) => {
+      if (err && err.statusCode) return resolve({ status: err.statusCode, json: err.body });
+      if (err) return resolve({ status: 500, json: { message: String(err) } });
+      resolve({ status: 200, json: out || {} });
     });
-    r.on("error", reject);
-    r.end(payload);
   });
 }
 
