@@ -156,6 +156,8 @@ type receiver struct {
 	more chan struct{}
 }
 
+func (rc *receiver) reset() { rc.mu.Lock(); rc.got = map[int64]time.Time{}; rc.mu.Unlock() }
+
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The merchant's format: form (the default) or JSON.
 	var body map[string]any
@@ -337,27 +339,24 @@ func TestBench(t *testing.T) {
 	table1 = append(table1, row{"checkout session", n, svc, cl, true})
 
 	// ---- payment (create and pay, approved) and its notification -------
-	txs := make([]int64, n)
-	answered := make([]time.Time, n)
-	payStart := time.Now()
+	txs, reqs := make([]int64, n), make([]int64, n)
 	svc = load(t, n, conc, func(i int) error {
 		out, err := call("POST", "/payments/h2h/27", payer, 200)
 		if err == nil {
 			if out["transactionStatusId"] != 1.0 {
 				return fmt.Errorf("payment not approved: %v", out)
 			}
-			txs[i], answered[i] = int64(out["transactionId"].(float64)), time.Now()
+			txs[i], reqs[i] = int64(out["transactionId"].(float64)), int64(out["paymentRequestId"].(float64))
 		}
 		return err
 	})
 	events := make([]payment.NotifyEvent, n)
-	sentAt := make([]time.Time, n)
 	cl = ceiling("payment", conc, func(i int) error {
 		if err := rate(); err != nil {
 			return err
 		}
 		ev, err := ceilingPayment(ctx, store, sq, ceilQueue, m.ID, newRequest(), nil)
-		events[i], sentAt[i] = ev, time.Now()
+		events[i] = ev
 		return err
 	})
 	table1 = append(table1, row{"payment", n, svc, cl, true})
@@ -380,19 +379,48 @@ func TestBench(t *testing.T) {
 	own1, acq1 := counter.Split()
 	cl1.calls, cl1.acq = float64(len(own1))/float64(one), float64(len(acq1))/float64(one)
 
-	// Notifications: from each payment's answer to the merchant receiving
-	// it; throughput over the whole burst.
-	arrived := rc.wait(t, txs, 2*time.Minute)
+	// Notifications, from a backlog on both sides: the payments' own
+	// notifications are awaited first (the notifier idle again), then the
+	// same n events are put on the queue the payments function sends to
+	// (the seam: its NOTIFICATIONS_QUEUE_URL, whatever the notifier's queues
+	// and pollers behind it) in one burst; latency is from the burst's start
+	// to the merchant receiving each. The ceiling drains the ceiling
+	// payments' n events from its own queue the same way.
+	rc.wait(t, txs, 2*time.Minute)
+	payEnv, err := st.Resources.Env("PaymentsFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifyQueue := payEnv["NOTIFICATIONS_QUEUE_URL"]
+	rc.reset()
+	burst := time.Now()
+	for i := 0; i < n; i += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for k := i; k < min(i+10, n); k++ {
+			ev, err := payment.NewNotifyEvent(&payment.Request{ID: reqs[k]}, txs[k], payment.TxApproved,
+				payment.LastLog{TransactionStatusID: payment.TxApproved, Message: "Approved"}, burst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev.EventID += "_bench" // another event of the same transaction: delivered again, its outbox untouched
+			ev.PaymentRequestStatusID = payment.RequestPaid
+			body, _ := json.Marshal(ev)
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(k)), MessageBody: aws.String(string(body))})
+		}
+		if _, err := sq.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &notifyQueue, Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	notifySvc := run{}
-	last := payStart
-	for i, at := range arrived {
-		notifySvc.lat = append(notifySvc.lat, at.Sub(answered[i]))
+	last := burst
+	for _, at := range rc.wait(t, txs, 5*time.Minute) {
+		notifySvc.lat = append(notifySvc.lat, at.Sub(burst))
 		if at.After(last) {
 			last = at
 		}
 	}
-	notifySvc.took = last.Sub(payStart)
-	notifyCeil := ceilingNotifier(t, ctx, store, sq, ceilQueue, hook.URL+"/ceiling", rc, counter, events, sentAt, conc)
+	notifySvc.took = last.Sub(burst)
+	notifyCeil := ceilingNotifier(t, ctx, store, sq, ceilQueue, hook.URL+"/ceiling", counter, events, conc)
 	table1 = append(table1, row{"payment, 1 client", one, svc1, cl1, true})
 	table1 = append(table1, row{"notification", n, notifySvc, notifyCeil, true})
 
@@ -457,75 +485,81 @@ func ceilingPayment(ctx context.Context, store *dynamo.Store, sq *sqs.Client, qu
 	return ev, err
 }
 
-// ceilingNotifier delivers the ceiling payments' notifications with the
-// notifier's AWS calls: receive (10 at a time), per message the
-// transaction, request and merchant reads, the POST to the merchant, the
-// delivery record and the outbox clear, then one batch delete.
-func ceilingNotifier(t *testing.T, ctx context.Context, store *dynamo.Store, sq *sqs.Client, queueURL, hookURL string, rc *receiver,
-	counter *testenv.CallCounter, events []payment.NotifyEvent, sentAt []time.Time, conc int) run {
+// ceilingNotifier drains the ceiling payments' notifications with the
+// notifier's AWS calls: receive (10 at a time), per message (the messages of
+// a receive at once, as the notifier handles a batch) the transaction,
+// request and merchant reads, the POST to the merchant, the delivery record
+// and the outbox clear, then one batch delete. Latency is from the drain's
+// start to each POST's answer.
+func ceilingNotifier(t *testing.T, ctx context.Context, store *dynamo.Store, sq *sqs.Client, queueURL, hookURL string,
+	counter *testenv.CallCounter, events []payment.NotifyEvent, conc int) run {
 	t.Helper()
-	byTx := map[int64]int{}
-	for i, ev := range events {
-		byTx[ev.TransactionID] = i
-	}
-	lat := make([]time.Duration, len(events))
+	var mu sync.Mutex
+	var lat []time.Duration
 	var done atomic.Int64
 	client := &http.Client{Timeout: 10 * time.Second}
 	counter.Reset()
 	start := time.Now()
 	var wg sync.WaitGroup
 	var failed atomic.Value
+	deliver := func(msg sqstypes.Message) error {
+		var ev payment.NotifyEvent
+		if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &ev); err != nil {
+			return err
+		}
+		tx, err := store.Transaction(ctx, ev.TransactionID)
+		if err != nil {
+			return err
+		}
+		req, err := store.PaymentRequest(ctx, tx.PaymentRequestID)
+		if err != nil {
+			return err
+		}
+		if _, err := store.Merchant(ctx, req.MerchantID); err != nil {
+			return err
+		}
+		body, _ := json.Marshal(map[string]any{"transactionId": tx.ID, "paymentRequestId": req.ID, "transactionStatusId": tx.Status})
+		resp, err := client.Post(hookURL, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		mu.Lock()
+		lat = append(lat, time.Since(start))
+		mu.Unlock()
+		now := time.Now().UTC()
+		if err := store.RecordDelivery(ctx, dynamo.DeliveryAttempt{RequestID: req.ID, EventID: ev.EventID,
+			Attempt: 1, At: now, URL: hookURL, StatusCode: resp.StatusCode, Outcome: "delivered"}); err != nil {
+			return err
+		}
+		if err := store.ClearOutbox(ctx, tx.ID, ev.EventID); err != nil && !dynamo.IsConflict(err) {
+			return err
+		}
+		return nil
+	}
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for done.Load() < int64(len(events)) && time.Since(start) < 5*time.Minute {
+			for done.Load() < int64(len(events)) && time.Since(start) < 5*time.Minute && failed.Load() == nil {
 				out, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queueURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 				if err != nil {
 					failed.Store(err)
 					return
 				}
+				var batch sync.WaitGroup
+				for _, msg := range out.Messages {
+					batch.Add(1)
+					go func() {
+						defer batch.Done()
+						if err := deliver(msg); err != nil {
+							failed.Store(err)
+						}
+					}()
+				}
+				batch.Wait()
 				var del []sqstypes.DeleteMessageBatchRequestEntry
 				for k, msg := range out.Messages {
-					var ev payment.NotifyEvent
-					if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &ev); err != nil {
-						failed.Store(err)
-						return
-					}
-					tx, err := store.Transaction(ctx, ev.TransactionID)
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-					req, err := store.PaymentRequest(ctx, tx.PaymentRequestID)
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-					if _, err := store.Merchant(ctx, req.MerchantID); err != nil {
-						failed.Store(err)
-						return
-					}
-					body, _ := json.Marshal(map[string]any{"transactionId": tx.ID, "paymentRequestId": req.ID, "transactionStatusId": tx.Status})
-					resp, err := client.Post(hookURL, "application/json", bytes.NewReader(body))
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-					resp.Body.Close()
-					now := time.Now().UTC()
-					if err := store.RecordDelivery(ctx, dynamo.DeliveryAttempt{RequestID: req.ID, EventID: ev.EventID,
-						Attempt: 1, At: now, URL: hookURL, StatusCode: resp.StatusCode, Outcome: "delivered"}); err != nil {
-						failed.Store(err)
-						return
-					}
-					if err := store.ClearOutbox(ctx, tx.ID, ev.EventID); err != nil && !dynamo.IsConflict(err) {
-						failed.Store(err)
-						return
-					}
-					if i, ok := byTx[tx.ID]; ok {
-						lat[i] = time.Since(sentAt[i])
-					}
 					del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(k)), ReceiptHandle: msg.ReceiptHandle})
 				}
 				if len(del) > 0 {
@@ -548,7 +582,6 @@ func ceilingNotifier(t *testing.T, ctx context.Context, store *dynamo.Store, sq 
 	own, acq := counter.Split()
 	r := run{lat: lat, took: time.Since(start), calls: float64(len(own)) / float64(len(events)), acq: float64(len(acq)) / float64(len(events))}
 	t.Logf("ceiling notification: %v", callSummary(counter.Calls()))
-	_ = rc
 	return r
 }
 
