@@ -9,10 +9,11 @@
 // 2. TransactWriteItems, which dynalite lacks: the service writes a payment
 //    request and its transaction together. A transaction runs alone (every
 //    other request waits, in arrival order, and it waits for those in
-//    flight); it snapshots its items, applies each write with its own
-//    condition, and on the first failed condition restores the snapshots and
-//    answers TransactionCanceledException with per-item CancellationReasons,
-//    as DynamoDB does. All-or-nothing as seen by every client.
+//    flight); it applies each write with its own condition on dynalite's
+//    store, each after a snapshot of its item, and on the first failed
+//    condition restores the applied items and answers
+//    TransactionCanceledException with per-item CancellationReasons, as
+//    DynamoDB does. All-or-nothing as seen by every client.
 process.on("uncaughtException", (err) => {
   if (err && (err.message === "aborted" || err.code === "ECONNRESET")) {
     console.error("dynalite: a client aborted its request; ignored");
@@ -158,11 +159,6 @@ async function transact(text) {
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
     steps.push({ op, body, key, table: p.TableName, returnOld: p.ReturnValuesOnConditionCheckFailure === "ALL_OLD" });
   }
-  for (const s of steps) {
-    const g = await call("GetItem", { TableName: s.table, Key: s.key, ConsistentRead: true });
-    if (g.status !== 200) return [g.status, g.json];
-    s.old = g.json.Item;
-  }
   const undo = async (n) => {
     for (let i = n - 1; i >= 0; i--) {
       const s = steps[i];
@@ -171,6 +167,16 @@ async function transact(text) {
     }
   };
   for (let i = 0; i < steps.length; i++) {
+    // The snapshot restores an applied step when a later one fails (and
+    // answers ALL_OLD): the last step needs one only for ALL_OLD.
+    if (i < steps.length - 1 || steps[i].returnOld) {
+      const g = await call("GetItem", { TableName: steps[i].table, Key: steps[i].key, ConsistentRead: true });
+      if (g.status !== 200) {
+        await undo(i);
+        return [g.status, g.json];
+      }
+      steps[i].old = g.json.Item;
+    }
     const r = await call(steps[i].op, steps[i].body);
     if (r.status === 200) continue;
     await undo(i);
