@@ -69,11 +69,21 @@ server.on("request", (req, res) => {
     }));
     return;
   }
+  // Listened to from arrival: a client that gives up while its request
+  // waits at the gate (an SDK timeout under load) must not hold the gate
+  // forever, and its request is then not run at all.
+  let state = "waiting";
+  let release = null;
+  const end = () => {
+    if (state === "running") release();
+    state = "ended";
+  };
+  res.on("finish", end);
+  res.on("close", end);
   enter(false, (done) => {
-    let once = false;
-    const end = () => { if (!once) { once = true; done(); } };
-    res.on("finish", end);
-    res.on("close", end);
+    if (state === "ended") return done();
+    state = "running";
+    release = done;
     handle(req, res);
   });
 });
