@@ -27,6 +27,10 @@
 // approved transaction never changes status again. The request commit comes
 // before the transaction's settle: the commit decides whether a charge pays
 // the request; the settle then records that decision with its notification.
+// A synchronous outcome makes both in one TransactWriteItems (all or
+// nothing, each under its own guard), and an attempt that creates its
+// request writes the leased request and the waiting transaction in one:
+// fewer round trips, the same states and guards (docs/payments.md).
 package payments
 
 import (
