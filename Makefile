@@ -40,7 +40,10 @@ test: $(EMULATORS)
 	echo "== integration tests, moto"; time PAYREQ_BACKEND=moto go test -count=1 -timeout 40m $(STACK_PKGS) || rc=1; \
 	exit $$rc
 
+# The service/ceiling table of every path (internal/testing/bench,
+# docs/testing.md), then every Benchmark (the 100,000-row batch file among them).
 bench: $(EMULATORS)
+	go test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./internal/testing/bench/
 	go test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 # Soak: the local stack under mixed load, SIGKILLed 10 times at random

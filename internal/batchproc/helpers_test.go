@@ -32,6 +32,7 @@ import (
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
@@ -92,6 +93,19 @@ func (c *countingPay) Pay(ctx context.Context, m *merchant.Merchant, id int64, a
 			c.per = map[int64]int{}
 		}
 		c.per[id]++
+		c.mu.Unlock()
+	}
+	return res, err
+}
+
+func (c *countingPay) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error) {
+	res, err := c.svc.PayNew(ctx, m, r, a)
+	if err == nil {
+		c.mu.Lock()
+		if c.per == nil {
+			c.per = map[int64]int{}
+		}
+		c.per[r.ID]++
 		c.mu.Unlock()
 	}
 	return res, err

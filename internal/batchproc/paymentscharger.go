@@ -24,6 +24,7 @@ import (
 // PaymentService is the part of payments.Service the batch uses.
 type PaymentService interface {
 	Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a payments.Attempt) (payments.Result, error)
+	PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error)
 }
 
 // RequestStore creates and reads payment requests (*dynamo.Store).
@@ -34,8 +35,10 @@ type RequestStore interface {
 
 // PaymentsCharger is the Charger of the service: a row becomes payment
 // request paymentRequestID (created here with the id the row record fixed)
-// and one card attempt through payments.Service.Pay with no cardholder
-// present. It is idempotent on the id: the request is created at most once,
+// and one card attempt with no cardholder present: payments.Service.PayNew
+// creates the request (leased) and writes its attempt's transaction ahead
+// in one write; a request that exists already is paid with
+// payments.Service.Pay. It is idempotent on the id: the request is created at most once,
 // the payment service's attempt lease lets one attempt run at a time, and a
 // request that already has an attempt is answered from that attempt.
 type PaymentsCharger struct {
@@ -53,20 +56,6 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 	req := &payment.Request{ID: id, MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: row.Amount, Unit: row.Unit,
 		ReferenceID: row.ReferenceID, Client: &payment.Client{Name: row.HolderName, Email: row.Email, Phone: row.Phone},
 		CreatedAt: now, UpdatedAt: now}
-	err := c.Store.CreatePaymentRequest(ctx, req)
-	if errors.Is(err, dynamo.ErrExists) {
-		if ref.Fresh {
-			return batch.Result{}, ErrPaymentRequestIDTaken
-		}
-		res, done, err := c.existing(ctx, m, row, id)
-		if err != nil || done {
-			return res, err
-		}
-		// Created by an attempt at the row that stopped before charging.
-	} else if err != nil {
-		return batch.Result{}, err
-	}
-
 	attempt := payments.Attempt{
 		Method: provider.MethodCard,
 		Payer: &payer.Data{Name: row.HolderName, Email: row.Email, PhoneNumber: row.Phone, Address: row.Address,
@@ -75,23 +64,49 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 		CardholderPresent: false,                // no payer to answer a 3-D Secure challenge: declined with 004
 		Channel:           payment.ChannelBatch, // notified through the batch queue
 	}
-	wait := c.Wait
-	if wait <= 0 {
-		wait = payments.DefaultSyncLease
-	}
-	deadline := time.Now().Add(wait)
 	// The row's attempt has a transaction id derived from its payment
 	// request, as an Idempotency-Key gives one: a retry of the row (Lambda's
 	// retry, a redelivery, recovery) resumes the attempt a dead run began —
 	// same transaction, same provider reference — instead of starting a
 	// second one.
 	ctx = ids.WithSeed(ctx, []byte("batch-row:"+strconv.FormatInt(id, 10)))
+	out, err := c.Service.PayNew(ctx, m, *req, attempt)
+	var p *problem.Problem
+	switch {
+	case err == nil:
+		return resultOfAttempt(id, out), nil
+	case errors.As(err, &p) && p.Status == http.StatusBadRequest:
+		// The payment service's rules refused the row before anything was
+		// written (e.g. the card expired since the file was read): its
+		// request is still created (unpaid), declined before any attempt.
+		if err := c.Store.CreatePaymentRequest(ctx, req); err != nil && !errors.Is(err, dynamo.ErrExists) {
+			return batch.Result{}, err
+		}
+		return declinedBeforeAttempt(id, p), nil
+	case errors.Is(err, dynamo.ErrExists):
+		if ref.Fresh {
+			return batch.Result{}, ErrPaymentRequestIDTaken
+		}
+		res, done, err := c.existing(ctx, m, row, id)
+		if err != nil || done {
+			return res, err
+		}
+		// Created by an attempt at the row that stopped before charging:
+		// paid below.
+	default:
+		return batch.Result{}, err
+	}
+
+	wait := c.Wait
+	if wait <= 0 {
+		wait = payments.DefaultSyncLease
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		out, err := c.Service.Pay(ctx, m, id, attempt)
 		if err == nil {
 			return resultOfAttempt(id, out), nil
 		}
-		var p *problem.Problem
 		if !errors.As(err, &p) {
 			return batch.Result{}, err
 		}

@@ -316,6 +316,15 @@ type Settlement struct {
 // final yields ErrConflict with the stored transaction: a late, repeated or
 // reordered result never changes a final state. ErrNotFound when missing.
 func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*payment.Transaction, error) {
+	in, err := s.settleInput(st)
+	if err != nil {
+		return nil, err
+	}
+	return s.updateTxInput(ctx, st.TransactionID, in)
+}
+
+// settleInput is the guarded UpdateItem of SettleTransaction.
+func (s *Store) settleInput(st Settlement) (*dynamodb.UpdateItemInput, error) {
 	u := (&update{}).set("status", numberAV(int64(st.Status))).set("message", strAV(st.Message)).
 		set("updatedAt", timeAV(st.Now)).set("settledAt", timeAV(st.Now)).
 		remove("nextAction", "pendingUntil", "openShard", "openUntil")
@@ -333,19 +342,28 @@ func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*payment.
 			return nil, err
 		}
 	}
-	return s.updateTx(ctx, st.TransactionID, u, "#status IN (:waiting, :pending)", map[string]types.AttributeValue{
-		":waiting": numberAV(int64(payment.TxWaiting)), ":pending": numberAV(int64(payment.TxPending))})
+	return s.txInput(st.TransactionID, u, "#status IN (:waiting, :pending)", map[string]types.AttributeValue{
+		":waiting": numberAV(int64(payment.TxWaiting)), ":pending": numberAV(int64(payment.TxPending))}), nil
 }
 
 // updateTx applies u to transaction id under cond. On a failed condition it
 // returns the current transaction with ErrConflict, or ErrNotFound.
 func (s *Store) updateTx(ctx context.Context, id int64, u *update, cond string, condVals map[string]types.AttributeValue) (*payment.Transaction, error) {
+	return s.updateTxInput(ctx, id, s.txInput(id, u, cond, condVals))
+}
+
+// txInput is the UpdateItem of u on transaction id under cond.
+func (s *Store) txInput(id int64, u *update, cond string, condVals map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
 	in := u.input(s.t.Transactions, txKey(id))
 	in.ConditionExpression = aws.String("attribute_exists(id) AND " + cond)
 	for k, v := range condVals {
 		in.ExpressionAttributeValues[k] = v
 	}
 	in.ExpressionAttributeNames["#status"] = "status" // every caller's condition names it
+	return in
+}
+
+func (s *Store) updateTxInput(ctx context.Context, id int64, in *dynamodb.UpdateItemInput) (*payment.Transaction, error) {
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	out, err := s.db.UpdateItem(ctx, in)
@@ -599,6 +617,23 @@ type AttemptCommit struct {
 // transaction. Cancellation (status 3 guarded by status 2 and no attempt)
 // and this write exclude each other. ErrConflict when the guard fails.
 func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Request, error) {
+	in, err := s.commitInput(c)
+	if err != nil {
+		return nil, err
+	}
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := s.db.UpdateItem(ctx, in)
+	if isConditionFailed(err) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("commit attempt %d on payment request %d: %w", c.TransactionID, c.RequestID, err)
+	}
+	return unmarshalRequest(out.Attributes)
+}
+
+// commitInput is the guarded UpdateItem of CommitAttempt.
+func (s *Store) commitInput(c AttemptCommit) (*dynamodb.UpdateItemInput, error) {
 	ll, err := attributevalue.Marshal(lastLogRecord{TransactionStatus: int(c.Status), Message: c.Message, Code: string(c.Code)})
 	if err != nil {
 		return nil, fmt.Errorf("marshal lastLog: %w", err)
@@ -627,22 +662,106 @@ func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Re
 	default:
 		return nil, fmt.Errorf("commit attempt: status %d is not 1, 2 or 3", c.Status)
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	return &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.PaymentRequests,
 		Key:                       map[string]types.AttributeValue{"id": numberAV(c.RequestID)},
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String("#status = :unpaid AND attemptTx = :tx"),
 		ExpressionAttributeNames:  map[string]string{"#status": "status"},
 		ExpressionAttributeValues: vals,
-		ReturnValues:              types.ReturnValueAllNew,
-	})
-	if isConditionFailed(err) {
-		return nil, ErrConflict
+	}, nil
+}
+
+// CommitAndSettle is CommitAttempt and SettleTransaction of a final
+// outcome in one TransactWriteItems, each under its own guard: the request
+// commit and the transaction's settle (with its outbox entry) happen
+// together or not at all. A synchronous outcome knows both at the same
+// moment, so the attempt costs one write instead of two. ErrConflict when
+// either guard fails: nothing was written, and the caller takes the
+// step-by-step path (CommitAttempt, then SettleTransaction), which tells
+// the cases apart.
+func (s *Store) CommitAndSettle(ctx context.Context, c AttemptCommit, st Settlement) error {
+	if !c.Status.Final() || c.Status != st.Status || c.TransactionID != st.TransactionID {
+		return fmt.Errorf("commit and settle: transaction %d status %d/%d is not one final outcome", c.TransactionID, c.Status, st.Status)
+	}
+	commit, err := s.commitInput(c)
+	if err != nil {
+		return err
+	}
+	settle, err := s.settleInput(st)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: transactUpdate(commit)}, {Update: transactUpdate(settle)},
+	}})
+	if _, ok := cancelled(err); ok {
+		return ErrConflict
 	}
 	if err != nil {
-		return nil, fmt.Errorf("commit attempt %d on payment request %d: %w", c.TransactionID, c.RequestID, err)
+		return fmt.Errorf("commit and settle transaction %d on payment request %d: %w", c.TransactionID, c.RequestID, err)
 	}
-	return unmarshalRequest(out.Attributes)
+	return nil
+}
+
+// CreateLeasedRequestWithTransaction stores a new payment request whose
+// attempt lease is held by t, and t's write-ahead record, in one
+// TransactWriteItems: both exist or neither. ErrExists when the request id
+// is taken (nothing written); ErrTransactionExists when only t's id is
+// (an id collision: the caller draws another).
+func (s *Store) CreateLeasedRequestWithTransaction(ctx context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error {
+	r.Version = 1
+	ritem, err := attributevalue.MarshalMap(toRequestRecord(r))
+	if err != nil {
+		return fmt.Errorf("marshal payment request %d: %w", r.ID, err)
+	}
+	ritem["attemptTx"] = numberAV(t.ID)
+	ritem["leaseUntil"] = numberAV(until.UnixMilli())
+	titem, err := attributevalue.MarshalMap(toTransactionRecord(t))
+	if err != nil {
+		return fmt.Errorf("marshal transaction %d: %w", t.ID, err)
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: &s.t.PaymentRequests, Item: ritem, ConditionExpression: aws.String("attribute_not_exists(id)")}},
+		{Put: &types.Put{TableName: &s.t.Transactions, Item: titem, ConditionExpression: aws.String("attribute_not_exists(id)")}},
+	}})
+	if failed, ok := cancelled(err); ok {
+		if failed[0] || !failed[1] {
+			return ErrExists
+		}
+		return ErrTransactionExists
+	}
+	if err != nil {
+		return fmt.Errorf("create payment request %d with transaction %d: %w", r.ID, t.ID, err)
+	}
+	return nil
+}
+
+// ErrTransactionExists: a combined write found its transaction id taken.
+var ErrTransactionExists = errors.New("transaction id already exists")
+
+// cancelled reports whether err is a cancelled TransactWriteItems, and
+// which of its items failed their condition.
+func cancelled(err error) ([]bool, bool) {
+	var tc *types.TransactionCanceledException
+	if !errors.As(err, &tc) {
+		return nil, false
+	}
+	failed := make([]bool, 2)
+	for i, r := range tc.CancellationReasons {
+		if i >= len(failed) {
+			failed = append(failed, false)
+		}
+		failed[i] = aws.ToString(r.Code) == "ConditionalCheckFailed"
+	}
+	return failed, true
+}
+
+// transactUpdate is UpdateItem in as an item of a TransactWriteItems.
+func transactUpdate(in *dynamodb.UpdateItemInput) *types.Update {
+	return &types.Update{TableName: in.TableName, Key: in.Key, UpdateExpression: in.UpdateExpression,
+		ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
+		ExpressionAttributeValues: in.ExpressionAttributeValues}
 }
 
 // ReleaseLease gives up txID's lease without recording an attempt (the

@@ -288,3 +288,101 @@ func TestCallbackEventDedupe(t *testing.T) {
 		t.Fatalf("an expired record counts as absent: %v", err)
 	}
 }
+
+// The combined writes of an attempt are all-or-nothing: a failed guard on
+// either item leaves both items as they were (on dynalite through the
+// emulator wrapper's TransactWriteItems, on moto and AWS natively).
+func TestAttemptWritesTogether(t *testing.T) {
+	s, calls := txStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	newTx := func(id, requestID int64) *payment.Transaction {
+		return &payment.Transaction{ID: id, Number: "TXTEST" + strconv.FormatInt(id, 36), PaymentRequestID: requestID, MerchantID: "mer_a",
+			Status: payment.TxWaiting, Method: "alternative", Amount: decimal.RequireFromString("12.50"), Unit: "EUR",
+			CreatedAt: now, UpdatedAt: now, Reference: payment.ChargeReference(id), RecoverAfter: now.Add(30 * time.Second)}
+	}
+	newReq := func() *payment.Request {
+		return &payment.Request{ID: ids.New(now), MerchantID: "mer_a", Status: payment.RequestUnpaid,
+			Amount: decimal.RequireFromString("12.50"), Unit: "EUR", CreatedAt: now, UpdatedAt: now}
+	}
+	r, tx := newReq(), newTx(ids.New(now), 0)
+	tx.PaymentRequestID = r.ID
+	calls.Reset()
+	if err := s.CreateLeasedRequestWithTransaction(ctx, r, tx, now.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Calls(); len(got) != 1 || got[0] != "DynamoDB.TransactWriteItems" {
+		t.Fatalf("calls %v: want one TransactWriteItems", got)
+	}
+	_, lease, err := s.PaymentRequestLease(ctx, r.ID)
+	if err != nil || lease.TransactionID != tx.ID {
+		t.Fatalf("request not leased by its transaction: %+v %v", lease, err)
+	}
+	if got, err := s.Transaction(ctx, tx.ID); err != nil || got.Status != payment.TxWaiting || got.Reference != tx.Reference {
+		t.Fatalf("write-ahead transaction: %+v %v", got, err)
+	}
+
+	// The request id taken: ErrExists, the second transaction not written.
+	tx2 := newTx(ids.New(now), r.ID)
+	if err := s.CreateLeasedRequestWithTransaction(ctx, r, tx2, now.Add(30*time.Second)); !errors.Is(err, dynamo.ErrExists) {
+		t.Fatalf("request id taken: %v, want ErrExists", err)
+	}
+	if _, err := s.Transaction(ctx, tx2.ID); !errors.Is(err, dynamo.ErrNotFound) {
+		t.Fatalf("transaction of a refused create was written: %v", err)
+	}
+	// Only the transaction id taken: ErrTransactionExists, no request.
+	r3 := newReq()
+	if err := s.CreateLeasedRequestWithTransaction(ctx, r3, newTx(tx.ID, r3.ID), now.Add(30*time.Second)); !errors.Is(err, dynamo.ErrTransactionExists) {
+		t.Fatalf("transaction id taken: %v, want ErrTransactionExists", err)
+	}
+	if _, err := s.PaymentRequest(ctx, r3.ID); !errors.Is(err, dynamo.ErrNotFound) {
+		t.Fatalf("request of a refused create was written: %v", err)
+	}
+
+	ev, err := payment.NewNotifyEvent(&payment.Request{ID: r.ID}, tx.ID, payment.TxApproved, payment.LastLog{TransactionStatusID: payment.TxApproved, Message: "Approved"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := dynamo.AttemptCommit{RequestID: r.ID, TransactionID: tx.ID, TransactionNumber: tx.Number, Status: payment.TxApproved, Message: "Approved", Now: now}
+	settle := dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}
+
+	// The request's guard holds but the transaction's fails (settled
+	// meanwhile): the request commit is not applied either.
+	r4, tx4 := newReq(), newTx(ids.New(now), 0)
+	tx4.PaymentRequestID = r4.ID
+	if err := s.CreateLeasedRequestWithTransaction(ctx, r4, tx4, now.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx4.ID, Status: payment.TxDeclined, Message: "Declined", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	c4, s4 := commit, settle
+	c4.RequestID, c4.TransactionID, s4.TransactionID = r4.ID, tx4.ID, tx4.ID
+	if err := s.CommitAndSettle(ctx, c4, s4); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("settled transaction: %v, want ErrConflict", err)
+	}
+	cur, lease, err := s.PaymentRequestLease(ctx, r4.ID)
+	if err != nil || cur.Status != payment.RequestUnpaid || cur.TransactionStatus != nil || lease.TransactionID != tx4.ID {
+		t.Fatalf("a cancelled transaction changed the request: %+v %+v %v", cur, lease, err)
+	}
+
+	calls.Reset()
+	if err := s.CommitAndSettle(ctx, commit, settle); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Calls(); len(got) != 1 || got[0] != "DynamoDB.TransactWriteItems" {
+		t.Fatalf("calls %v: want one TransactWriteItems", got)
+	}
+	cur, lease, err = s.PaymentRequestLease(ctx, r.ID)
+	if err != nil || cur.Status != payment.RequestPaid || cur.TransactionID != tx.ID || lease.TransactionID != 0 {
+		t.Fatalf("request after commit: %+v %+v %v", cur, lease, err)
+	}
+	got, err := s.Transaction(ctx, tx.ID)
+	if err != nil || got.Status != payment.TxApproved || got.SettledAt == nil || !got.RecoverAfter.IsZero() {
+		t.Fatalf("transaction after settle: %+v %v", got, err)
+	}
+	// Done once: a second run is refused as a whole.
+	if err := s.CommitAndSettle(ctx, commit, settle); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("second commit and settle: %v, want ErrConflict", err)
+	}
+}

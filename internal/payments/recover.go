@@ -103,6 +103,62 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	return req, st, true, nil
 }
 
+// completeSync is complete for the final outcome an attempt received from
+// its own charge: the request commit and the transaction's settle (with its
+// outbox entry) in one write, since both are known at the same moment. If
+// either guard fails (the request was cancelled meanwhile, or another run
+// finished the attempt) nothing was written, and complete's step-by-step
+// path sorts it out (void, earlier decision). req is the request as the
+// lease returned it; the result is computed from it, not read again.
+func (s *Service) completeSync(ctx context.Context, req *payment.Request, tx *payment.Transaction, out provider.Outcome) (*payment.Request, *payment.Transaction, error) {
+	if req == nil || tx.Status.Final() {
+		return s.complete(ctx, tx, out, "")
+	}
+	now := s.Now().UTC()
+	status, code, msg := payment.TransactionStatus(out.Status), out.Code, out.Message
+	if msg == "" {
+		msg = provider.Message(out.Status, code)
+	}
+	reqStatus := payment.RequestUnpaid
+	if status == payment.TxApproved {
+		reqStatus = payment.RequestPaid
+	}
+	ll := payment.LastLog{TransactionStatusID: status, Message: msg, Code: code}
+	ev, err := payment.NewNotifyEvent(&payment.Request{ID: tx.PaymentRequestID}, tx.ID, status, ll, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev.PaymentRequestStatusID, ev.Channel = reqStatus, tx.Channel
+	err = s.Store.CommitAndSettle(ctx,
+		dynamo.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID, TransactionNumber: tx.Number,
+			Status: status, Code: code, Message: msg, Now: now},
+		dynamo.Settlement{TransactionID: tx.ID, Status: status, Code: code, Message: msg, ProviderRef: out.ProviderRef,
+			Event: ev, Now: now})
+	if errors.Is(err, dynamo.ErrConflict) {
+		return s.complete(ctx, tx, out, "")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	// One write: these three points coincide on this path.
+	crashpoint.Hit(crashpoint.AfterRequestCommit)
+	crashpoint.Hit(crashpoint.AfterTxSettle)
+	crashpoint.Hit(crashpoint.AfterOutboxWrite)
+	committed := *req
+	committed.Status, committed.TransactionID, committed.TransactionNumber = reqStatus, tx.ID, tx.Number
+	committed.TransactionStatus, committed.LastLog, committed.UpdatedAt = &status, &ll, now
+	committed.Version++
+	settled := *tx
+	settled.Status, settled.Code, settled.Message, settled.UpdatedAt, settled.SettledAt = status, code, msg, now, &now
+	if out.ProviderRef != "" {
+		settled.ProviderRef = out.ProviderRef
+	}
+	settled.NextAction, settled.PendingUntil, settled.RecoverAfter = nil, time.Time{}, time.Time{}
+	s.release(ctx, &settled)
+	s.notify(ctx, ev)
+	return &committed, &settled, nil
+}
+
 // notify sends the event the settle put in the outbox to its channel's
 // queue. A failure is only logged: the reconciler enqueues what stays in the
 // outbox.

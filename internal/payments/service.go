@@ -27,6 +27,10 @@
 // approved transaction never changes status again. The request commit comes
 // before the transaction's settle: the commit decides whether a charge pays
 // the request; the settle then records that decision with its notification.
+// A synchronous outcome makes both in one TransactWriteItems (all or
+// nothing, each under its own guard), and an attempt that creates its
+// request writes the leased request and the waiting transaction in one:
+// fewer round trips, the same states and guards (docs/payments.md).
 package payments
 
 import (
@@ -59,9 +63,11 @@ import (
 type Store interface {
 	LeasePaymentRequest(ctx context.Context, l dynamo.Lease) (*payment.Request, error)
 	CreateLeasedPaymentRequest(ctx context.Context, r *payment.Request, txID int64, until time.Time) error
+	CreateLeasedRequestWithTransaction(ctx context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error
 	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, dynamo.AttemptLease, error)
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
 	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
+	CommitAndSettle(ctx context.Context, c dynamo.AttemptCommit, st dynamo.Settlement) error
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
 	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
 	CreateTransaction(ctx context.Context, t *payment.Transaction) error
@@ -378,7 +384,11 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 		if seed != nil && try == 0 {
 			r.ID = ids.Derive(seed, "payment-request")
 		}
-		err = s.Store.CreateLeasedPaymentRequest(ctx, &r, txID, now.Add(s.SyncLease))
+		var (
+			tx      *payment.Transaction
+			written bool
+		)
+		tx, written, err = s.createLeased(ctx, m, &r, txID, a, det)
 		if errors.Is(err, dynamo.ErrExists) && seed != nil && try == 0 {
 			// Created by an earlier try with this key (or, astronomically
 			// rarely, a collision: then the request is not ours).
@@ -391,15 +401,58 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			}
 			s.Log.Error("derived payment request id taken by another request; drawing a random one", "payment_request_id", r.ID)
 		}
+		if err == nil {
+			crashpoint.Hit(crashpoint.AfterLease)
+			return s.attempt(ctx, m, &r, tx, a, det, written)
+		}
 		if !errors.Is(err, dynamo.ErrExists) || try == 3 {
-			break
+			return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
 		}
 	}
+}
+
+// PayNew creates payment request r (its id set by the caller) for merchant
+// m with the attempt lease already taken, and runs a on it: the batch's row
+// payments, whose request ids the batch fixed. ErrExists (dynamo) when the
+// request exists: nothing was written, the caller decides. The transaction
+// id comes from ctx's seed (ids.WithSeed) when there is one.
+func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a Attempt) (Result, error) {
+	now := s.Now()
+	det, err := s.validate(m, &a, now)
 	if err != nil {
-		return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
+		return Result{}, err
+	}
+	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
+	tx, written, err := s.createLeased(ctx, m, &r, attemptID(ctx, now), a, det)
+	if err != nil {
+		return Result{}, err
 	}
 	crashpoint.Hit(crashpoint.AfterLease)
-	return s.run(ctx, m, &r, txID, a, det)
+	return s.attempt(ctx, m, &r, tx, a, det, written)
+}
+
+// createLeased stores new request r leased by transaction txID. Without
+// count or total limits nothing has to happen between the lease and the
+// write-ahead record, so the request and the waiting transaction are one
+// write (written); limits reserve their counters in between (the hold is
+// part of the record), so with them only the request is written here. tx
+// is the attempt's transaction, stored or to be written ahead. ErrExists
+// (dynamo) when r's id is taken.
+func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *payment.Request, txID int64, a Attempt, det *card.Details) (tx *payment.Transaction, written bool, err error) {
+	until := s.Now().Add(s.SyncLease)
+	if Caps(m.Limits).Any() {
+		return s.newTransaction(m, r, txID, a, det), false, s.Store.CreateLeasedPaymentRequest(ctx, r, txID, until)
+	}
+	for try := 0; ; try++ {
+		tx = s.newTransaction(m, r, txID, a, det)
+		err = s.Store.CreateLeasedRequestWithTransaction(ctx, r, tx, until)
+		if !errors.Is(err, dynamo.ErrTransactionExists) || try == 3 {
+			return tx, err == nil, err
+		}
+		// A collision of the transaction id only: nothing was written.
+		s.Log.Warn("transaction id collision; drawing another", "transaction_id", txID)
+		txID = ids.New(s.Now())
+	}
 }
 
 // leaseRefused explains a failed lease (one extra read, off the happy path),
@@ -547,6 +600,12 @@ func NewTransactionNumber() string {
 // run writes the attempt's transaction ahead of any charge, checks limits,
 // charges and records the outcome.
 func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
+	return s.attempt(ctx, m, req, s.newTransaction(m, req, txID, a, det), a, det, false)
+}
+
+// newTransaction is the write-ahead record of attempt a on req: waiting,
+// with its provider reference and when the reconciler may step in.
+func (s *Service) newTransaction(m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) *payment.Transaction {
 	now := s.Now()
 	tx := &payment.Transaction{
 		ID: txID, Number: NewTransactionNumber(), PaymentRequestID: req.ID, MerchantID: m.ID,
@@ -561,17 +620,27 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 		masked := det.Masked
 		tx.Card = &masked
 	}
-	country := ""
 	if a.Payer != nil {
 		tx.Payer = &payment.TxPayer{Name: a.Payer.Name, Email: a.Payer.Email, Phone: a.Payer.PhoneNumber, Country: a.Payer.Country}
+	}
+	return tx
+}
+
+// attempt checks limits, writes tx ahead of the charge (unless written:
+// stored together with its request, which needs no limit counters),
+// charges and records the outcome.
+func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *payment.Request, tx *payment.Transaction, a Attempt, det *card.Details, written bool) (Result, error) {
+	now := s.Now()
+	country := ""
+	if a.Payer != nil {
 		country = a.Payer.Country
 	}
 	limitCode := StaticLimitCode(m.Limits, req.Amount, req.Unit, country)
-	if caps := Caps(m.Limits); limitCode == "" && caps.Any() {
+	if caps := Caps(m.Limits); limitCode == "" && caps.Any() && !written {
 		w := dynamo.WindowAt(m.ID, req.Unit, now)
 		code, err := s.reserve(ctx, w, req.Amount, caps)
 		if err != nil {
-			s.giveUp(req.ID, txID)
+			s.giveUp(req.ID, tx.ID)
 			return Result{}, err
 		}
 		limitCode = code
@@ -579,17 +648,19 @@ func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Re
 			tx.Limits = payment.NewLimitHold(w.Month, w.Day, w.Unit, req.Amount)
 		}
 	}
-	if err := s.writeAhead(ctx, req, tx); err != nil {
-		if tx.Limits != nil {
-			tx.Status = payment.TxDeclined
-			s.release(ctx, tx)
+	if !written {
+		if err := s.writeAhead(ctx, req, tx); err != nil {
+			if tx.Limits != nil {
+				tx.Status = payment.TxDeclined
+				s.release(ctx, tx)
+			}
+			s.giveUp(req.ID, tx.ID)
+			return Result{}, err
 		}
-		s.giveUp(req.ID, tx.ID)
-		return Result{}, err
 	}
 	crashpoint.Hit(crashpoint.AfterTxWrite)
 	if limitCode != "" {
-		return s.record(ctx, tx, provider.Final(provider.Declined, limitCode, ""), a)
+		return s.record(ctx, req, tx, provider.Final(provider.Declined, limitCode, ""), a)
 	}
 	return s.charge(ctx, req, tx, a, det)
 }
@@ -644,7 +715,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		}
 	}
 	crashpoint.Hit(crashpoint.AfterCharge)
-	return s.record(ctx, tx, out, a)
+	return s.record(ctx, req, tx, out, a)
 }
 
 // lookup asks the provider what became of tx's charge. A reference it never
@@ -657,17 +728,17 @@ func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider
 	return out, err
 }
 
-// record applies a provider outcome to a waiting transaction.
-func (s *Service) record(ctx context.Context, tx *payment.Transaction, out provider.Outcome, a Attempt) (Result, error) {
+// record applies a provider outcome to waiting transaction tx of req (as
+// the lease returned it).
+func (s *Service) record(ctx context.Context, req *payment.Request, tx *payment.Transaction, out provider.Outcome, a Attempt) (Result, error) {
 	var (
-		req *payment.Request
 		st  *payment.Transaction
 		err error
 	)
 	if out.Status == provider.Pending {
 		req, st, err = s.markPending(ctx, tx, out)
 	} else {
-		req, st, err = s.complete(ctx, tx, out, "")
+		req, st, err = s.completeSync(ctx, req, tx, out)
 	}
 	if err != nil {
 		return Result{}, err
