@@ -32,12 +32,17 @@ dev: $(EMULATORS)
 STACK_PKGS = $(shell go list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
 	| awk '/ [^ ]*\/internal\/testenv( |$$)/ {print $$1}')
 
+# Load tests whose bound is about the machine, not about AWS behaviour: they
+# run in the first pass only. moto is one Python process serving DynamoDB
+# and SQS together, and a 3,000-message backlog starves it (docs/testing.md).
+MOTO_EXCLUDED = ^TestBatchBacklogNeitherDelaysAPINotificationsNorMakesTheReconcilerResend$$
+
 test: $(EMULATORS)
 	@command -v moto_server >/dev/null || { echo "make test: moto_server is not on PATH (pip install 'moto[server]==5.2.1')" >&2; exit 1; }
 	@# Both passes always run; either failing fails the target.
 	@rc=0; \
 	echo "== every test, dynalite + fauxqs"; time go test -count=1 -timeout 40m ./... || rc=1; \
-	echo "== integration tests, moto"; time PAYREQ_BACKEND=moto go test -count=1 -timeout 40m $(STACK_PKGS) || rc=1; \
+	echo "== integration tests, moto"; time PAYREQ_BACKEND=moto go test -count=1 -timeout 40m -skip '$(MOTO_EXCLUDED)' $(STACK_PKGS) || rc=1; \
 	exit $$rc
 
 # The service/ceiling table of every path (internal/testing/bench,

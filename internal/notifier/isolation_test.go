@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,23 +68,26 @@ func TestBatchBacklogNeitherDelaysAPINotificationsNorMakesTheReconcilerResend(t 
 	client := sqsClient(t)
 	batchQueue, apiQueue := s.Info.Queues["BatchNotificationsQueue"], s.Info.Queues["NotificationsQueue"]
 
-	// The batch merchant's endpoint takes 700 ms per notification until
-	// released: the backlog below then lasts at least 3,000 / (5 pollers x
-	// 10 messages / 0.7 s) = 42 s however fast the machine, and the
-	// measurement runs while it is there.
-	var slow atomic.Bool
-	slow.Store(true)
+	// The batch merchant's endpoint holds every notification until the
+	// test ends: the first messages stay in flight in the notifier, the rest
+	// wait in the batch queue however fast the machine is, and the
+	// measurement runs while they are there. (A slow endpoint instead of a
+	// held one made the backlog's life depend on the machine's speed.)
+	filler, tracked := 2800, 200
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	batchRC := newReceiver(t, 200)
 	batchRC.handler = func(w http.ResponseWriter, r *http.Request) bool {
-		if slow.Load() {
-			time.Sleep(700 * time.Millisecond)
+		select {
+		case <-release:
+		case <-r.Context().Done():
 		}
 		return false
 	}
 	batchM := testenv.NewMerchant(t, func(m *merchant.Merchant) { m.NotifyURL = batchRC.srv.URL })
 	// PAYREQ_BATCH_BACKLOG enlarges the backlog for a manual measurement
 	// (e.g. 50000); the test's own is 3,000 messages.
-	filler, tracked := 2800, 200
 	if v, err := strconv.Atoi(os.Getenv("PAYREQ_BATCH_BACKLOG")); err == nil && v > filler+tracked {
 		filler = v - tracked
 	}
@@ -108,11 +110,10 @@ func TestBatchBacklogNeitherDelaysAPINotificationsNorMakesTheReconcilerResend(t 
 		bodies = append(bodies, fillerEvents[i%len(fillerEvents)])
 	}
 	bodies = append(bodies, trackedEvents...) // the tracked ones last: still queued when the reconciler runs
-	sendBatch(t, client, batchQueue, bodies)
 	t.Cleanup(func() {
 		// Later tests find an idle stack: the backlog goes, and with it the
 		// outbox entries (the stack's own reconciler would send them).
-		slow.Store(false)
+		releaseOnce.Do(func() { close(release) })
 		if _, err := client.PurgeQueue(context.Background(), &sqs.PurgeQueueInput{QueueUrl: &batchQueue}); err != nil {
 			t.Error(err)
 		}
@@ -122,6 +123,9 @@ func TestBatchBacklogNeitherDelaysAPINotificationsNorMakesTheReconcilerResend(t 
 			}
 		}
 	})
+	// Sent after the clean-up is registered: a failure half-way must not
+	// leave a backlog for the package's later tests.
+	sendBatch(t, client, batchQueue, bodies)
 
 	// API payments, one after another, while the batch backlog is there.
 	apiRC := newReceiver(t, 200)
