@@ -116,7 +116,13 @@ func (r *Resources) functionProperty(id, prop string) string {
 type SQSAPI interface {
 	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
+
+// settleTimeout bounds the SQS calls a poller makes after its context ended
+// (the last receive, deletes, releases): they run on a context of their own
+// so that what is in hand is settled, not abandoned.
+const settleTimeout = 10 * time.Second
 
 // PollSQS does what the Lambda event source mapping does, until ctx ends:
 //
@@ -135,7 +141,17 @@ type SQSAPI interface {
 //
 // Messages not deleted become visible again after their visibility timeout,
 // and SQS moves them to the dead-letter queue after maxReceiveCount
-// receives, exactly as on AWS.
+// receives, exactly as on AWS: a function error or timeout, and an item
+// failure, keep the message hidden for the queue's whole visibility timeout
+// (300 s for the notifications queues), so the local stack shows what AWS
+// would do.
+//
+// Where Lambda has nothing to say, nothing is left hidden: when ctx ends
+// (the stack stops, a test ends), a receive already sent is awaited and
+// what it brought is made visible again at once (ChangeMessageVisibility 0),
+// as is every message of an invocation cut short by the shutdown that it did
+// not finish; what it finished is still deleted. A poller scaling down only
+// retires after an empty receive, with nothing in hand.
 func PollSQS(ctx context.Context, client SQSAPI, src SQSSource, h lambda.Handler, log *slog.Logger) {
 	p := &poller{client: client, src: src, h: h, log: log, max: int32(max(1, src.MaxConcurrency))}
 	p.active.Store(1)
@@ -190,13 +206,21 @@ func (p *poller) run(ctx context.Context) {
 		wait = 0
 	}
 	for ctx.Err() == nil {
-		out, err := p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		// Not cancelled with ctx: a receive abandoned mid-flight would leave
+		// the messages SQS handed out hidden for the visibility timeout.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(wait)*time.Second+settleTimeout)
+		out, err := p.client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    &src.Queue.URL,
 			MaxNumberOfMessages:         src.BatchSize,
 			WaitTimeSeconds:             wait,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})
+		cancel()
+		if err == nil && ctx.Err() != nil {
+			p.release(ctx, out.Messages)
+			break
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn("sqs receive failed", "queue", src.Queue.Name, "error", err.Error())
@@ -245,6 +269,10 @@ func (p *poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 	}
 	var resp events.SQSEventResponse
 	if err := Invoke(ctx, p.h, src.FunctionID, src.Timeout, ev, &resp); err != nil {
+		if ctx.Err() != nil {
+			p.release(ctx, msgs) // cut short by the shutdown, not failed
+			return
+		}
 		p.log.Warn("sqs handler failed; batch will be retried", "function", src.FunctionID, "error", err.Error())
 		return
 	}
@@ -260,24 +288,62 @@ func (p *poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 			failed[f.ItemIdentifier] = true
 		}
 	}
-	var entries []sqstypes.DeleteMessageBatchRequestEntry
+	var (
+		entries []sqstypes.DeleteMessageBatchRequestEntry
+		retry   []sqstypes.Message
+	)
 	for i, m := range msgs {
 		if !failed[aws.ToString(m.MessageId)] {
 			entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		} else {
+			retry = append(retry, m)
 		}
+	}
+	if ctx.Err() != nil {
+		// The item failures of an invocation the shutdown cut short are
+		// mostly its cancelled calls: they are tried again at once, after a
+		// restart, not in 5 minutes.
+		p.release(ctx, retry)
 	}
 	if len(entries) == 0 {
 		return
 	}
-	out, err := p.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &src.Queue.URL, Entries: entries})
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	out, err := p.client.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: &src.Queue.URL, Entries: entries})
 	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Warn("sqs delete failed; the batch will be received again", "queue", src.Queue.Name, "error", err.Error())
-		}
+		p.log.Warn("sqs delete failed; the batch will be received again", "queue", src.Queue.Name, "error", err.Error())
 		return
 	}
 	for _, f := range out.Failed {
 		p.log.Warn("sqs delete of one message failed; it will be received again", "queue", src.Queue.Name,
+			"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+	}
+}
+
+// release makes msgs visible again at once (ChangeMessageVisibilityBatch to
+// 0), on a context of its own since ctx may have ended: messages in hand
+// when a poller stops are received again at the next poll, not after the
+// visibility timeout.
+func (p *poller) release(ctx context.Context, msgs []sqstypes.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	var entries []sqstypes.ChangeMessageVisibilityBatchRequestEntry
+	for i, m := range msgs {
+		entries = append(entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+			ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	out, err := p.client.ChangeMessageVisibilityBatch(rctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &p.src.Queue.URL, Entries: entries})
+	if err != nil {
+		p.log.Warn("sqs release of in-hand messages failed; they return after the visibility timeout", "queue", p.src.Queue.Name,
+			"messages", len(msgs), "error", err.Error())
+		return
+	}
+	for _, f := range out.Failed {
+		p.log.Warn("sqs release of one message failed; it returns after the visibility timeout", "queue", p.src.Queue.Name,
 			"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
 	}
 }

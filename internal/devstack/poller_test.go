@@ -282,3 +282,95 @@ func TestPollerConcurrencyReachesButNeverExceedsTheLimit(t *testing.T) {
 		t.Fatalf("peak concurrency %d, limit %d", peak, limit)
 	}
 }
+
+// A poller stopped while invocations hold messages (the stack stops, a test
+// ends) makes what they did not finish visible again at once, and still
+// deletes what they finished: nothing waits out the queue's 300 s
+// visibility timeout. Each invocation finishes its first record and is
+// still busy with the rest when the poller stops.
+func TestPollerStoppedMidBatchReleasesWhatItHolds(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := sqs.NewFromConfig(cfg)
+	const n, conc = 30, 3
+	q := testQueue(t, client, 300, n)
+	var (
+		mu       sync.Mutex
+		finished = map[string]bool{}
+		holding  int
+	)
+	allHeld := make(chan struct{})
+	var heldOnce sync.Once
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		var resp events.SQSEventResponse
+		mu.Lock()
+		finished[ev.Records[0].Body] = true
+		holding++
+		if holding == conc {
+			heldOnce.Do(func() { close(allHeld) })
+		}
+		mu.Unlock()
+		<-ctx.Done() // busy until the shutdown cuts it short
+		for _, r := range ev.Records[1:] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		}
+		return resp, nil
+	})
+	stop := startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: conc,
+		ReportBatchItemFailures: true, Timeout: time.Minute}, h)
+	select {
+	case <-allHeld:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the poller never held %d batches at once", conc)
+	}
+	stop()
+	// Everything not finished is receivable now (the test's receive keeps
+	// it hidden for 30 s, so each is counted once); the finished are gone.
+	left := map[string]bool{}
+	for end := time.Now().Add(20 * time.Second); len(left) < n-conc && time.Now().Before(end); {
+		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &q.URL, MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 1, VisibilityTimeout: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			left[aws.ToString(m.Body)] = true
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(left) != n-conc {
+		t.Fatalf("%d of the %d unfinished messages receivable after the poller stopped (the rest hidden for 300 s)", len(left), n-conc)
+	}
+	for body := range finished {
+		if left[body] {
+			t.Errorf("%s was finished but not deleted", body)
+		}
+	}
+}
+
+// An invocation the shutdown cuts short with an error (the handler gives up
+// its whole batch) gets its messages made visible again at once too.
+func TestPollerStoppedMidInvocationErrorReleasesTheBatch(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := sqs.NewFromConfig(cfg)
+	const n = 10
+	q := testQueue(t, client, 300, n)
+	held := make(chan struct{}, 1)
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return events.SQSEventResponse{}, ctx.Err()
+	})
+	stop := startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: 1,
+		ReportBatchItemFailures: true, Timeout: time.Minute}, h)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the poller never invoked the handler")
+	}
+	stop()
+	wait(t, "the batch visible again", 10*time.Second, func() bool { v, f := remaining(t, client, q.URL); return v == n && f == 0 })
+}
