@@ -47,7 +47,18 @@ type SQSSource struct {
 	// only at the next poll; SQS returns it as soon as it is available.
 	ShortPoll time.Duration
 	Timeout   time.Duration // the function's template Timeout
+	// ReceiveLease is how long a receive hides its messages before the
+	// poller, holding them, extends them to the queue's visibility timeout
+	// (0: DefaultReceiveLease).
+	ReceiveLease time.Duration
 }
+
+// DefaultReceiveLease is the visibility a receive asks for, extended to the
+// queue's own as soon as the messages are in hand. A receive whose response
+// never reaches the poller (its HTTP call timed out on a loaded machine and
+// the SDK retried; SQS had already handed the messages out) hides them for
+// this long instead of the queue's 300 s.
+const DefaultReceiveLease = 20 * time.Second
 
 // SQSSources lists the template's SQS event sources with their created queues.
 func (r *Resources) SQSSources() ([]SQSSource, error) {
@@ -115,6 +126,7 @@ func (r *Resources) functionProperty(id, prop string) string {
 // SQSAPI is the SQS subset the pollers use (*sqs.Client).
 type SQSAPI interface {
 	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
@@ -146,7 +158,10 @@ const settleTimeout = 10 * time.Second
 // (300 s for the notifications queues), so the local stack shows what AWS
 // would do.
 //
-// Where Lambda has nothing to say, nothing is left hidden: when ctx ends
+// Where Lambda has nothing to say, nothing is left hidden: a receive asks
+// for a short lease (src.ReceiveLease) and the poller extends the messages
+// to the queue's visibility timeout once it holds them, so a receive
+// response lost on the way hides its messages for seconds, not minutes; and when ctx ends
 // (the stack stops, a test ends), a receive already sent is awaited and
 // what it brought is made visible again at once (ChangeMessageVisibility 0),
 // as is every message of an invocation cut short by the shutdown that it did
@@ -154,6 +169,7 @@ const settleTimeout = 10 * time.Second
 // retires after an empty receive, with nothing in hand.
 func PollSQS(ctx context.Context, client SQSAPI, src SQSSource, h lambda.Handler, log *slog.Logger) {
 	p := &poller{client: client, src: src, h: h, log: log, max: int32(max(1, src.MaxConcurrency))}
+	p.lease, p.visibility = leaseFor(ctx, client, src, log)
 	p.active.Store(1)
 	p.wg.Add(1)
 	go p.run(ctx)
@@ -166,8 +182,11 @@ type poller struct {
 	h      lambda.Handler
 	log    *slog.Logger
 	max    int32
-	active atomic.Int32 // pollers running
-	wg     sync.WaitGroup
+	// lease and visibility (seconds): a receive hides for lease, extended
+	// to visibility once in hand; lease 0: no lease, the queue's own.
+	lease, visibility int32
+	active            atomic.Int32 // pollers running
+	wg                sync.WaitGroup
 }
 
 // scaleUp starts one more poller unless max are running.
@@ -215,6 +234,7 @@ func (p *poller) run(ctx context.Context) {
 			WaitTimeSeconds:             wait,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
+			VisibilityTimeout:           p.lease,
 		})
 		cancel()
 		if err == nil && ctx.Err() != nil {
@@ -240,6 +260,7 @@ func (p *poller) run(ctx context.Context) {
 		if len(out.Messages) == int(src.BatchSize) {
 			p.scaleUp(ctx) // a full batch: more may be waiting
 		}
+		p.extend(ctx, out.Messages)
 		p.handle(ctx, out.Messages)
 	}
 	p.active.Add(-1)
@@ -317,6 +338,55 @@ func (p *poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 	}
 	for _, f := range out.Failed {
 		p.log.Warn("sqs delete of one message failed; it will be received again", "queue", src.Queue.Name,
+			"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+	}
+}
+
+// leaseFor is the receive lease and the queue's visibility timeout, in
+// seconds; no lease (0, 0) when the timeout is unknown or not longer than
+// the lease.
+func leaseFor(ctx context.Context, client SQSAPI, src SQSSource, log *slog.Logger) (lease, visibility int32) {
+	l := src.ReceiveLease
+	if l <= 0 {
+		l = DefaultReceiveLease
+	}
+	actx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	out, err := client.GetQueueAttributes(actx, &sqs.GetQueueAttributesInput{QueueUrl: &src.Queue.URL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
+	if err != nil {
+		log.Warn("sqs visibility timeout unknown; receives use it without a lease", "queue", src.Queue.Name, "error", err.Error())
+		return 0, 0
+	}
+	v, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)])
+	if err != nil || time.Duration(v)*time.Second <= l {
+		return 0, 0
+	}
+	return int32(max(1, l/time.Second)), int32(v)
+}
+
+// extend gives received messages the queue's visibility timeout, counted
+// from now (one ChangeMessageVisibilityBatch per receive). Should it fail,
+// a message may come back after the lease while still being handled: a
+// duplicate, never a loss.
+func (p *poller) extend(ctx context.Context, msgs []sqstypes.Message) {
+	if p.lease == 0 || len(msgs) == 0 {
+		return
+	}
+	var entries []sqstypes.ChangeMessageVisibilityBatchRequestEntry
+	for i, m := range msgs {
+		entries = append(entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+			ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: p.visibility})
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	out, err := p.client.ChangeMessageVisibilityBatch(ectx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &p.src.Queue.URL, Entries: entries})
+	if err != nil {
+		p.log.Warn("sqs visibility extension failed; the batch may be received twice", "queue", p.src.Queue.Name, "error", err.Error())
+		return
+	}
+	for _, f := range out.Failed {
+		p.log.Warn("sqs visibility extension of one message failed; it may be received twice", "queue", p.src.Queue.Name,
 			"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
 	}
 }

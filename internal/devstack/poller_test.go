@@ -374,3 +374,69 @@ func TestPollerStoppedMidInvocationErrorReleasesTheBatch(t *testing.T) {
 	stop()
 	wait(t, "the batch visible again", 10*time.Second, func() bool { v, f := remaining(t, client, q.URL); return v == n && f == 0 })
 }
+
+// losingClient is the real SQS client whose first receive that brings
+// messages loses its response on the way back, as a receive whose HTTP
+// call timed out on a loaded machine: SQS handed the messages out, the
+// poller never saw them.
+type losingClient struct {
+	*sqs.Client
+	mu   sync.Mutex
+	lost []string
+}
+
+func (c *losingClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := c.Client.ReceiveMessage(ctx, in, opts...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && len(out.Messages) > 0 && c.lost == nil {
+		for _, m := range out.Messages {
+			c.lost = append(c.lost, aws.ToString(m.Body))
+		}
+		return nil, fmt.Errorf("receive: response lost (simulated client timeout)")
+	}
+	return out, err
+}
+
+// A batch whose receive response is lost is back well within the queue's
+// 300 s visibility timeout: the receive only leased it for a few seconds.
+// Every message is handled, the lost ones within a bound far below 300 s.
+func TestPollerLostReceiveResponseComesBackAfterTheLease(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := &losingClient{Client: sqs.NewFromConfig(cfg)}
+	const n = 30
+	q := testQueue(t, client.Client, 300, n)
+	var mu sync.Mutex
+	handled := map[string]time.Duration{}
+	start := time.Now()
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range ev.Records {
+			if _, ok := handled[r.Body]; !ok {
+				handled[r.Body] = time.Since(start)
+			}
+		}
+		return events.SQSEventResponse{}, nil
+	})
+	startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: 2,
+		ReportBatchItemFailures: true, Timeout: time.Minute, ReceiveLease: 2 * time.Second}, h)
+	const bound = time.Minute // the lease is 2 s; without it, 300 s
+	wait(t, "every message handled", bound, func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) == n })
+	client.mu.Lock()
+	lost := client.lost
+	client.mu.Unlock()
+	if len(lost) == 0 {
+		t.Fatal("no receive response was lost")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var slowest time.Duration
+	for _, b := range lost {
+		slowest = max(slowest, handled[b])
+	}
+	t.Logf("%d messages of a lost receive handled, the last after %s", len(lost), slowest.Round(time.Millisecond))
+	// Messages the poller held were extended to the queue's timeout, not
+	// left on the 2 s lease: handled once each and deleted.
+	wait(t, "queue empty", 20*time.Second, func() bool { v, f := remaining(t, client.Client, q.URL); return v == 0 && f == 0 })
+}
