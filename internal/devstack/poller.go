@@ -138,8 +138,9 @@ const settleTimeout = 10 * time.Second
 
 // PollSQS does what the Lambda event source mapping does, until ctx ends:
 //
-//   - pollers long-poll the queue (its visibility timeout is the template's:
-//     receives do not override it) and hand each batch to the function's
+//   - pollers long-poll the queue (its visibility timeout is the template's;
+//     a receive only leases for src.ReceiveLease until the poller extends
+//     the batch to it, see below) and hand each batch to the function's
 //     Lambda handler as the JSON of an events.SQSEvent, within the
 //     function's Timeout;
 //   - they scale like Lambda's: one poller while the queue is idle, one

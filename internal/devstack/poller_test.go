@@ -86,8 +86,8 @@ func remaining(t *testing.T, client *sqs.Client, url string) (visible, inFlight 
 
 // The template's notification sources are polled as the template declares
 // them: their concurrency limits, batch size, ReportBatchItemFailures, and
-// the queues' visibility timeouts (created from the template, never
-// overridden by a receive).
+// the queues' visibility timeouts (created from the template; a receive's
+// short lease is extended to them, TestPollerLostReceiveResponse...).
 func TestSQSSourcesFollowTheTemplate(t *testing.T) {
 	s := testenv.Stack(t)
 	sources, err := s.Resources.SQSSources()
