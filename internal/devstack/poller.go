@@ -162,9 +162,9 @@ const settleTimeout = 10 * time.Second
 // Where Lambda has nothing to say, nothing is left hidden: a receive asks
 // for a short lease (src.ReceiveLease) and the poller extends the messages
 // to the queue's visibility timeout once it holds them, so a receive
-// response lost on the way hides its messages for seconds, not minutes; and when ctx ends
-// (the stack stops, a test ends), a receive already sent is awaited and
-// what it brought is made visible again at once (ChangeMessageVisibility 0),
+// response lost on the way hides its messages for seconds, not minutes;
+// and when ctx ends (the stack stops, a test ends), a receive already sent
+// is awaited and what it brought is made visible again at once (ChangeMessageVisibility 0),
 // as is every message of an invocation cut short by the shutdown that it did
 // not finish; what it finished is still deleted. A poller scaling down only
 // retires after an empty receive, with nothing in hand.
