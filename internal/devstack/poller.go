@@ -47,7 +47,18 @@ type SQSSource struct {
 	// only at the next poll; SQS returns it as soon as it is available.
 	ShortPoll time.Duration
 	Timeout   time.Duration // the function's template Timeout
+	// ReceiveLease is how long a receive hides its messages before the
+	// poller, holding them, extends them to the queue's visibility timeout
+	// (0: DefaultReceiveLease).
+	ReceiveLease time.Duration
 }
+
+// DefaultReceiveLease is the visibility a receive asks for, extended to the
+// queue's own as soon as the messages are in hand. A receive whose response
+// never reaches the poller (its HTTP call timed out on a loaded machine and
+// the SDK retried; SQS had already handed the messages out) hides them for
+// this long instead of the queue's 300 s.
+const DefaultReceiveLease = 20 * time.Second
 
 // SQSSources lists the template's SQS event sources with their created queues.
 func (r *Resources) SQSSources() ([]SQSSource, error) {
@@ -115,13 +126,21 @@ func (r *Resources) functionProperty(id, prop string) string {
 // SQSAPI is the SQS subset the pollers use (*sqs.Client).
 type SQSAPI interface {
 	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
+
+// settleTimeout bounds the SQS calls a poller makes after its context ended
+// (the last receive, deletes, releases): they run on a context of their own
+// so that what is in hand is settled, not abandoned.
+const settleTimeout = 10 * time.Second
 
 // PollSQS does what the Lambda event source mapping does, until ctx ends:
 //
-//   - pollers long-poll the queue (its visibility timeout is the template's:
-//     receives do not override it) and hand each batch to the function's
+//   - pollers long-poll the queue (its visibility timeout is the template's;
+//     a receive only leases for src.ReceiveLease until the poller extends
+//     the batch to it, see below) and hand each batch to the function's
 //     Lambda handler as the JSON of an events.SQSEvent, within the
 //     function's Timeout;
 //   - they scale like Lambda's: one poller while the queue is idle, one
@@ -135,9 +154,23 @@ type SQSAPI interface {
 //
 // Messages not deleted become visible again after their visibility timeout,
 // and SQS moves them to the dead-letter queue after maxReceiveCount
-// receives, exactly as on AWS.
+// receives, exactly as on AWS: a function error or timeout, and an item
+// failure, keep the message hidden for the queue's whole visibility timeout
+// (300 s for the notifications queues), so the local stack shows what AWS
+// would do.
+//
+// Where Lambda has nothing to say, nothing is left hidden: a receive asks
+// for a short lease (src.ReceiveLease) and the poller extends the messages
+// to the queue's visibility timeout once it holds them, so a receive
+// response lost on the way hides its messages for seconds, not minutes;
+// and when ctx ends (the stack stops, a test ends), a receive already sent
+// is awaited and what it brought is made visible again at once (ChangeMessageVisibility 0),
+// as is every message of an invocation cut short by the shutdown that it did
+// not finish; what it finished is still deleted. A poller scaling down only
+// retires after an empty receive, with nothing in hand.
 func PollSQS(ctx context.Context, client SQSAPI, src SQSSource, h lambda.Handler, log *slog.Logger) {
 	p := &poller{client: client, src: src, h: h, log: log, max: int32(max(1, src.MaxConcurrency))}
+	p.lease, p.visibility = leaseFor(ctx, client, src, log)
 	p.active.Store(1)
 	p.wg.Add(1)
 	go p.run(ctx)
@@ -150,8 +183,11 @@ type poller struct {
 	h      lambda.Handler
 	log    *slog.Logger
 	max    int32
-	active atomic.Int32 // pollers running
-	wg     sync.WaitGroup
+	// lease and visibility (seconds): a receive hides for lease, extended
+	// to visibility once in hand; lease 0: no lease, the queue's own.
+	lease, visibility int32
+	active            atomic.Int32 // pollers running
+	wg                sync.WaitGroup
 }
 
 // scaleUp starts one more poller unless max are running.
@@ -190,13 +226,22 @@ func (p *poller) run(ctx context.Context) {
 		wait = 0
 	}
 	for ctx.Err() == nil {
-		out, err := p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		// Not cancelled with ctx: a receive abandoned mid-flight would leave
+		// the messages SQS handed out hidden for the visibility timeout.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(wait)*time.Second+settleTimeout)
+		out, err := p.client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    &src.Queue.URL,
 			MaxNumberOfMessages:         src.BatchSize,
 			WaitTimeSeconds:             wait,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
+			VisibilityTimeout:           p.lease,
 		})
+		cancel()
+		if err == nil && ctx.Err() != nil {
+			p.release(ctx, out.Messages)
+			break
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn("sqs receive failed", "queue", src.Queue.Name, "error", err.Error())
@@ -216,6 +261,7 @@ func (p *poller) run(ctx context.Context) {
 		if len(out.Messages) == int(src.BatchSize) {
 			p.scaleUp(ctx) // a full batch: more may be waiting
 		}
+		p.extend(ctx, out.Messages)
 		p.handle(ctx, out.Messages)
 	}
 	p.active.Add(-1)
@@ -245,6 +291,10 @@ func (p *poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 	}
 	var resp events.SQSEventResponse
 	if err := Invoke(ctx, p.h, src.FunctionID, src.Timeout, ev, &resp); err != nil {
+		if ctx.Err() != nil {
+			p.release(ctx, msgs) // cut short by the shutdown, not failed
+			return
+		}
 		p.log.Warn("sqs handler failed; batch will be retried", "function", src.FunctionID, "error", err.Error())
 		return
 	}
@@ -260,24 +310,111 @@ func (p *poller) handle(ctx context.Context, msgs []sqstypes.Message) {
 			failed[f.ItemIdentifier] = true
 		}
 	}
-	var entries []sqstypes.DeleteMessageBatchRequestEntry
+	var (
+		entries []sqstypes.DeleteMessageBatchRequestEntry
+		retry   []sqstypes.Message
+	)
 	for i, m := range msgs {
 		if !failed[aws.ToString(m.MessageId)] {
 			entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		} else {
+			retry = append(retry, m)
 		}
+	}
+	if ctx.Err() != nil {
+		// The item failures of an invocation the shutdown cut short are
+		// mostly its cancelled calls: they are tried again at once, after a
+		// restart, not in 5 minutes.
+		p.release(ctx, retry)
 	}
 	if len(entries) == 0 {
 		return
 	}
-	out, err := p.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &src.Queue.URL, Entries: entries})
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	out, err := p.client.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: &src.Queue.URL, Entries: entries})
 	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Warn("sqs delete failed; the batch will be received again", "queue", src.Queue.Name, "error", err.Error())
-		}
+		p.log.Warn("sqs delete failed; the batch will be received again", "queue", src.Queue.Name, "error", err.Error())
 		return
 	}
 	for _, f := range out.Failed {
 		p.log.Warn("sqs delete of one message failed; it will be received again", "queue", src.Queue.Name,
+			"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+	}
+}
+
+// leaseFor is the receive lease and the queue's visibility timeout, in
+// seconds; no lease (0, 0) when the timeout is unknown or not longer than
+// the lease.
+func leaseFor(ctx context.Context, client SQSAPI, src SQSSource, log *slog.Logger) (lease, visibility int32) {
+	l := src.ReceiveLease
+	if l <= 0 {
+		l = DefaultReceiveLease
+	}
+	actx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	out, err := client.GetQueueAttributes(actx, &sqs.GetQueueAttributesInput{QueueUrl: &src.Queue.URL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
+	if err != nil {
+		log.Warn("sqs visibility timeout unknown; receives use it without a lease", "queue", src.Queue.Name, "error", err.Error())
+		return 0, 0
+	}
+	v, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)])
+	if err != nil || time.Duration(v)*time.Second <= l {
+		return 0, 0
+	}
+	return int32(max(1, l/time.Second)), int32(v)
+}
+
+// extend gives received messages the queue's visibility timeout, counted
+// from now (one ChangeMessageVisibilityBatch per receive). Should it fail,
+// a message may come back after the lease while still being handled: a
+// duplicate, never a loss.
+func (p *poller) extend(ctx context.Context, msgs []sqstypes.Message) {
+	if p.lease == 0 || len(msgs) == 0 {
+		return
+	}
+	var entries []sqstypes.ChangeMessageVisibilityBatchRequestEntry
+	for i, m := range msgs {
+		entries = append(entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+			ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: p.visibility})
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	out, err := p.client.ChangeMessageVisibilityBatch(ectx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &p.src.Queue.URL, Entries: entries})
+	if err != nil {
+		p.log.Warn("sqs visibility extension failed; the batch may be received twice", "queue", p.src.Queue.Name, "error", err.Error())
+		return
+	}
+	for _, f := range out.Failed {
+		p.log.Warn("sqs visibility extension of one message failed; it may be received twice", "queue", p.src.Queue.Name,
+			"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+	}
+}
+
+// release makes msgs visible again at once (ChangeMessageVisibilityBatch to
+// 0), on a context of its own since ctx may have ended: messages in hand
+// when a poller stops are received again at the next poll, not after the
+// visibility timeout.
+func (p *poller) release(ctx context.Context, msgs []sqstypes.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	var entries []sqstypes.ChangeMessageVisibilityBatchRequestEntry
+	for i, m := range msgs {
+		entries = append(entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)),
+			ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	out, err := p.client.ChangeMessageVisibilityBatch(rctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &p.src.Queue.URL, Entries: entries})
+	if err != nil {
+		p.log.Warn("sqs release of in-hand messages failed; they return after the visibility timeout", "queue", p.src.Queue.Name,
+			"messages", len(msgs), "error", err.Error())
+		return
+	}
+	for _, f := range out.Failed {
+		p.log.Warn("sqs release of one message failed; it returns after the visibility timeout", "queue", p.src.Queue.Name,
 			"code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
 	}
 }

@@ -86,8 +86,8 @@ func remaining(t *testing.T, client *sqs.Client, url string) (visible, inFlight 
 
 // The template's notification sources are polled as the template declares
 // them: their concurrency limits, batch size, ReportBatchItemFailures, and
-// the queues' visibility timeouts (created from the template, never
-// overridden by a receive).
+// the queues' visibility timeouts (created from the template; a receive's
+// short lease is extended to them, TestPollerLostReceiveResponse...).
 func TestSQSSourcesFollowTheTemplate(t *testing.T) {
 	s := testenv.Stack(t)
 	sources, err := s.Resources.SQSSources()
@@ -281,4 +281,162 @@ func TestPollerConcurrencyReachesButNeverExceedsTheLimit(t *testing.T) {
 	if peak != limit {
 		t.Fatalf("peak concurrency %d, limit %d", peak, limit)
 	}
+}
+
+// A poller stopped while invocations hold messages (the stack stops, a test
+// ends) makes what they did not finish visible again at once, and still
+// deletes what they finished: nothing waits out the queue's 300 s
+// visibility timeout. Each invocation finishes its first record and is
+// still busy with the rest when the poller stops.
+func TestPollerStoppedMidBatchReleasesWhatItHolds(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := sqs.NewFromConfig(cfg)
+	const n, conc = 30, 3
+	q := testQueue(t, client, 300, n)
+	var (
+		mu       sync.Mutex
+		finished = map[string]bool{}
+		holding  int
+	)
+	allHeld := make(chan struct{})
+	var heldOnce sync.Once
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		var resp events.SQSEventResponse
+		mu.Lock()
+		finished[ev.Records[0].Body] = true
+		holding++
+		if holding == conc {
+			heldOnce.Do(func() { close(allHeld) })
+		}
+		mu.Unlock()
+		<-ctx.Done() // busy until the shutdown cuts it short
+		for _, r := range ev.Records[1:] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		}
+		return resp, nil
+	})
+	stop := startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: conc,
+		ReportBatchItemFailures: true, Timeout: time.Minute}, h)
+	select {
+	case <-allHeld:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the poller never held %d batches at once", conc)
+	}
+	stop()
+	// Everything not finished is receivable now (the test's receive keeps
+	// it hidden for 30 s, so each is counted once); the finished are gone.
+	left := map[string]bool{}
+	for end := time.Now().Add(20 * time.Second); len(left) < n-conc && time.Now().Before(end); {
+		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &q.URL, MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 1, VisibilityTimeout: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			left[aws.ToString(m.Body)] = true
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(left) != n-conc {
+		t.Fatalf("%d of the %d unfinished messages receivable after the poller stopped (the rest hidden for 300 s)", len(left), n-conc)
+	}
+	for body := range finished {
+		if left[body] {
+			t.Errorf("%s was finished but not deleted", body)
+		}
+	}
+}
+
+// An invocation the shutdown cuts short with an error (the handler gives up
+// its whole batch) gets its messages made visible again at once too.
+func TestPollerStoppedMidInvocationErrorReleasesTheBatch(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := sqs.NewFromConfig(cfg)
+	const n = 10
+	q := testQueue(t, client, 300, n)
+	held := make(chan struct{}, 1)
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return events.SQSEventResponse{}, ctx.Err()
+	})
+	stop := startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: 1,
+		ReportBatchItemFailures: true, Timeout: time.Minute}, h)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the poller never invoked the handler")
+	}
+	stop()
+	wait(t, "the batch visible again", 10*time.Second, func() bool { v, f := remaining(t, client, q.URL); return v == n && f == 0 })
+}
+
+// losingClient is the real SQS client whose first receive that brings
+// messages loses its response on the way back, as a receive whose HTTP
+// call timed out on a loaded machine: SQS handed the messages out, the
+// poller never saw them.
+type losingClient struct {
+	*sqs.Client
+	mu   sync.Mutex
+	lost []string
+}
+
+func (c *losingClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := c.Client.ReceiveMessage(ctx, in, opts...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && len(out.Messages) > 0 && c.lost == nil {
+		for _, m := range out.Messages {
+			c.lost = append(c.lost, aws.ToString(m.Body))
+		}
+		return nil, fmt.Errorf("receive: response lost (simulated client timeout)")
+	}
+	return out, err
+}
+
+// A batch whose receive response is lost is back well within the queue's
+// 300 s visibility timeout: the receive only leased it for a few seconds.
+// Every message is handled, the lost ones within a bound far below 300 s.
+func TestPollerLostReceiveResponseComesBackAfterTheLease(t *testing.T) {
+	cfg, _ := testenv.CountingAWSConfig(t)
+	client := &losingClient{Client: sqs.NewFromConfig(cfg)}
+	const n = 30
+	q := testQueue(t, client.Client, 300, n)
+	var mu sync.Mutex
+	handled := map[string]time.Duration{}
+	start := time.Now()
+	h := lambda.NewHandler(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range ev.Records {
+			if _, ok := handled[r.Body]; !ok {
+				handled[r.Body] = time.Since(start)
+			}
+		}
+		return events.SQSEventResponse{}, nil
+	})
+	startPoller(t, client, devstack.SQSSource{FunctionID: "TestFunction", Queue: q, BatchSize: 10, MaxConcurrency: 2,
+		ReportBatchItemFailures: true, Timeout: time.Minute, ReceiveLease: 2 * time.Second}, h)
+	const bound = time.Minute // the lease is 2 s; without it, 300 s
+	wait(t, "every message handled", bound, func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) == n })
+	client.mu.Lock()
+	lost := client.lost
+	client.mu.Unlock()
+	if len(lost) == 0 {
+		t.Fatal("no receive response was lost")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var slowest time.Duration
+	for _, b := range lost {
+		slowest = max(slowest, handled[b])
+	}
+	t.Logf("%d messages of a lost receive handled, the last after %s", len(lost), slowest.Round(time.Millisecond))
+	// Messages the poller held were extended to the queue's timeout, not
+	// left on the 2 s lease: handled once each and deleted.
+	wait(t, "queue empty", 20*time.Second, func() bool { v, f := remaining(t, client.Client, q.URL); return v == 0 && f == 0 })
 }

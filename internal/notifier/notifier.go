@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,21 @@ type Store interface {
 type Queue interface {
 	Send(ctx context.Context, queueURL string, body any, delay time.Duration) error
 }
+
+// Visibility makes a failed message come back sooner than the queue's
+// visibility timeout (*queue.Client has it). Optional: a Queue without it
+// leaves failed messages to the timeout.
+type Visibility interface {
+	ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, d time.Duration) error
+}
+
+// ItemRetryDelays are the waits before a message that failed for an
+// infrastructure reason (a DynamoDB or SQS call, not the merchant's
+// endpoint) is received again, by the receive that failed: a passing blip
+// costs seconds, not the queue's 300 s visibility timeout. Later failures
+// wait the timeout, so the redrive policy (5 receives) still parks a
+// message only after several minutes of failures.
+var ItemRetryDelays = []time.Duration{5 * time.Second, 30 * time.Second}
 
 // Sender posts one built notification.
 type Sender interface {
@@ -106,11 +122,37 @@ func (n *Notifier) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEv
 				mu.Lock()
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 				mu.Unlock()
+				n.retrySoon(ctx, rec)
 			}
 		}()
 	}
 	wg.Wait()
 	return resp, nil
+}
+
+// retrySoon shortens a failed message's visibility to its ItemRetryDelays
+// wait, by its receive count. Best effort: should it fail, the message
+// comes back after the queue's visibility timeout.
+func (n *Notifier) retrySoon(ctx context.Context, rec events.SQSMessage) {
+	v, ok := n.Queue.(Visibility)
+	if !ok || rec.ReceiptHandle == "" {
+		return
+	}
+	count, err := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
+	if err != nil || count < 1 || count > len(ItemRetryDelays) {
+		return
+	}
+	queueURL := n.QueueURL
+	if n.BatchQueueURL != "" && arnName(rec.EventSourceARN) == path.Base(n.BatchQueueURL) {
+		queueURL = n.BatchQueueURL
+	}
+	// Its own deadline: the invocation's may be all but spent.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := v.ChangeVisibility(cctx, queueURL, rec.ReceiptHandle, ItemRetryDelays[count-1]); err != nil {
+		n.Log.Warn("shortening a failed message's visibility failed; it returns after the visibility timeout", "message_id", rec.MessageId,
+			"error", err.Error())
+	}
 }
 
 func (n *Notifier) now() time.Time {

@@ -106,3 +106,24 @@ func (c *Client) Backlog(ctx context.Context, queueURL string) (Backlog, error) 
 	}
 	return b, nil
 }
+
+// VisibilityAPI is the SQS call ChangeVisibility uses (*sqs.Client has it).
+type VisibilityAPI interface {
+	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// ChangeVisibility makes a received message visible again after d (whole
+// seconds) instead of the queue's visibility timeout. The API given to New
+// must implement VisibilityAPI.
+func (c *Client) ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, d time.Duration) error {
+	api, ok := c.api.(VisibilityAPI)
+	if !ok {
+		return fmt.Errorf("queue: %T cannot change visibility", c.api)
+	}
+	_, err := api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(queueURL),
+		ReceiptHandle: aws.String(receiptHandle), VisibilityTimeout: int32(max(0, d/time.Second))})
+	if err != nil {
+		return fmt.Errorf("change visibility in queue %s: %w", queueURL, err)
+	}
+	return nil
+}
