@@ -472,15 +472,43 @@ func TestBench(t *testing.T) {
 	cl1.calls, cl1.acq = float64(len(own1))/float64(one), float64(len(acq1))/float64(one)
 	// The same single client, split by what the local stack adds around
 	// the payment's calls (docs/testing.md): "1 client, idle" starts each
-	// payment once the previous one's notification was delivered, so the
-	// local notifier does not share the emulators with it (on AWS it runs
-	// on its own); "1 client, no gw" is that and no local gateway either:
+	// payment once the notifier has finished the previous one's
+	// notification (delivered, message deleted), so the local notifier
+	// does not share the emulators with it (on AWS it runs on its own); "1 client, no gw" is that and no local gateway either:
 	// the function's Lambda handler invoked in-process with the event
 	// bytes the gateway would build. Both alternate with a ceiling payment
 	// made the same way, so the machine's load hits the three alike.
+	payEnv, err := st.Resources.Env("PaymentsFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifyQueue := payEnv["NOTIFICATIONS_QUEUE_URL"]
+	plain, err := awsconfig.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := sqs.NewFromConfig(plain)
 	idle := func() {
-		if len(txs1) > 0 {
-			rc.wait(t, txs1[len(txs1)-1:], time.Minute)
+		if len(txs1) == 0 {
+			return
+		}
+		// Delivered, and the notifier's writes after the delivery done: it
+		// deletes the message last.
+		rc.wait(t, txs1[len(txs1)-1:], time.Minute)
+		for deadline := time.Now().Add(time.Minute); ; {
+			a, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &notifyQueue,
+				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+					sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Attributes["ApproximateNumberOfMessages"] == "0" && a.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("notifications queue not drained: %v", a.Attributes)
+			}
+			time.Sleep(2 * time.Millisecond)
 		}
 	}
 	direct := pay1(directPayment(t, ctx, st, m.APIKey, payer))
@@ -514,11 +542,6 @@ func TestBench(t *testing.T) {
 	// to the merchant receiving each. The ceiling drains the ceiling
 	// payments' n events from its own queue the same way.
 	rc.wait(t, txs1, 2*time.Minute)
-	payEnv, err := st.Resources.Env("PaymentsFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	notifyQueue := payEnv["NOTIFICATIONS_QUEUE_URL"]
 	rc.reset()
 	burst := time.Now()
 	for i := 0; i < n; i += 10 {
