@@ -33,12 +33,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/devstack"
@@ -117,6 +119,56 @@ func load(t *testing.T, n, conc int, op func(i int) error) run {
 		t.Fatal(err)
 	}
 	return run{lat: lat, took: time.Since(start)}
+}
+
+// directPayment pays like the service's client does, through an own
+// instance of the payments function's Lambda handler (its template
+// environment, the local stack's emulators) invoked in-process with the
+// event the local gateway builds: the payment without the local gateway
+// and its TCP hop.
+func directPayment(t *testing.T, ctx context.Context, st *devstack.Stack, apiKey string, body any) func() (map[string]any, error) {
+	t.Helper()
+	const fn = "PaymentsFunction"
+	env, err := st.Resources.Env(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env["LOG_LEVEL"] = "WARN"
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := devstack.Functions[fn].Build(ctx, func(k string) string { return env[k] }, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(body)
+	timeout := st.Resources.Timeout(fn)
+	return func() (map[string]any, error) {
+		req := httptest.NewRequest("POST", st.Info.APIBase+"/payments/h2h/27", bytes.NewReader(raw))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", apiKey)
+		req.SetPathValue("n", "27")
+		payload, err := json.Marshal(devstack.ToEvent(req, "POST /payments/h2h/{n}", []string{"n"}, raw))
+		if err != nil {
+			return nil, err
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := devstack.InvokeBytes(ctx, h, fn, timeout, payload, &resp); err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("payment: %d %s", resp.StatusCode, resp.Body)
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
+			return nil, err
+		}
+		if out["transactionStatusId"] != 1.0 {
+			return nil, fmt.Errorf("payment not approved: %v", out)
+		}
+		return out, nil
+	}
 }
 
 type row struct {
@@ -390,22 +442,97 @@ func TestBench(t *testing.T) {
 	table1 = append(table1, row{"payment", n, svc, cl, true})
 
 	// One client: the service's latency against the sum of the same round
-	// trips made back to back (the ceiling's latency).
+	// trips made back to back (the ceiling's latency). The 4-client
+	// payments' notifications are delivered first: their backlog would
+	// otherwise share the emulators with the single client's calls.
+	rc.wait(t, txs, 2*time.Minute)
 	one := max(n/4, 20)
-	svc1 := load(t, one, 1, func(i int) error {
-		_, err := call("POST", "/payments/h2h/27", payer, 200)
-		return err
-	})
+	var txs1 []int64 // the single-client payments, awaited before the notification burst
+	pay1 := func(do func() (map[string]any, error)) func(int) error {
+		return func(int) error {
+			out, err := do()
+			if err == nil {
+				txs1 = append(txs1, int64(out["transactionId"].(float64)))
+			}
+			return err
+		}
+	}
+	viaGateway := func() (map[string]any, error) { return call("POST", "/payments/h2h/27", payer, 200) }
+	svc1 := load(t, one, 1, pay1(viaGateway))
 	counter.Reset()
-	cl1 := load(t, one, 1, func(i int) error {
+	ceilingOne := func() error {
 		if err := rate(); err != nil {
 			return err
 		}
 		_, err := ceilingPayment(ctx, store, sq, asideQueue, m.ID, newRequest(), nil)
 		return err
-	})
+	}
+	cl1 := load(t, one, 1, func(int) error { return ceilingOne() })
 	own1, acq1 := counter.Split()
 	cl1.calls, cl1.acq = float64(len(own1))/float64(one), float64(len(acq1))/float64(one)
+	// The same single client, split by what the local stack adds around
+	// the payment's calls (docs/testing.md): "1 client, idle" starts each
+	// payment once the notifier has finished the previous one's
+	// notification (delivered, message deleted), so the local notifier
+	// does not share the emulators with it (on AWS it runs on its own); "1 client, no gw" is that and no local gateway either:
+	// the function's Lambda handler invoked in-process with the event
+	// bytes the gateway would build. Both alternate with a ceiling payment
+	// made the same way, so the machine's load hits the three alike.
+	payEnv, err := st.Resources.Env("PaymentsFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifyQueue := payEnv["NOTIFICATIONS_QUEUE_URL"]
+	plain, err := awsconfig.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := sqs.NewFromConfig(plain)
+	idle := func() {
+		if len(txs1) == 0 {
+			return
+		}
+		// Delivered, and the notifier's writes after the delivery done: it
+		// deletes the message last.
+		rc.wait(t, txs1[len(txs1)-1:], time.Minute)
+		for deadline := time.Now().Add(time.Minute); ; {
+			a, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &notifyQueue,
+				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+					sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Attributes["ApproximateNumberOfMessages"] == "0" && a.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("notifications queue not drained: %v", a.Attributes)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	direct := pay1(directPayment(t, ctx, st, m.APIKey, payer))
+	for i := 0; i < 5; i++ { // a warm instance, like the stack's
+		if err := direct(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ceilIdle, svcIdle, svcNoGW := run{}, run{}, run{}
+	for i := 0; i < one; i++ {
+		for _, x := range []struct {
+			r  *run
+			op func(int) error
+		}{{&ceilIdle, func(int) error { return ceilingOne() }}, {&svcIdle, pay1(viaGateway)}, {&svcNoGW, direct}} {
+			idle()
+			s := time.Now()
+			if err := x.op(i); err != nil {
+				t.Fatal(err)
+			}
+			x.r.lat = append(x.r.lat, time.Since(s))
+			x.r.took += time.Since(s)
+		}
+	}
+	ceilIdle.calls, ceilIdle.acq = cl1.calls, cl1.acq
 
 	// Notifications, from a backlog on both sides: the payments' own
 	// notifications are awaited first (the notifier idle again), then the
@@ -414,12 +541,7 @@ func TestBench(t *testing.T) {
 	// and pollers behind it) in one burst; latency is from the burst's start
 	// to the merchant receiving each. The ceiling drains the ceiling
 	// payments' n events from its own queue the same way.
-	rc.wait(t, txs, 2*time.Minute)
-	payEnv, err := st.Resources.Env("PaymentsFunction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	notifyQueue := payEnv["NOTIFICATIONS_QUEUE_URL"]
+	rc.wait(t, txs1, 2*time.Minute)
 	rc.reset()
 	burst := time.Now()
 	for i := 0; i < n; i += 10 {
@@ -453,7 +575,8 @@ func TestBench(t *testing.T) {
 	}
 	notifySvc.took = last.Sub(burst)
 	notifyCeil := ceilingNotifier(t, ctx, store, sq, ceilQueue, hook.URL+"/ceiling", counter, events, conc)
-	table1 = append(table1, row{"payment, 1 client", one, svc1, cl1, true})
+	table1 = append(table1, row{"payment, 1 client", one, svc1, cl1, true},
+		row{"1 client, idle", one, svcIdle, ceilIdle, true}, row{"1 client, no gw", one, svcNoGW, ceilIdle, true})
 	table1 = append(table1, row{"notification", len(notifySvc.lat), notifySvc, notifyCeil, true})
 
 	// ---- batch rows -----------------------------------------------------
@@ -461,6 +584,15 @@ func TestBench(t *testing.T) {
 	table1 = append(table1, row{"batch row", rows, svcBatch, ceilBatch, false})
 
 	out := table(table1)
+	// The single client's target is a latency one: p50 against the sum of
+	// its round trips (the ceiling's p50).
+	out += "\np50 service/ceiling:"
+	for _, r := range table1 {
+		if r.path == "payment, 1 client" || strings.HasPrefix(r.path, "1 client") {
+			out += fmt.Sprintf(" %s %.2f;", r.path, float64(r.service.q(.5))/float64(r.ceiling.q(.5)))
+		}
+	}
+	out = strings.TrimSuffix(out, ";") + "\n"
 	t.Logf("local stack (%s), %d ops per path, %d clients, %d batch rows; latencies in ms\n%s", st.Info.Backend, n, conc, rows, out)
 	fmt.Print("\n" + out)
 }
