@@ -174,7 +174,7 @@ func TestCardFieldsAutofillAndLabels(t *testing.T) {
 			t.Errorf("input #%s has no <label for>", m[1])
 		}
 	}
-	// The sandbox banner publishes the test data of DESIGN.md §4.
+	// The sandbox banner publishes the test data of docs/sandbox.md.
 	for _, want := range []string{
 		"4111 1111 1111 1111", "4000 0000 0000 0002", "4000 0000 0000 0119", "4000 0000 0000 0127",
 		"4000 0000 0000 0069", "4000 0000 0000 3220", "4000 0084 0000 1629", "4000 0000 0000 3055",

@@ -1,4 +1,4 @@
-// Package batchproc is the batch function (DESIGN §6): an uploaded batch
+// Package batchproc is the batch function (docs/batch.md): an uploaded batch
 // file's S3 ObjectCreated event starts a job that streams the object with
 // bounded memory, validates every line, charges each valid row exactly once
 // and writes results/<merchantId>/<file>.result.csv, one line per input line.

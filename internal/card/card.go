@@ -1,6 +1,6 @@
 // Package card validates payment card input and produces the masked form that
 // is the only representation of a card the service may store or log
-// (DESIGN §7: PAN kept as first 6 / last 4, CVV never persisted).
+// (docs/security.md: PAN kept as first 6 / last 4, CVV never persisted).
 //
 // The package is pure: no I/O, no clock (callers pass now), no storage.
 package card

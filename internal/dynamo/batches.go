@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Batch files (DESIGN §6) keep two kinds of records in the operations table.
+// Batch files (docs/batch.md) keep two kinds of records in the operations table.
 //
 // A job is one uploaded object being processed: pk "batch#<merchantId>",
 // sk "file#<name>#<sequencer>" (BatchJobID). It holds the progress that lets

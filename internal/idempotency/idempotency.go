@@ -1,4 +1,4 @@
-// Package idempotency makes POST requests safe to retry (DESIGN §3): a
+// Package idempotency makes POST requests safe to retry (docs/idempotency.md): a
 // client sends an Idempotency-Key header, and every later request with the
 // same key gets the first request's response instead of doing the work again.
 //

@@ -14,7 +14,7 @@ import (
 // attempt, s[1] after the second, and so on. len(s)+1 attempts in all.
 type Schedule []time.Duration
 
-// DefaultSchedule (DESIGN §5): 8 attempts spread over about 45 hours.
+// DefaultSchedule (docs/notifications.md): 8 attempts spread over about 45 hours.
 var DefaultSchedule = Schedule{
 	time.Minute, 5 * time.Minute, 30 * time.Minute,
 	2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,

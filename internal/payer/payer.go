@@ -50,7 +50,7 @@ type Data struct {
 	IsSandbox   *bool        `json:"isSandbox,omitempty"`
 	IPAddress   *string      `json:"ipAddress,omitempty"`
 	// UPIID is the payer's virtual payment address, used by the UPI methods
-	// (not in the spec's payer table; DESIGN §3).
+	// (not in the spec's payer table; docs/payments.md).
 	UPIID string `json:"upiId,omitempty"`
 }
 

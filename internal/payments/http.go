@@ -122,7 +122,7 @@ func (h *handler) payExisting(w http.ResponseWriter, r *http.Request, method pro
 }
 
 // H2HBody is the body of POST /payments/h2h/{n}: the payer data, the
-// method's fields, and either paymentRequestId or amount + unit (DESIGN §3).
+// method's fields, and either paymentRequestId or amount + unit (docs/payments.md).
 type H2HBody struct {
 	payer.Data
 	PaymentRequestID json.RawMessage `json:"paymentRequestId,omitempty"`

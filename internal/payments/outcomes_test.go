@@ -12,7 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/testenv"
 )
 
-// Every published sandbox input (DESIGN §4 and docs/sandbox.md, from
+// Every published sandbox input (docs/sandbox.md, from
 // sandbox.TestData) through its HTTP operation on the local stack, including
 // 3-D Secure challenges answered on the challenge page and asynchronous
 // results delivered by the sandbox function through signed callbacks.

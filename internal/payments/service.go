@@ -187,7 +187,7 @@ type Attempt struct {
 	ReturnTo string
 }
 
-// Result is the response of a processed attempt (DESIGN §3).
+// Result is the response of a processed attempt (docs/payments.md).
 type Result struct {
 	PaymentRequestID       int64                     `json:"paymentRequestId"`
 	TransactionID          int64                     `json:"transactionId"`

@@ -49,7 +49,7 @@ func (r ChargeRequest) LogValue() slog.Value {
 }
 
 // errSerialise stops a ChargeRequest from being queued or stored: it carries
-// the card number and CVV, which must never leave the process (DESIGN §6, §7).
+// the card number and CVV, which must never leave the process (docs/security.md).
 var errSerialise = fmt.Errorf("%w: a ChargeRequest carries card data and must not be serialised", ErrInvalidRequest)
 
 // MarshalJSON always fails; see errSerialise.

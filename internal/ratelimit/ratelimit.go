@@ -1,4 +1,4 @@
-// Package ratelimit enforces each merchant's request budget (DESIGN §3:
+// Package ratelimit enforces each merchant's request budget (docs/ratelimits.md:
 // 100 requests per minute per API key by default) across every Lambda
 // instance. Requests are counted in fixed one-minute windows in DynamoDB with
 // one atomic conditional UpdateItem per request, so the shared budget costs

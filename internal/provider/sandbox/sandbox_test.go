@@ -88,7 +88,7 @@ func charge(t *testing.T, s *Sandbox, r provider.ChargeRequest) provider.Outcome
 	return o
 }
 
-// TestDesignTable checks DESIGN §4 row by row, written out independently of
+// TestDesignTable checks docs/sandbox.md's tables row by row, written out independently of
 // the sandbox's own tables.
 func TestDesignTable(t *testing.T) {
 	type final struct {

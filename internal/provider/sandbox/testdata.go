@@ -99,7 +99,7 @@ type rule struct {
 
 // The tables below are the sandbox's behaviour; TestData is derived from them.
 
-// cards: DESIGN §4. Any other valid card number approves.
+// cards: docs/sandbox.md. Any other valid card number approves.
 var cards = []rule{
 	{"4111 1111 1111 1111", "success", approve()},
 	{"4000 0000 0000 0002", "declined", decline(codes.DeclinedContactIssuer)},
@@ -127,7 +127,7 @@ var wallets = []rule{
 
 var otherToken = rule{"tok_invalid", "invalid token (any other token)", decline(codes.InvalidToken)}
 
-// upis: DESIGN §4, matched case-insensitively. Any other well-formed UPI id
+// upis: docs/sandbox.md, matched case-insensitively. Any other well-formed UPI id
 // behaves like success@upi; a malformed one like invalid@upi.
 var upis = []rule{
 	{"success@upi", "UPI success", later(provider.Approved, "")},
