@@ -40,7 +40,7 @@ func (c Currency) ValidAmount(a decimal.Decimal) bool {
 func (c Currency) Format(a decimal.Decimal) string { return a.StringFixed(c.Decimals) }
 
 // Crypto units accepted besides ISO 4217, with their decimals (listed in
-// docs/openapi.yaml, schema Unit).
+// docs/openapi.yaml).
 var crypto = map[string]int32{
 	"BTC": 8, "ETH": 18, "USDT": 6, "USDC": 6, "LTC": 8,
 	"BCH": 8, "XRP": 6, "DOGE": 8, "TRX": 6, "SOL": 9, "DAI": 18,
