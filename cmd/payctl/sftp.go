@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -157,33 +156,9 @@ func readPublicKey(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	pub, comment, options, _, err := ssh.ParseAuthorizedKey(data)
+	line, err := sftpauth.NormalizePublicKey(data) // the dashboard's check too
 	if err != nil {
-		return "", fmt.Errorf("%s: not an SSH public key in authorized_keys format: %w", path, err)
-	}
-	if len(options) > 0 {
-		return "", fmt.Errorf("%s: key options (%s) are not supported", path, strings.Join(options, ","))
-	}
-	switch pub.Type() {
-	case ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521:
-	case ssh.KeyAlgoRSA:
-		if ck, ok := pub.(ssh.CryptoPublicKey); ok {
-			if n, ok := rsaBits(ck); ok && n < 2048 {
-				return "", fmt.Errorf("%s: RSA keys must have at least 2048 bits", path)
-			}
-		}
-	default:
-		return "", fmt.Errorf("%s: key type %s is not accepted (use ed25519, ECDSA or RSA)", path, pub.Type())
-	}
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
-	comment = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, strings.TrimSpace(comment))
-	if comment != "" {
-		line += " " + comment
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return line, nil
 }
@@ -251,13 +226,4 @@ func sftpAddress(ctx context.Context, g globals, e *env) (string, int, error) {
 		}
 	}
 	return "", 0, nil
-}
-
-// rsaBits is the modulus size of an RSA public key.
-func rsaBits(k ssh.CryptoPublicKey) (int, bool) {
-	type bitLen interface{ Size() int }
-	if pk, ok := k.CryptoPublicKey().(bitLen); ok {
-		return pk.Size() * 8, true
-	}
-	return 0, false
 }
