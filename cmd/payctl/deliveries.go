@@ -12,7 +12,6 @@ import (
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/notifier"
-	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/queue"
 )
 
@@ -62,9 +61,6 @@ func deliveriesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			// Rebuild the event of the request's latest settled transaction and
-			// send it again with a fresh schedule (same webhook-id, so receivers
-			// that already processed it can ignore it).
 			req, err := e.store.PaymentRequest(ctx, id)
 			if errors.Is(err, dynamo.ErrNotFound) {
 				return nil, fmt.Errorf("payment request %d not found", id)
@@ -72,17 +68,11 @@ func deliveriesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			if req.TransactionID == 0 || req.TransactionStatus == nil || req.LastLog == nil {
-				return nil, fmt.Errorf("payment request %d has no settled transaction to notify", id)
-			}
-			ev, err := payment.NewNotifyEvent(req, req.TransactionID, *req.TransactionStatus, *req.LastLog, time.Now())
+			eventID, err := notifier.Redeliver(ctx, queue.New(sqs.NewFromConfig(e.cfg)), e.notificationsQueue, req, time.Now())
 			if err != nil {
 				return nil, fmt.Errorf("payment request %d: %w", id, err)
 			}
-			if err := queue.New(sqs.NewFromConfig(e.cfg)).Send(ctx, e.notificationsQueue, ev, 0); err != nil {
-				return nil, err
-			}
-			return map[string]any{"requestId": id, "eventId": ev.EventID, "queued": true}, nil
+			return map[string]any{"requestId": id, "eventId": eventID, "queued": true}, nil
 		}),
 	}
 	redeliver.Flags().StringVar(&reqID, "request", "", "payment request id")

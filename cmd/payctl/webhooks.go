@@ -25,10 +25,6 @@ import (
 // after 30 s counts as a failure.
 const forwardTimeout = 30 * time.Second
 
-// maxNotificationBody bounds what the listener reads; real notifications are
-// a few hundred bytes.
-const maxNotificationBody = 1 << 20
-
 type listenOptions struct {
 	port                int
 	apiKey, secret      string
@@ -169,14 +165,8 @@ type listener struct {
 }
 
 func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "notifications are POSTed", http.StatusMethodNotAllowed)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxNotificationBody))
-	if err != nil {
-		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+	body, ok := notify.ReadPosted(w, r)
+	if !ok {
 		return
 	}
 	line := listenLine{Received: notify.Inspect(r.Header, body, l.apiKey, l.secret, time.Now())}
@@ -227,7 +217,7 @@ func (l *listener) forward(r *http.Request, body []byte) *forward {
 		f.Error = err.Error()
 		return f
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxNotificationBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, notify.MaxBody))
 	resp.Body.Close()
 	f.Status = resp.StatusCode
 	return f

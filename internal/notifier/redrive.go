@@ -3,6 +3,7 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,4 +63,25 @@ func Redrive(ctx context.Context, api RedriveAPI, dlqURL, queueURL string) (move
 			return moved, skipped, nil
 		}
 	}
+}
+
+// ErrNotSettled: the request has no settled transaction whose notification
+// could be sent again.
+var ErrNotSettled = errors.New("no settled transaction to notify")
+
+// Redeliver queues a request's latest settled event again, for payctl
+// deliveries redeliver and the dashboard: the same webhook-id, so receivers
+// that processed it can ignore it, with a fresh retry schedule.
+func Redeliver(ctx context.Context, q Queue, queueURL string, r *payment.Request, now time.Time) (eventID string, err error) {
+	if r.TransactionID == 0 || r.TransactionStatus == nil || r.LastLog == nil {
+		return "", ErrNotSettled
+	}
+	ev, err := payment.NewNotifyEvent(r, r.TransactionID, *r.TransactionStatus, *r.LastLog, now)
+	if err != nil {
+		return "", err
+	}
+	if err := q.Send(ctx, queueURL, ev, 0); err != nil {
+		return "", err
+	}
+	return ev.EventID, nil
 }

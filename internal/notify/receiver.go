@@ -12,9 +12,26 @@ import (
 	"time"
 )
 
-// maxReceiveBody bounds what the receiver reads; real notifications are a
-// few hundred bytes.
-const maxReceiveBody = 1 << 20
+// MaxBody bounds what a receiver reads; real notifications are a few
+// hundred bytes.
+const MaxBody = 1 << 20
+
+// ReadPosted reads a notification POSTed to a receiver: any other method is
+// answered 405 with Allow, a body over MaxBody 413. ok is false when an
+// answer was written.
+func ReadPosted(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "notifications are POSTed", http.StatusMethodNotAllowed)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+		return nil, false
+	}
+	return body, true
+}
 
 // Check is the outcome of one signature verification in a receiver line.
 type Check struct {
@@ -51,14 +68,8 @@ type receiver struct {
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "notifications are POSTed", http.StatusMethodNotAllowed)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReceiveBody))
-	if err != nil {
-		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+	body, ok := ReadPosted(w, r)
+	if !ok {
 		return
 	}
 	line := rc.inspect(r.Header, body)

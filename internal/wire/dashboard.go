@@ -17,6 +17,7 @@ import (
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
@@ -90,14 +91,7 @@ func (o *dashOps) Deliveries(ctx context.Context, requestID int64) ([]dashboard.
 // Redeliver sends the request's latest settled event again, as payctl
 // deliveries redeliver does: same webhook-id, fresh retry schedule.
 func (o *dashOps) Redeliver(ctx context.Context, r *payment.Request) (string, error) {
-	ev, err := payment.NewNotifyEvent(r, r.TransactionID, *r.TransactionStatus, *r.LastLog, time.Now())
-	if err != nil {
-		return "", err
-	}
-	if err := o.queue.Send(ctx, o.queueURL, ev, 0); err != nil {
-		return "", err
-	}
-	return ev.EventID, nil
+	return notifier.Redeliver(ctx, o.queue, o.queueURL, r, time.Now())
 }
 
 func (o *dashOps) Refund(ctx context.Context, m *merchant.Merchant, txID int64) (string, error) {
