@@ -10,7 +10,7 @@
 //    request and its transaction together. A transaction runs alone (every
 //    other request waits, in arrival order, and it waits for those in
 //    flight); it applies each write with its own condition on dynalite's
-//    store, each after a snapshot of its item, and on the first failed
+//    store, each returning the item it replaced, and on the first failed
 //    condition restores the applied items and answers
 //    TransactionCanceledException with per-item CancellationReasons, as
 //    DynamoDB does. All-or-nothing as seen by every client.
@@ -28,6 +28,8 @@ const argv = require("minimist")(process.argv.slice(2));
 // dynalite keeps its store private: catch it as dynalite creates it, so a
 // transaction's steps run in-process (no HTTP round trip per step).
 const db = require("dynalite/db");
+cacheParses(require("dynalite/db/conditionParser"));
+cacheParses(require("dynalite/db/updateParser"));
 const validations = require("dynalite/validations");
 let store;
 const createStore = db.create;
@@ -99,19 +101,28 @@ function send(res, status, body) {
 
 // call runs one DynamoDB operation on the store directly, validated as
 // dynalite validates a request (expressions parsed), past the gate.
+const modules = new Map();
+function actionOf(op) {
+  if (!modules.has(op)) {
+    const action = op[0].toLowerCase() + op.slice(1);
+    modules.set(op, { v: require("dynalite/validations/" + action), run: require("dynalite/actions/" + action) });
+  }
+  return modules.get(op);
+}
+
+// body is the wrapper's own object, built per step: validated in place.
 function call(op, body) {
-  const action = op[0].toLowerCase() + op.slice(1);
-  const v = require("dynalite/validations/" + action);
+  const { v, run } = actionOf(op);
   return new Promise((resolve) => {
     let data;
     try {
-      data = validations.checkTypes(JSON.parse(JSON.stringify(body)), v.types);
+      data = validations.checkTypes(body, v.types);
       validations.checkValidations(data, v.types, v.custom, store);
     } catch (err) {
       if (err.statusCode) return resolve({ status: err.statusCode, json: err.body });
       return resolve({ status: 500, json: { message: String(err) } });
     }
-    require("dynalite/actions/" + action)(store, data, (err, out) => {
+    run(store, data, (err, out) => {
       if (err && err.statusCode) return resolve({ status: err.statusCode, json: err.body });
       if (err) return resolve({ status: 500, json: { message: String(err) } });
       resolve({ status: 200, json: out || {} });
@@ -148,9 +159,13 @@ async function transact(text) {
     const common = { TableName: p.TableName, ConditionExpression: p.ConditionExpression,
       ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues };
     let op, body, key;
+    let absent = false; // the condition proves the item did not exist
     if (kind === "Put") {
       key = await keyOf(p.TableName, p.Item);
       op = "PutItem"; body = { ...common, Item: p.Item };
+      const m = /^attribute_not_exists\((#?\w+)\)$/.exec(p.ConditionExpression || "");
+      const attr = m && (m[1].startsWith("#") ? (p.ExpressionAttributeNames || {})[m[1]] : m[1]);
+      absent = attr !== undefined && attr !== null && Object.prototype.hasOwnProperty.call(key, attr);
     } else if (kind === "Update") {
       key = p.Key; op = "UpdateItem"; body = { ...common, Key: p.Key, UpdateExpression: p.UpdateExpression };
     } else if (kind === "Delete") {
@@ -167,7 +182,7 @@ async function transact(text) {
     }
     seen.add(id);
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
-    steps.push({ op, body, key, table: p.TableName, returnOld: p.ReturnValuesOnConditionCheckFailure === "ALL_OLD" });
+    steps.push({ op, body, key, absent, table: p.TableName, returnOld: p.ReturnValuesOnConditionCheckFailure === "ALL_OLD" });
   }
   const undo = async (n) => {
     for (let i = n - 1; i >= 0; i--) {
@@ -177,9 +192,11 @@ async function transact(text) {
     }
   };
   for (let i = 0; i < steps.length; i++) {
-    // The snapshot restores an applied step when a later one fails (and
-    // answers ALL_OLD): the last step needs one only for ALL_OLD.
-    if (i < steps.length - 1 || steps[i].returnOld) {
+    // What restores an applied step when a later one fails: the write
+    // itself returns the item it replaced (ALL_OLD; none: the item did not
+    // exist, undone by a delete). A snapshot read first is needed only to
+    // answer a failed condition with the item (ReturnValuesOnConditionCheckFailure).
+    if (steps[i].returnOld) {
       const g = await call("GetItem", { TableName: steps[i].table, Key: steps[i].key, ConsistentRead: true });
       if (g.status !== 200) {
         await undo(i);
@@ -187,8 +204,12 @@ async function transact(text) {
       }
       steps[i].old = g.json.Item;
     }
+    if (i < steps.length - 1 && !steps[i].absent) steps[i].body.ReturnValues = "ALL_OLD";
     const r = await call(steps[i].op, steps[i].body);
-    if (r.status === 200) continue;
+    if (r.status === 200) {
+      if (steps[i].body.ReturnValues) steps[i].old = r.json.Attributes;
+      continue;
+    }
     await undo(i);
     if (errType(r.json) !== "ConditionalCheckFailedException") return [r.status, r.json];
     const reasons = steps.map((s, j) => {
@@ -204,6 +225,59 @@ async function transact(text) {
     }];
   }
   return [200, {}];
+}
+
+// cacheParses memoises a dynalite expression parser (condition, update):
+// parsing is a tenth of the emulator's time, and the service sends a few
+// dozen expression texts with ever new values. A parse is cached by text,
+// attribute names and the values' types, made against stand-ins for the
+// values; a hit returns a copy of the tree with the request's own values in
+// place of the stand-ins and marks the same names and values used, exactly
+// as a fresh parse does. Texts whose parse looks at a value's content
+// (BETWEEN bounds, attribute_type names) and parses that fail are not cached.
+function cacheParses(parser) {
+  const parse = parser.parse;
+  const cache = new Map();
+  parser.parse = (text, options) => {
+    const ctx = options.context;
+    if (/between|attribute_type/i.test(text)) return parse(text, options);
+    const names = ctx.attrNames || {};
+    const vals = ctx.attrVals || {};
+    const valKeys = Object.keys(vals).sort(); // the SDK sends maps in any order
+    const key = text + "\u0000" + Object.keys(names).sort().map((k) => k + "=" + names[k]).join(",") + "\u0000" +
+      valKeys.map((k) => k + ":" + Object.keys(vals[k] || {}).join("|")).join(",") + "\u0000" + (ctx.isKeyCondition ? 1 : 0);
+    let hit = cache.get(key);
+    if (!hit) {
+      const standIns = new Map();
+      const sVals = {};
+      for (const k of valKeys) {
+        sVals[k] = vals[k] && typeof vals[k] === "object" ? { ...vals[k] } : vals[k];
+        if (sVals[k] && typeof sVals[k] === "object") standIns.set(sVals[k], k);
+      }
+      const unusedNames = {}, unusedVals = {};
+      for (const k of Object.keys(names)) unusedNames[k] = true;
+      for (const k of valKeys) unusedVals[k] = true;
+      const result = parse(text, { context: { ...ctx, attrVals: sVals, unusedAttrNames: unusedNames, unusedAttrVals: unusedVals } });
+      if (!result || typeof result !== "object") return parse(text, options); // an error: say it as dynalite does
+      hit = { result, standIns, usedNames: Object.keys(names).filter((k) => !unusedNames[k]),
+        usedVals: valKeys.filter((k) => !unusedVals[k]) };
+      if (cache.size > 10000) cache.clear();
+      cache.set(key, hit);
+    }
+    if (ctx.unusedAttrNames) for (const k of hit.usedNames) delete ctx.unusedAttrNames[k];
+    if (ctx.unusedAttrVals) for (const k of hit.usedVals) delete ctx.unusedAttrVals[k];
+    return copyTree(hit.result, hit.standIns, vals);
+  };
+}
+
+function copyTree(x, standIns, vals) {
+  if (x === null || typeof x !== "object") return x;
+  const k = standIns.get(x);
+  if (k !== undefined) return vals[k];
+  if (Array.isArray(x)) return x.map((y) => copyTree(y, standIns, vals));
+  const o = Object.getPrototypeOf(x) === null ? Object.create(null) : {};
+  for (const f of Object.keys(x)) o[f] = copyTree(x[f], standIns, vals);
+  return o;
 }
 
 if (process.pid === 1) process.on("SIGINT", process.exit);

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -26,7 +27,13 @@ func BenchmarkBatchFile100k(b *testing.B) {
 	}
 	content, want := bigMixed(b, rows)
 	f := newFixture(b)
-	p, pay, queueURL := f.processor(b, nil)
+	// The row concurrency the template gives the batch function (the local
+	// stack runs the sandbox stage).
+	conc, err := strconv.Atoi(f.functionEnv(b, "BatchFunction")("BATCH_CONCURRENCY"))
+	if err != nil {
+		b.Fatalf("BATCH_CONCURRENCY: %v", err)
+	}
+	p, pay, queueURL := f.processor(b, func(c *batchproc.Config) { c.Concurrency = conc })
 	b.ResetTimer()
 	var total time.Duration
 	for i := 0; i < b.N; i++ {

@@ -15,7 +15,8 @@ import (
 // request commit and transaction settle in one TransactWriteItems — and one
 // result write per 25 rows. The sandbox acquirer's ledger write (the
 // acquirer's call in production) and the notification send are counted
-// apart. The per-file calls (job, snapshot, parts, result) cancel out: the
+// apart (the batch's sends are coalesced: several rows' notifications per
+// SendMessageBatch). The per-file calls (job, snapshot, parts, result) cancel out: the
 // count is the difference between a 50-row and a 25-row file.
 func TestAWSCallsPerChargedRow(t *testing.T) {
 	cfg, counter := testenv.CountingAWSConfig(t)
@@ -35,7 +36,7 @@ func TestAWSCallsPerChargedRow(t *testing.T) {
 		}
 		o, a := counter.Split()
 		for _, c := range o {
-			if c == "SQS.SendMessage" {
+			if c == "SQS.SendMessage" || c == "SQS.SendMessageBatch" {
 				sends++
 			}
 		}
@@ -54,6 +55,9 @@ func TestAWSCallsPerChargedRow(t *testing.T) {
 		perRow, float64(sends50-sends25)/25, float64(acq50-acq25)/25)
 	if perRow > 4 {
 		t.Errorf("a charged row costs %.2f AWS calls before its notification, budget 4", perRow)
+	}
+	if sends25 > 25 || sends50 > 50 {
+		t.Errorf("%d and %d notification sends for 25 and 50 rows: more than one per row", sends25, sends50)
 	}
 	if acq := float64(acq50-acq25) / 25; acq != 1 {
 		t.Errorf("%.2f acquirer calls per row, want 1", acq)

@@ -149,6 +149,7 @@ type Store interface {
 	OpenBatchJobs(ctx context.Context) ([]dynamo.OpenBatchJob, error)
 	CloseBatchJob(ctx context.Context, merchantID, jobID string) error
 	ClaimBatchRow(ctx context.Context, r *dynamo.BatchRow, now time.Time) (*dynamo.BatchRow, error)
+	ClaimBatchRows(ctx context.Context, rows []*dynamo.BatchRow, now time.Time) ([]int, error)
 	BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*dynamo.BatchRow, error)
 	TakeOverBatchRow(ctx context.Context, r *dynamo.BatchRow, prevOwner string) error
 	CompleteBatchRows(ctx context.Context, rows []*dynamo.BatchRow) error

@@ -53,7 +53,10 @@ type rowTask struct {
 	next int           // line number after the line
 	key  string        // dedupe key of a valid row
 	wait chan struct{} // done of an earlier line of this run with the same key
-	done chan struct{}
+	// claimed is the row's record when the producer claimed it with its
+	// group (claimRows); nil: the row claims its own.
+	claimed *dynamo.BatchRow
+	done    chan struct{}
 	res  batch.Result
 	err  error
 }
@@ -170,45 +173,21 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 	// later waits for the earlier, so the earlier line is always the charged
 	// one. Only unfinished lines are kept (bounded by the concurrency).
 	inflight := map[string]*rowTask{}
-	go func() { // producer: reads lines in order, starts their charges
-		defer close(tasks)
-		for {
-			if rctx.Err() != nil || r.outOfBudget() {
-				return
-			}
-			line, row, rowErrs, err := reader.Next()
-			if isEOF(err) {
-				eof = true
-				return
-			}
-			if err != nil {
-				readErr = err
-				return
-			}
-			r.lines++
-			t := &rowTask{line: line, row: row, errs: rowErrs, end: reader.Offset(), next: reader.NextLine(), done: make(chan struct{})}
-			if rowErrs != nil {
-				t.res = batch.Rejected(line, rowErrs)
-				close(t.done)
-			} else {
-				t.key, _ = r.p.rowKey(row)
-				if prev := inflight[t.key]; prev != nil {
-					t.wait = prev.done
-				}
-				inflight[t.key] = t
-				if len(inflight) > 4*r.p.cfg.Concurrency {
-					for k, o := range inflight {
-						select {
-						case <-o.done:
-							delete(inflight, k)
-						default:
-						}
-					}
-				}
+	// start hands the lines read so far to workers, in order, once the
+	// group's rows are claimed together; false: the run is ending.
+	var group []*rowTask
+	start := func() bool {
+		defer func() { group = group[:0] }()
+		if r.job.State != dynamo.BatchReporting {
+			r.claimRows(rctx, group)
+		}
+		for i, t := range group {
+			if t.errs == nil {
 				select {
 				case sem <- struct{}{}:
 				case <-rctx.Done():
-					return
+					r.releaseClaims(ctx, group[i:])
+					return false
 				}
 				workers.Add(1)
 				go func() {
@@ -232,7 +211,59 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 			select {
 			case tasks <- t:
 			case <-rctx.Done():
+				r.releaseClaims(ctx, group[i+1:])
+				return false
+			}
+		}
+		return true
+	}
+	go func() { // producer: reads lines in order, starts their charges
+		defer close(tasks)
+		valid := 0
+		for {
+			if rctx.Err() != nil || r.outOfBudget() {
+				start()
 				return
+			}
+			line, row, rowErrs, err := reader.Next()
+			if isEOF(err) {
+				eof = true
+				start()
+				return
+			}
+			if err != nil {
+				readErr = err
+				start()
+				return
+			}
+			r.lines++
+			t := &rowTask{line: line, row: row, errs: rowErrs, end: reader.Offset(), next: reader.NextLine(), done: make(chan struct{})}
+			if rowErrs != nil {
+				t.res = batch.Rejected(line, rowErrs)
+				close(t.done)
+			} else {
+				valid++
+				t.key, _ = r.p.rowKey(row)
+				if prev := inflight[t.key]; prev != nil {
+					t.wait = prev.done
+				}
+				inflight[t.key] = t
+				if len(inflight) > 4*r.p.cfg.Concurrency+claimGroup {
+					for k, o := range inflight {
+						select {
+						case <-o.done:
+							delete(inflight, k)
+						default:
+						}
+					}
+				}
+			}
+			group = append(group, t)
+			if valid == claimGroup || len(group) >= 4*claimGroup {
+				valid = 0
+				if !start() {
+					return
+				}
 			}
 		}
 	}()
@@ -380,13 +411,15 @@ func (r *jobRun) done(ctx context.Context) error {
 // redelivery) is replayed, waited for, or taken over when its holder's lease
 // lapsed; a record owned by any other line makes this line a duplicate.
 func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask) (batch.Result, error) {
-	now := r.p.Now()
-	key, keep := r.p.rowKey(t.row)
-	rec := &dynamo.BatchRow{MerchantID: r.job.MerchantID, Key: key, JobID: r.job.JobID, File: r.job.File, Row: t.line,
-		PaymentRequestID: r.p.NewID(now), Owner: r.job.Owner, LeaseUntil: now.Add(r.p.cfg.RowLease).UnixMilli(),
-		CreatedAt: now.UTC(), ExpiresAt: now.Add(keep).Unix()}
-	held, err := r.p.Store.ClaimBatchRow(ctx, rec, now)
-	fresh := err == nil // the id was drawn for this claim
+	rec, fresh := t.claimed, true // claimed with its group: the id was drawn for that claim
+	var held *dynamo.BatchRow
+	var err error
+	if rec == nil {
+		now := r.p.Now()
+		rec = r.newRowRecord(t, now)
+		held, err = r.p.Store.ClaimBatchRow(ctx, rec, now)
+		fresh = err == nil // the id was drawn for this claim
+	}
 	for tries := 0; errors.Is(err, dynamo.ErrExists); tries++ {
 		if tries == 5 {
 			return batch.Result{}, fmt.Errorf("batch row %d: its record keeps changing", t.line)
@@ -465,6 +498,74 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		return batch.Result{}, err
 	}
 	return res, nil
+}
+
+// claimGroup is how many rows the producer claims in one write.
+const claimGroup = 25
+
+// newRowRecord is the record that claims line t for this job: a fresh
+// payment request id, leased to this owner.
+func (r *jobRun) newRowRecord(t *rowTask, now time.Time) *dynamo.BatchRow {
+	key, keep := r.p.rowKey(t.row)
+	return &dynamo.BatchRow{MerchantID: r.job.MerchantID, Key: key, JobID: r.job.JobID, File: r.job.File, Row: t.line,
+		PaymentRequestID: r.p.NewID(now), Owner: r.job.Owner, LeaseUntil: now.Add(r.p.cfg.RowLease).UnixMilli(),
+		CreatedAt: now.UTC(), ExpiresAt: now.Add(keep).Unix()}
+}
+
+// claimRows claims the valid lines of a group that wait for no earlier
+// line in one write (ClaimBatchRows) instead of one write each: the claim
+// of each still precedes its charge, as a single claim does. A line whose
+// key is held, or any failure, leaves the line to claim on its own in
+// chargeRow, where a held record is sorted out (replay, duplicate, take
+// over).
+func (r *jobRun) claimRows(ctx context.Context, group []*rowTask) {
+	now := r.p.Now()
+	var ts []*rowTask
+	var recs []*dynamo.BatchRow
+	for _, t := range group {
+		if t.errs == nil && t.wait == nil {
+			ts, recs = append(ts, t), append(recs, r.newRowRecord(t, now))
+		}
+	}
+	for try := 0; len(recs) > 1 && try < 3; try++ {
+		held, err := r.p.Store.ClaimBatchRows(ctx, recs, now)
+		if err == nil {
+			for i, t := range ts {
+				t.claimed = recs[i]
+			}
+			return
+		}
+		if !errors.Is(err, dynamo.ErrExists) {
+			r.log.Warn("claiming a group of batch rows failed; each row claims its own", "error", err.Error())
+			return
+		}
+		// Nothing was written: claim the others again, without the held.
+		skip := map[int]bool{}
+		for _, i := range held {
+			skip[i] = true
+		}
+		var keepTs []*rowTask
+		var keepRecs []*dynamo.BatchRow
+		for i := range ts {
+			if !skip[i] {
+				keepTs, keepRecs = append(keepTs, ts[i]), append(keepRecs, recs[i])
+			}
+		}
+		ts, recs = keepTs, keepRecs
+	}
+}
+
+// releaseClaims frees the group claims of lines that will not be charged
+// in this run (it is ending), so that the retry needs not wait out their
+// lease. Best effort: otherwise the lease lapses.
+func (r *jobRun) releaseClaims(ctx context.Context, ts []*rowTask) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	for _, t := range ts {
+		if t.claimed != nil {
+			_ = r.p.Store.ReleaseBatchRow(rctx, t.claimed)
+		}
+	}
 }
 
 // resumeOwn handles this line's own record found claimed: its stored result

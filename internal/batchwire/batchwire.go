@@ -77,7 +77,7 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 			}
 		}
 	}
-	svc, err := wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: &b.aws})
+	svc, err := PaymentService(ctx, getenv, Options{AWSConfig: &b.aws})
 	if err != nil {
 		return nil, fmt.Errorf("wire batch: %w", err)
 	}
@@ -94,7 +94,20 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 }
 
 // PaymentService is the payments core as the batch function builds it: the
-// same construction as every other function (wire.PaymentService).
+// same construction as every other function (wire.PaymentService), except
+// that its notification sends are coalesced (queue.Coalescer): rows settle
+// many at a time, and their sends share SendMessageBatch calls.
 func PaymentService(ctx context.Context, getenv config.Getenv, opts Options) (*payments.Service, error) {
-	return wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: opts.AWSConfig})
+	svc, err := wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: opts.AWSConfig})
+	if err != nil {
+		return nil, err
+	}
+	var awsCfg aws.Config
+	if opts.AWSConfig != nil {
+		awsCfg = *opts.AWSConfig
+	} else if awsCfg, err = awsconfig.Load(ctx); err != nil {
+		return nil, err
+	}
+	svc.Queue = queue.NewCoalescer(sqs.NewFromConfig(awsCfg))
+	return svc, nil
 }

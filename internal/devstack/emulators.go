@@ -176,7 +176,7 @@ func startEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxq
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := e.start(logDir, "dynalite", infra, nil, "node", "dynalite-keepalive.cjs", "--host", "127.0.0.1",
+	if err := e.start(logDir, "dynalite", infra, nil, "node", "--max-semi-space-size=64", "dynalite-keepalive.cjs", "--host", "127.0.0.1",
 		"--port", strconv.Itoa(dynamoPort), "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"); err != nil {
 		return nil, fmt.Errorf("%w (is Node 20 installed?)", err)
 	}

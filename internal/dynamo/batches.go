@@ -432,6 +432,43 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (
 	return r, nil
 }
 
+// ClaimBatchRows claims rows as ClaimBatchRow does, all in one
+// TransactWriteItems (at most 100 rows, each key once): every row is
+// claimed, or none is. When keys are held, it returns their indexes with
+// ErrExists and writes nothing; the caller claims the others again.
+func (s *Store) ClaimBatchRows(ctx context.Context, rows []*BatchRow, now time.Time) ([]int, error) {
+	items := make([]types.TransactWriteItem, len(rows))
+	for i, r := range rows {
+		item, err := attributevalue.MarshalMap(r)
+		if err != nil {
+			return nil, fmt.Errorf("marshal batch row: %w", err)
+		}
+		for k, v := range batchRowKey(r.MerchantID, r.Key) {
+			item[k] = v
+		}
+		items[i] = types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Operations, Item: item,
+			ConditionExpression:       aws.String("attribute_not_exists(pk) OR expiresAt <= :nows"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":nows": numberAV(now.Unix())}}}
+	}
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if failed, ok := cancelled(err); ok {
+		var held []int
+		for i, f := range failed {
+			if f {
+				held = append(held, i)
+			}
+		}
+		if len(held) == 0 { // cancelled for another reason (a conflicting transaction)
+			return nil, fmt.Errorf("claim %d batch rows: %w", len(rows), err)
+		}
+		return held, ErrExists
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim %d batch rows: %w", len(rows), err)
+	}
+	return nil, nil
+}
+
 // BatchRowRecord reads a row record (strongly consistent); ErrNotFound
 // also for an expired one.
 func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*BatchRow, error) {

@@ -259,3 +259,46 @@ func TestSFTPUsers(t *testing.T) {
 		t.Errorf("key-only user: %+v", u)
 	}
 }
+
+// A group of rows is claimed in one write, all or none: a held key is
+// named, nothing else is written, and the others are claimed by the next
+// call.
+func TestClaimBatchRowsTogether(t *testing.T) {
+	s, calls := batchStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	m := batchUniq("mer_rows")
+	row := func(i int) *dynamo.BatchRow {
+		return &dynamo.BatchRow{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("REF-" + strconv.Itoa(i)), JobID: "file#g.csv#1", File: "g.csv",
+			Row: i, PaymentRequestID: int64(100 + i), Owner: "A", LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now,
+			ExpiresAt: now.Add(time.Hour).Unix()}
+	}
+	calls.Reset()
+	if held, err := s.ClaimBatchRows(ctx, []*dynamo.BatchRow{row(1), row(2), row(3)}, now); err != nil || held != nil {
+		t.Fatalf("claim three: %v %v", held, err)
+	}
+	if c := calls.Calls(); len(c) != 1 || c[0] != "DynamoDB.TransactWriteItems" {
+		t.Fatalf("calls %v, want one TransactWriteItems", c)
+	}
+	for i := 1; i <= 3; i++ {
+		if got, err := s.BatchRowRecord(ctx, m, row(i).Key, now); err != nil || got.PaymentRequestID != int64(100+i) || got.Row != i {
+			t.Fatalf("row %d: %+v %v", i, got, err)
+		}
+	}
+	// Row 2 is held: named, and rows 4 and 5 are not written.
+	held, err := s.ClaimBatchRows(ctx, []*dynamo.BatchRow{row(4), row(2), row(5)}, now)
+	if !errors.Is(err, dynamo.ErrExists) || len(held) != 1 || held[0] != 1 {
+		t.Fatalf("held key: %v %v", held, err)
+	}
+	for _, i := range []int{4, 5} {
+		if _, err := s.BatchRowRecord(ctx, m, row(i).Key, now); !errors.Is(err, dynamo.ErrNotFound) {
+			t.Fatalf("row %d of a refused group was written: %v", i, err)
+		}
+	}
+	if got, err := s.BatchRowRecord(ctx, m, row(2).Key, now); err != nil || got.PaymentRequestID != 102 {
+		t.Fatalf("held row changed: %+v %v", got, err)
+	}
+	if held, err := s.ClaimBatchRows(ctx, []*dynamo.BatchRow{row(4), row(5)}, now); err != nil || held != nil {
+		t.Fatalf("claim the others: %v %v", held, err)
+	}
+}

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
 
@@ -79,15 +81,202 @@ func (s *Store) PutOutbox(ctx context.Context, ev payment.NotifyEvent, now time.
 	return nil
 }
 
-// ClearOutbox removes a transaction's outbox entry once the notifier has
-// the event.
-func (s *Store) ClearOutbox(ctx context.Context, txID int64, eventID string) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.t.Transactions, Key: txKey(txID),
+// NotificationSubject is what a notification is built from: its
+// transaction, payment request and merchant, each nil when missing.
+type NotificationSubject struct {
+	Transaction *payment.Transaction
+	Request     *payment.Request
+	Merchant    *merchant.Merchant
+}
+
+// NotificationSubjects reads, in consistent BatchGetItems (one for up to 33
+// events), what each event's notification is built from — its transaction,
+// payment request and merchant (an event without a merchant id leaves it
+// nil) — keyed by transaction id. Nothing here checks that the three
+// belong together: the notifier does.
+func (s *Store) NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]NotificationSubject, error) {
+	txs := map[int64]*payment.Transaction{}
+	reqs := map[int64]*payment.Request{}
+	ms := map[string]*merchant.Merchant{}
+	var keys []batchKey
+	seenReq, seenM := map[int64]bool{}, map[string]bool{}
+	for _, ev := range evs {
+		keys = append(keys, batchKey{s.t.Transactions, txKey(ev.TransactionID)})
+		if !seenReq[ev.RequestID] {
+			seenReq[ev.RequestID] = true
+			keys = append(keys, batchKey{s.t.PaymentRequests, map[string]types.AttributeValue{"id": numberAV(ev.RequestID)}})
+		}
+		if ev.MerchantID != "" && !seenM[ev.MerchantID] {
+			seenM[ev.MerchantID] = true
+			keys = append(keys, batchKey{s.t.Merchants, map[string]types.AttributeValue{"merchantId": strAV(ev.MerchantID)}})
+		}
+	}
+	err := s.batchGet(ctx, keys, func(table string, item map[string]types.AttributeValue) error {
+		switch table {
+		case s.t.Transactions:
+			tx, err := unmarshalTransaction(item)
+			if err != nil {
+				return err
+			}
+			txs[tx.ID] = tx
+		case s.t.PaymentRequests:
+			var rec requestRecord
+			if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+				return fmt.Errorf("unmarshal payment request: %w", err)
+			}
+			r := rec.request()
+			reqs[r.ID] = r
+		case s.t.Merchants:
+			var rec merchantRecord
+			if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+				return fmt.Errorf("unmarshal merchant: %w", err)
+			}
+			m, err := rec.merchant()
+			if err != nil {
+				return err
+			}
+			ms[m.ID] = m
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read notification subjects: %w", err)
+	}
+	out := make(map[int64]NotificationSubject, len(evs))
+	for _, ev := range evs {
+		out[ev.TransactionID] = NotificationSubject{Transaction: txs[ev.TransactionID], Request: reqs[ev.RequestID], Merchant: ms[ev.MerchantID]}
+	}
+	return out, nil
+}
+
+type batchKey struct {
+	table string
+	key   map[string]types.AttributeValue
+}
+
+// batchGet reads keys with consistent BatchGetItems of at most 100 keys,
+// retrying unprocessed keys (throttling) with backoff, and hands each item
+// found to got.
+func (s *Store) batchGet(ctx context.Context, keys []batchKey, got func(table string, item map[string]types.AttributeValue) error) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		req := map[string]types.KeysAndAttributes{}
+		for _, k := range keys[:n] {
+			ka := req[k.table]
+			ka.Keys, ka.ConsistentRead = append(ka.Keys, k.key), aws.Bool(true)
+			req[k.table] = ka
+		}
+		keys = keys[n:]
+		for try := 0; len(req) > 0; try++ {
+			if try > 0 {
+				if try == 6 {
+					return errors.New("keys still unprocessed after 5 retries")
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Duration(try*try) * 20 * time.Millisecond):
+				}
+			}
+			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return err
+			}
+			for table, items := range out.Responses {
+				for _, item := range items {
+					if err := got(table, item); err != nil {
+						return err
+					}
+				}
+			}
+			req = out.UnprocessedKeys
+		}
+	}
+	return nil
+}
+
+// DeliveryWrite is a delivery attempt to record; ClearOutboxOf, when not
+// 0, is the transaction whose outbox entry (of the attempt's event) the
+// same write clears: a first attempt's.
+type DeliveryWrite struct {
+	Attempt       DeliveryAttempt
+	ClearOutboxOf int64
+}
+
+// RecordDeliveries makes the writes of a batch of delivery attempts in one
+// TransactWriteItems (one call where each attempt took one or two). Should
+// it be refused — an entry gone already (a redelivered message), a
+// throttled call — each write is retried on its own: an attempt whose
+// entry is gone is recorded anyway, another event's entry never cleared.
+// It returns one error per write.
+func (s *Store) RecordDeliveries(ctx context.Context, ws []DeliveryWrite) []error {
+	errs := make([]error, len(ws))
+	var items []types.TransactWriteItem
+	for i, w := range ws {
+		item, err := deliveryItem(w.Attempt)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		// Each attempt's key is new (its time, event and number): the
+		// condition only states it, and spares the local emulator a
+		// snapshot.
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Operations, Item: item,
+			ConditionExpression: aws.String("attribute_not_exists(pk)")}})
+		if w.ClearOutboxOf != 0 {
+			items = append(items, types.TransactWriteItem{Update: transactUpdate(clearOutboxInput(s.t.Transactions, w.ClearOutboxOf, w.Attempt.EventID))})
+		}
+	}
+	if len(items) > 0 && len(items) <= 100 {
+		if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err == nil {
+			return errs
+		}
+	}
+	for i, w := range ws {
+		if errs[i] != nil {
+			continue
+		}
+		errs[i] = s.recordDelivery(ctx, w)
+	}
+	return errs
+}
+
+// recordDelivery is one DeliveryWrite on its own: the record and the
+// outbox clear together, or the record alone when the entry is gone.
+func (s *Store) recordDelivery(ctx context.Context, w DeliveryWrite) error {
+	if w.ClearOutboxOf == 0 {
+		return s.RecordDelivery(ctx, w.Attempt)
+	}
+	item, err := deliveryItem(w.Attempt)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: &s.t.Operations, Item: item}},
+		{Update: transactUpdate(clearOutboxInput(s.t.Transactions, w.ClearOutboxOf, w.Attempt.EventID))},
+	}})
+	if failed, ok := cancelled(err); ok && len(failed) > 1 && failed[1] {
+		return s.RecordDelivery(ctx, w.Attempt)
+	}
+	if err != nil {
+		return fmt.Errorf("record delivery attempt of request %d and clear its outbox: %w", w.Attempt.RequestID, err)
+	}
+	return nil
+}
+
+func clearOutboxInput(table string, txID int64, eventID string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName: &table, Key: txKey(txID),
 		UpdateExpression:          aws.String("REMOVE notifyShard, notifyDueAt, notifyEvent"),
 		ConditionExpression:       aws.String("notifyEvent.eventId = :e"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": &types.AttributeValueMemberS{Value: eventID}},
-	})
+	}
+}
+
+// ClearOutbox removes a transaction's outbox entry once the notifier has
+// the event.
+func (s *Store) ClearOutbox(ctx context.Context, txID int64, eventID string) error {
+	_, err := s.db.UpdateItem(ctx, clearOutboxInput(s.t.Transactions, txID, eventID))
 	if err != nil && !isConditionFailed(err) {
 		return fmt.Errorf("clear outbox of transaction %d: %w", txID, err)
 	}
@@ -188,17 +377,25 @@ const DeliveryRetention = 30 * 24 * time.Hour
 
 // RecordDelivery stores an attempt (kept 30 days).
 func (s *Store) RecordDelivery(ctx context.Context, a DeliveryAttempt) error {
-	item, err := attributevalue.MarshalMap(a)
+	item, err := deliveryItem(a)
 	if err != nil {
-		return fmt.Errorf("marshal delivery attempt: %w", err)
+		return err
 	}
-	item["pk"] = &types.AttributeValueMemberS{Value: "dlv#" + strconv.FormatInt(a.RequestID, 10)}
-	item["sk"] = &types.AttributeValueMemberS{Value: a.At.UTC().Format(time.RFC3339Nano) + "#" + a.EventID + "#" + strconv.Itoa(a.Attempt)}
-	item["expiresAt"] = numberAV(a.At.Add(DeliveryRetention).Unix())
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item}); err != nil {
 		return fmt.Errorf("record delivery attempt of request %d: %w", a.RequestID, err)
 	}
 	return nil
+}
+
+func deliveryItem(a DeliveryAttempt) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(a)
+	if err != nil {
+		return nil, fmt.Errorf("marshal delivery attempt: %w", err)
+	}
+	item["pk"] = &types.AttributeValueMemberS{Value: "dlv#" + strconv.FormatInt(a.RequestID, 10)}
+	item["sk"] = &types.AttributeValueMemberS{Value: a.At.UTC().Format(time.RFC3339Nano) + "#" + a.EventID + "#" + strconv.Itoa(a.Attempt)}
+	item["expiresAt"] = numberAV(a.At.Add(DeliveryRetention).Unix())
+	return item, nil
 }
 
 // Deliveries lists a request's attempts, oldest first.

@@ -25,7 +25,6 @@ package notifier
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -54,6 +53,12 @@ type Store interface {
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 	ClearOutbox(ctx context.Context, txID int64, eventID string) error
 	RecordDelivery(ctx context.Context, a dynamo.DeliveryAttempt) error
+	// NotificationSubjects reads the events' transactions, requests and
+	// merchants in one call, keyed by transaction id; missing items are nil.
+	NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]dynamo.NotificationSubject, error)
+	// RecordDeliveries records attempts (and clears first attempts' outbox
+	// entries) in one write, with one error per write.
+	RecordDeliveries(ctx context.Context, ws []dynamo.DeliveryWrite) []error
 }
 
 // Queue sends events.
@@ -106,27 +111,41 @@ type Notifier struct {
 // Handle processes a batch; failures of infrastructure (not of the
 // merchant's endpoint) are reported per message so SQS retries just those.
 // Records are handled concurrently: one slow merchant endpoint (up to the
-// 30 s timeout) must not hold up the other notifications of the batch.
+// 30 s timeout) must not hold up the other notifications of the batch. The
+// batch's stored state is read in one call before, and its attempts are
+// recorded in one write after (each message is deleted only after Handle
+// returns, so recording at the end loses nothing a per-message write
+// would keep).
 func (n *Notifier) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var (
-		resp events.SQSEventResponse
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-	)
-	for _, rec := range ev.Records {
+	var resp events.SQSEventResponse
+	steps := make([]step, len(ev.Records))
+	for i, rec := range ev.Records {
+		steps[i].rec = rec
+		steps[i].ev, steps[i].readable = readEvent(rec)
+	}
+	subjects := n.prefetch(ctx, steps)
+	var wg sync.WaitGroup
+	for i := range steps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := n.handle(ctx, rec); err != nil {
-				n.Log.Error("notification message failed; SQS will retry it", "message_id", rec.MessageId, "error", err.Error())
-				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
-				mu.Unlock()
-				n.retrySoon(ctx, rec)
+			st := &steps[i]
+			if !st.readable {
+				st.err = n.park(ctx, st.rec)
+				return
 			}
+			st.d, st.err = n.deliver(ctx, st.ev, subjects)
 		}()
 	}
 	wg.Wait()
+	n.record(ctx, steps)
+	for _, st := range steps {
+		if st.err != nil {
+			n.Log.Error("notification message failed; SQS will retry it", "message_id", st.rec.MessageId, "error", st.err.Error())
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: st.rec.MessageId})
+			n.retrySoon(ctx, st.rec)
+		}
+	}
 	return resp, nil
 }
 
@@ -162,32 +181,118 @@ func (n *Notifier) now() time.Time {
 	return time.Now()
 }
 
-func (n *Notifier) handle(ctx context.Context, rec events.SQSMessage) error {
-	var ev payment.NotifyEvent
-	if err := json.Unmarshal([]byte(rec.Body), &ev); err != nil || ev.EventID == "" || ev.TransactionID == 0 {
-		// Unreadable: retrying cannot help; park it for a human.
-		n.Log.Error("malformed notification message parked in the DLQ", "message_id", rec.MessageId)
-		_, dlq := n.queues(payment.ChannelInteractive)
-		if n.BatchQueueURL != "" && arnName(rec.EventSourceARN) == path.Base(n.BatchQueueURL) {
-			_, dlq = n.queues(payment.ChannelBatch)
-		}
-		return n.Queue.Send(ctx, dlq, json.RawMessage(rec.Body), 0)
-	}
-	if err := n.deliver(ctx, ev); err != nil {
-		return err
-	}
-	if ev.Attempts == 0 && ev.DueAt.IsZero() {
-		// Only now, with the attempt recorded (or its retry queued), does the
-		// event leave the outbox: a crash before this line leaves it there
-		// for the reconciler (a duplicate delivery at worst, never a lost one).
-		return n.Store.ClearOutbox(ctx, ev.TransactionID, ev.EventID)
-	}
-	return nil
+// step is one message of a batch on its way through Handle.
+type step struct {
+	rec      events.SQSMessage
+	ev       payment.NotifyEvent
+	readable bool
+	d        delivery
+	err      error
 }
 
-// deliver makes one delivery attempt of ev and records it, or re-queues ev
-// until it is due.
-func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
+// first reports whether the step's event is its first attempt: the one
+// that leaves the outbox.
+func (st *step) first() bool { return st.ev.Attempts == 0 && st.ev.DueAt.IsZero() }
+
+func readEvent(rec events.SQSMessage) (payment.NotifyEvent, bool) {
+	var ev payment.NotifyEvent
+	if err := json.Unmarshal([]byte(rec.Body), &ev); err != nil || ev.EventID == "" || ev.TransactionID == 0 {
+		return ev, false
+	}
+	return ev, true
+}
+
+// park sends an unreadable message to its queue's DLQ: retrying cannot
+// help; a human looks at it.
+func (n *Notifier) park(ctx context.Context, rec events.SQSMessage) error {
+	n.Log.Error("malformed notification message parked in the DLQ", "message_id", rec.MessageId)
+	_, dlq := n.queues(payment.ChannelInteractive)
+	if n.BatchQueueURL != "" && arnName(rec.EventSourceARN) == path.Base(n.BatchQueueURL) {
+		_, dlq = n.queues(payment.ChannelBatch)
+	}
+	return n.Queue.Send(ctx, dlq, json.RawMessage(rec.Body), 0)
+}
+
+// prefetch reads the stored state of the batch's events that are due in
+// one call (one due within a second reads its own after deliver waits it
+// out). A failure only logs: each delivery then reads its own.
+func (n *Notifier) prefetch(ctx context.Context, steps []step) map[int64]dynamo.NotificationSubject {
+	var evs []payment.NotifyEvent
+	now := n.now()
+	for _, st := range steps {
+		if st.readable && !st.ev.DueAt.After(now) {
+			evs = append(evs, st.ev)
+		}
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	subjects, err := n.Store.NotificationSubjects(ctx, evs)
+	if err != nil {
+		n.Log.Warn("reading the batch's notification state failed; each message reads its own", "error", err.Error())
+		return nil
+	}
+	return subjects
+}
+
+// record writes the batch's attempts, each first attempt with its outbox
+// clear, in one call. Only with the attempt recorded (or its retry queued)
+// does a first event leave the outbox: a crash before leaves the entry for
+// the reconciler (a duplicate delivery at worst, never a lost one).
+func (n *Notifier) record(ctx context.Context, steps []step) {
+	var writes []dynamo.DeliveryWrite
+	var of []*step
+	for i := range steps {
+		st := &steps[i]
+		if st.err != nil || !st.readable {
+			continue
+		}
+		if st.d.record == nil {
+			if st.first() { // dropped: nothing to record, the entry still goes
+				st.err = n.Store.ClearOutbox(ctx, st.ev.TransactionID, st.ev.EventID)
+			}
+			continue
+		}
+		w := dynamo.DeliveryWrite{Attempt: *st.d.record}
+		if st.first() {
+			w.ClearOutboxOf = st.ev.TransactionID
+		}
+		writes, of = append(writes, w), append(of, st)
+	}
+	if len(writes) == 0 {
+		return
+	}
+	for i, err := range n.Store.RecordDeliveries(ctx, writes) {
+		st := of[i]
+		if err == nil {
+			continue
+		}
+		if st.d.mustRecord {
+			st.err = err
+			continue
+		}
+		// The record of a failed attempt is bookkeeping (its retry is
+		// queued already): failing to write it must not resend, but the
+		// outbox entry must still go.
+		n.Log.Error("recording a delivery attempt failed", "event_id", st.ev.EventID, "error", err.Error())
+		if st.first() {
+			st.err = n.Store.ClearOutbox(ctx, st.ev.TransactionID, st.ev.EventID)
+		}
+	}
+}
+
+// delivery is what an attempt leaves to record: nothing (the event was
+// dropped or re-queued until due), or the attempt, which mustRecord says
+// is the event's last (delivered, gone, skipped): its record failing makes
+// SQS retry the message.
+type delivery struct {
+	record     *dynamo.DeliveryAttempt
+	mustRecord bool
+}
+
+// deliver makes one delivery attempt of ev and returns its record, or
+// re-queues ev until it is due.
+func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects map[int64]dynamo.NotificationSubject) (delivery, error) {
 	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1, "channel", ev.Channel.String())
 	queueURL, dlqURL := n.queues(ev.Channel)
 	now := n.now()
@@ -197,37 +302,42 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 		// attempt is neither early nor up to a second late.
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return delivery{}, ctx.Err()
 		case <-time.After(wait):
 		}
 		now = n.now()
 	}
 	if ev.DueAt.After(now) {
-		return n.Queue.Send(ctx, queueURL, ev, sendDelay(ev.DueAt, now))
+		return delivery{}, n.Queue.Send(ctx, queueURL, ev, sendDelay(ev.DueAt, now))
 	}
-	tx, err := n.Store.Transaction(ctx, ev.TransactionID)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && (!tx.Status.Final() || tx.PaymentRequestID != ev.RequestID)) {
+	// One read for the three items (the batch's, made before, or this
+	// event's own); the event's ids only say where to look.
+	sub, ok := subjects[ev.TransactionID]
+	if !ok {
+		own, err := n.Store.NotificationSubjects(ctx, []payment.NotifyEvent{ev})
+		if err != nil {
+			return delivery{}, err
+		}
+		sub = own[ev.TransactionID]
+	}
+	tx, req, m := sub.Transaction, sub.Request, sub.Merchant
+	var err error
+	if tx == nil || !tx.Status.Final() || tx.PaymentRequestID != ev.RequestID {
 		log.Error("notification message for an unknown or unsettled transaction dropped", "transaction_id", ev.TransactionID,
 			"metric", "NotificationsDropped")
-		return nil
+		return delivery{}, nil
 	}
-	if err != nil {
-		return err
-	}
-	req, err := n.Store.PaymentRequest(ctx, tx.PaymentRequestID)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if req == nil {
 		log.Error("notification for a missing payment request dropped")
-		return nil
-	}
-	if err != nil {
-		return err
+		return delivery{}, nil
 	}
 	// What is signed comes from the store: the event's own statuses are
 	// only routing.
 	ev = payment.EventOf(ev, tx.ID, tx.Status, req.Status, tx.Code, tx.Message)
-	m, err := n.Store.Merchant(ctx, req.MerchantID)
-	if err != nil {
-		return fmt.Errorf("load merchant %s: %w", req.MerchantID, err)
+	if m == nil || m.ID != req.MerchantID { // an event without (or with a wrong) merchant id
+		if m, err = n.Store.Merchant(ctx, req.MerchantID); err != nil {
+			return delivery{}, fmt.Errorf("load merchant %s: %w", req.MerchantID, err)
+		}
 	}
 	target := req.NotifyURL
 	if target == "" {
@@ -235,17 +345,17 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 	}
 	if target == "" {
 		// The spec: sent only if a notify URL is configured.
-		return n.Store.RecordDelivery(ctx, dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
-			Attempt: ev.Attempts + 1, At: now, Outcome: "skipped", Error: "no notify URL configured"})
+		return delivery{record: &dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
+			Attempt: ev.Attempts + 1, At: now, Outcome: "skipped", Error: "no notify URL configured"}, mustRecord: true}, nil
 	}
 	apiKey, err := n.Sealer.Open(m.SealedAPIKey, m.ID)
 	if err != nil {
-		return fmt.Errorf("open API key of merchant %s: %w", m.ID, err)
+		return delivery{}, fmt.Errorf("open API key of merchant %s: %w", m.ID, err)
 	}
 	secret := ""
 	if m.SealedSecret != "" {
 		if secret, err = n.Sealer.Open(m.SealedSecret, m.ID); err != nil {
-			return fmt.Errorf("open webhook secret of merchant %s: %w", m.ID, err)
+			return delivery{}, fmt.Errorf("open webhook secret of merchant %s: %w", m.ID, err)
 		}
 	}
 	decimals := int32(2)
@@ -259,7 +369,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 	built, err := notify.Build(Notification(req, ev), notify.Options{URL: target, Format: format, Decimals: decimals,
 		APIKey: apiKey, WebhookSecret: secret, EventID: ev.EventID, Now: now})
 	if err != nil {
-		return fmt.Errorf("build notification %s: %w", ev.EventID, err)
+		return delivery{}, fmt.Errorf("build notification %s: %w", ev.EventID, err)
 	}
 	attempt := n.Sender.Send(ctx, built)
 	record := dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: ev.Attempts + 1, At: attempt.At,
@@ -268,34 +378,30 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent) error {
 		record.Outcome = "delivered"
 		log.Info("notification delivered", "status", attempt.StatusCode, "latency_ms", record.LatencyMS,
 			"since_event_ms", now.Sub(ev.OccurredAt).Milliseconds())
-		return n.Store.RecordDelivery(ctx, record)
+		return delivery{record: &record, mustRecord: true}, nil
 	}
 	if attempt.StatusCode == http.StatusGone {
 		// Standard Webhooks: 410 Gone means the endpoint wants no more of
 		// this delivery; retrying it for days would be noise.
 		record.Outcome = "gone"
 		log.Warn("notification endpoint answered 410 Gone; no more attempts for this delivery")
-		return n.Store.RecordDelivery(ctx, record)
+		return delivery{record: &record, mustRecord: true}, nil
 	}
 	next, ok := n.retry(ev, attempt)
 	if ok {
 		record.Outcome, record.NextAt = "retry", next.DueAt
 		log.Warn("notification attempt failed; will retry", "status", attempt.StatusCode, "error", attempt.Err, "next_at", next.DueAt)
 		if err := n.Queue.Send(ctx, queueURL, next, sendDelay(next.DueAt, n.now())); err != nil {
-			return err
+			return delivery{}, err
 		}
 	} else {
 		record.Outcome = "dead-lettered"
 		log.Error("notification attempts exhausted; parked in the DLQ", "status", attempt.StatusCode, "error", attempt.Err)
 		if err := n.Queue.Send(ctx, dlqURL, next, 0); err != nil {
-			return err
+			return delivery{}, err
 		}
 	}
-	// The attempt record is bookkeeping: failing to write it must not resend.
-	if err := n.Store.RecordDelivery(ctx, record); err != nil {
-		log.Error("recording a delivery attempt failed", "error", err.Error())
-	}
-	return nil
+	return delivery{record: &record}, nil
 }
 
 // queues are the queue and dead-letter queue of channel c.

@@ -14,9 +14,12 @@ import (
 // It carries ids and statuses only — the notifier reads everything else from
 // the stored request when it sends.
 type NotifyEvent struct {
-	EventID                string            `json:"eventId" dynamodbav:"eventId"`
-	RequestID              int64             `json:"requestId" dynamodbav:"requestId"`
-	TransactionID          int64             `json:"transactionId" dynamodbav:"transactionId"`
+	EventID       string `json:"eventId" dynamodbav:"eventId"`
+	RequestID     int64  `json:"requestId" dynamodbav:"requestId"`
+	TransactionID int64  `json:"transactionId" dynamodbav:"transactionId"`
+	// MerchantID lets the notifier read the merchant with the transaction
+	// and the request in one call; the stored request's merchant wins.
+	MerchantID             string            `json:"merchantId,omitempty" dynamodbav:"merchantId,omitempty"`
 	TransactionStatusID    TransactionStatus `json:"transactionStatusId" dynamodbav:"transactionStatusId"`
 	PaymentRequestStatusID RequestStatus     `json:"paymentRequestStatusId" dynamodbav:"paymentRequestStatusId"`
 	Code                   codes.Code        `json:"code,omitempty" dynamodbav:"code,omitempty"`
@@ -44,7 +47,7 @@ func NewNotifyEvent(r *Request, txID int64, tx TransactionStatus, log LastLog, a
 	return NotifyEvent{
 		// Stable across retries and redeliveries: it becomes webhook-id.
 		EventID:   fmt.Sprintf("evt_%d_%d", txID, tx),
-		RequestID: r.ID, TransactionID: txID, TransactionStatusID: tx, PaymentRequestStatusID: reqStatus,
+		RequestID: r.ID, MerchantID: r.MerchantID, TransactionID: txID, TransactionStatusID: tx, PaymentRequestStatusID: reqStatus,
 		Code: log.Code, Message: log.Message, OccurredAt: at.UTC(),
 	}, nil
 }

@@ -71,7 +71,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	if status == payment.TxApproved {
 		reqStatus = payment.RequestPaid
 	}
-	ev, err := payment.NewNotifyEvent(&payment.Request{ID: tx.PaymentRequestID}, tx.ID, status,
+	ev, err := payment.NewNotifyEvent(&payment.Request{ID: tx.PaymentRequestID, MerchantID: tx.MerchantID}, tx.ID, status,
 		payment.LastLog{TransactionStatusID: status, Message: msg, Code: code}, now)
 	if err != nil {
 		return nil, nil, false, err
@@ -124,7 +124,7 @@ func (s *Service) completeSync(ctx context.Context, req *payment.Request, tx *pa
 		reqStatus = payment.RequestPaid
 	}
 	ll := payment.LastLog{TransactionStatusID: status, Message: msg, Code: code}
-	ev, err := payment.NewNotifyEvent(&payment.Request{ID: tx.PaymentRequestID}, tx.ID, status, ll, now)
+	ev, err := payment.NewNotifyEvent(&payment.Request{ID: tx.PaymentRequestID, MerchantID: tx.MerchantID}, tx.ID, status, ll, now)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,6 +52,7 @@ import (
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
+	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpd"
 	"github.com/payreq/payreq/internal/testenv"
@@ -435,7 +437,7 @@ func TestBench(t *testing.T) {
 		if err := rate(); err != nil {
 			return err
 		}
-		ev, err := ceilingPayment(ctx, store, sq, ceilQueue, m.ID, newRequest(), nil)
+		ev, err := ceilingPayment(ctx, store, queue.New(sq), ceilQueue, m.ID, newRequest(), nil)
 		events[i] = ev
 		return err
 	})
@@ -459,16 +461,43 @@ func TestBench(t *testing.T) {
 	}
 	viaGateway := func() (map[string]any, error) { return call("POST", "/payments/h2h/27", payer, 200) }
 	svc1 := load(t, one, 1, pay1(viaGateway))
-	counter.Reset()
-	ceilingOne := func() error {
-		if err := rate(); err != nil {
+	ceilingTo := func(queueURL string) func() error {
+		return func() error {
+			if err := rate(); err != nil {
+				return err
+			}
+			_, err := ceilingPayment(ctx, store, queue.New(sq), queueURL, m.ID, newRequest(), nil)
 			return err
 		}
-		_, err := ceilingPayment(ctx, store, sq, asideQueue, m.ID, newRequest(), nil)
-		return err
 	}
-	cl1 := load(t, one, 1, func(int) error { return ceilingOne() })
+	// The ceiling's payments are notified as the service's are: a ceiling
+	// notifier drains them meanwhile, with the notifier's calls and a POST
+	// to the same receiver, so both sides share the emulators with the
+	// previous payment's notification.
+	qo, err = sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bench-ceiling-one-" + strconv.FormatInt(time.Now().UnixNano(), 36))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneQueue := aws.ToString(qo.QueueUrl)
+	uncounted, err := awsconfig.Load(ctx) // the notifier's calls stay out of the payment's count
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifierStore := dynamo.New(dynamodb.NewFromConfig(uncounted), dynamo.Tables{Merchants: st.Info.Tables["MerchantsTable"],
+		PaymentRequests: st.Info.Tables["PaymentRequestsTable"], Operations: st.Info.Tables["OperationsTable"],
+		Transactions: st.Info.Tables["TransactionsTable"]})
+	notified := make(chan error, 1)
+	go func() {
+		_, err := ceilingNotifier(ctx, notifierStore, sqs.NewFromConfig(uncounted), oneQueue, hook.URL+"/ceiling", one, 1)
+		notified <- err
+	}()
+	counter.Reset()
+	cl1 := load(t, one, 1, func(int) error { return ceilingTo(oneQueue)() })
 	own1, acq1 := counter.Split()
+	if err := <-notified; err != nil {
+		t.Fatal(err)
+	}
+	ceilingOne := ceilingTo(asideQueue) // not notified: the idle rows' ceiling
 	cl1.calls, cl1.acq = float64(len(own1))/float64(one), float64(len(acq1))/float64(one)
 	// The same single client, split by what the local stack adds around
 	// the payment's calls (docs/testing.md): "1 client, idle" starts each
@@ -543,18 +572,28 @@ func TestBench(t *testing.T) {
 	// payments' n events from its own queue the same way.
 	rc.wait(t, txs1, 2*time.Minute)
 	rc.reset()
+	// Each event is another event of its transaction (delivered again), put
+	// in the outbox as a settle leaves it, so the notifier clears it as it
+	// clears a first delivery's.
+	burstEvents := make([]payment.NotifyEvent, n)
+	for k := range burstEvents {
+		ev, err := payment.NewNotifyEvent(&payment.Request{ID: reqs[k], MerchantID: m.ID}, txs[k], payment.TxApproved,
+			payment.LastLog{TransactionStatusID: payment.TxApproved, Message: "Approved"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.EventID += "_bench"
+		ev.PaymentRequestStatusID = payment.RequestPaid
+		if err := store.PutOutbox(ctx, ev, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		burstEvents[k] = ev
+	}
 	burst := time.Now()
 	for i := 0; i < n; i += 10 {
 		var entries []sqstypes.SendMessageBatchRequestEntry
 		for k := i; k < min(i+10, n); k++ {
-			ev, err := payment.NewNotifyEvent(&payment.Request{ID: reqs[k]}, txs[k], payment.TxApproved,
-				payment.LastLog{TransactionStatusID: payment.TxApproved, Message: "Approved"}, burst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ev.EventID += "_bench" // another event of the same transaction: delivered again, its outbox untouched
-			ev.PaymentRequestStatusID = payment.RequestPaid
-			body, _ := json.Marshal(ev)
+			body, _ := json.Marshal(burstEvents[k])
 			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(k)), MessageBody: aws.String(string(body))})
 		}
 		out, err := sq.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &notifyQueue, Entries: entries})
@@ -574,7 +613,16 @@ func TestBench(t *testing.T) {
 		}
 	}
 	notifySvc.took = last.Sub(burst)
-	notifyCeil := ceilingNotifier(t, ctx, store, sq, ceilQueue, hook.URL+"/ceiling", counter, events, conc)
+	counter.Reset()
+	// As many receivers as the notifier's event source may run at once
+	// (the template's MaximumConcurrency for the interactive queue).
+	notifyCeil, err := ceilingNotifier(ctx, store, sq, ceilQueue, hook.URL+"/ceiling", len(events), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownN, acqN := counter.Split()
+	notifyCeil.calls, notifyCeil.acq = float64(len(ownN))/float64(len(events)), float64(len(acqN))/float64(len(events))
+	t.Logf("ceiling notification: %v", callSummary(counter.Calls()))
 	table1 = append(table1, row{"payment, 1 client", one, svc1, cl1, true},
 		row{"1 client, idle", one, svcIdle, ceilIdle, true}, row{"1 client, no gw", one, svcNoGW, ceilIdle, true})
 	table1 = append(table1, row{"notification", len(notifySvc.lat), notifySvc, notifyCeil, true})
@@ -597,6 +645,26 @@ func TestBench(t *testing.T) {
 	fmt.Print("\n" + out)
 }
 
+// drained waits until queueURL holds no message, waiting or in flight.
+func drained(t *testing.T, ctx context.Context, sq *sqs.Client, queueURL string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Minute); ; {
+		a, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &queueURL,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Attributes["ApproximateNumberOfMessages"] == "0" && a.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s not drained: %v", queueURL, a.Attributes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func callSummary(calls []string) string {
 	by := map[string]int{}
 	for _, c := range calls {
@@ -614,7 +682,7 @@ func callSummary(calls []string) string {
 // (leased) with its write-ahead transaction, the sandbox acquirer's ledger
 // entry, request commit + transaction settle, the notification send. claim,
 // when set, is written first (a batch row's claim).
-func ceilingPayment(ctx context.Context, store *dynamo.Store, sq *sqs.Client, queueURL, merchantID string, r *payment.Request, claim *dynamo.BatchRow) (payment.NotifyEvent, error) {
+func ceilingPayment(ctx context.Context, store *dynamo.Store, sq sender, queueURL, merchantID string, r *payment.Request, claim *dynamo.BatchRow) (payment.NotifyEvent, error) {
 	now := time.Now().UTC()
 	if claim != nil {
 		if _, err := store.ClaimBatchRow(ctx, claim, now); err != nil {
@@ -634,7 +702,7 @@ func ceilingPayment(ctx context.Context, store *dynamo.Store, sq *sqs.Client, qu
 		return payment.NotifyEvent{}, err
 	}
 	ll := payment.LastLog{TransactionStatusID: payment.TxApproved, Message: "Approved"}
-	ev, err := payment.NewNotifyEvent(&payment.Request{ID: r.ID}, txID, payment.TxApproved, ll, now)
+	ev, err := payment.NewNotifyEvent(&payment.Request{ID: r.ID, MerchantID: merchantID}, txID, payment.TxApproved, ll, now)
 	if err != nil {
 		return ev, err
 	}
@@ -644,116 +712,121 @@ func ceilingPayment(ctx context.Context, store *dynamo.Store, sq *sqs.Client, qu
 		dynamo.Settlement{TransactionID: txID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
 		return ev, err
 	}
-	body, _ := json.Marshal(ev)
-	_, err = sq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(string(body))})
-	return ev, err
+	return ev, sq.Send(ctx, queueURL, ev, 0)
 }
 
-// ceilingNotifier drains the ceiling payments' notifications with the
-// notifier's AWS calls: receive (10 at a time), per message (the messages of
-// a receive at once, as the notifier handles a batch) the transaction,
-// request and merchant reads, the POST to the merchant, the delivery record
-// and the outbox clear, then one batch delete. Latency is from the drain's
-// start to each POST's answer.
-func ceilingNotifier(t *testing.T, ctx context.Context, store *dynamo.Store, sq *sqs.Client, queueURL, hookURL string,
-	counter *testenv.CallCounter, events []payment.NotifyEvent, conc int) run {
-	t.Helper()
+// sender is how a ceiling sends its notification: one SendMessage per
+// payment (queue.Client), as the API functions do, or coalesced
+// (queue.Coalescer), as the batch function does.
+type sender interface {
+	Send(ctx context.Context, queueURL string, body any, delay time.Duration) error
+}
+
+// ceilingNotifier drains count notifications with the notifier's AWS calls:
+// receive (10 at a time), then for the messages of a receive one read of
+// their transactions, requests and merchants, the POSTs to the merchant at
+// once (none when hookURL is empty: a merchant without a notify URL), one
+// write of their delivery records with their outbox clears, and one batch
+// delete. Latency is from the drain's start to each POST's answer.
+func ceilingNotifier(ctx context.Context, store *dynamo.Store, sq *sqs.Client, queueURL, hookURL string, count, conc int) (run, error) {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var done atomic.Int64
 	client := &http.Client{Timeout: 10 * time.Second}
-	counter.Reset()
 	start := time.Now()
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	deliver := func(msg sqstypes.Message) error {
-		var ev payment.NotifyEvent
-		if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &ev); err != nil {
-			return err
+	handle := func(msgs []sqstypes.Message) error {
+		evs := make([]payment.NotifyEvent, len(msgs))
+		for i, msg := range msgs {
+			if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &evs[i]); err != nil {
+				return err
+			}
 		}
-		tx, err := store.Transaction(ctx, ev.TransactionID)
+		subjects, err := store.NotificationSubjects(ctx, evs)
 		if err != nil {
 			return err
 		}
-		req, err := store.PaymentRequest(ctx, tx.PaymentRequestID)
-		if err != nil {
-			return err
+		writes := make([]dynamo.DeliveryWrite, len(evs))
+		var posts sync.WaitGroup
+		for i, ev := range evs {
+			sub := subjects[ev.TransactionID]
+			if sub.Transaction == nil || sub.Request == nil || sub.Merchant == nil {
+				return fmt.Errorf("ceiling notification %s: missing state", ev.EventID)
+			}
+			writes[i] = dynamo.DeliveryWrite{Attempt: dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: 1,
+				URL: hookURL, Outcome: "skipped"}, ClearOutboxOf: ev.TransactionID}
+			posts.Add(1)
+			go func() {
+				defer posts.Done()
+				w := &writes[i]
+				if hookURL != "" {
+					body, _ := json.Marshal(map[string]any{"transactionId": ev.TransactionID, "paymentRequestId": ev.RequestID,
+						"transactionStatusId": sub.Transaction.Status})
+					resp, err := client.Post(hookURL, "application/json", bytes.NewReader(body))
+					if err != nil {
+						failed.Store(err)
+						return
+					}
+					resp.Body.Close()
+					w.Attempt.StatusCode, w.Attempt.Outcome = resp.StatusCode, "delivered"
+				}
+				w.Attempt.At = time.Now().UTC()
+				mu.Lock()
+				lat = append(lat, time.Since(start))
+				mu.Unlock()
+			}()
 		}
-		if _, err := store.Merchant(ctx, req.MerchantID); err != nil {
-			return err
-		}
-		body, _ := json.Marshal(map[string]any{"transactionId": tx.ID, "paymentRequestId": req.ID, "transactionStatusId": tx.Status})
-		resp, err := client.Post(hookURL, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		mu.Lock()
-		lat = append(lat, time.Since(start))
-		mu.Unlock()
-		now := time.Now().UTC()
-		if err := store.RecordDelivery(ctx, dynamo.DeliveryAttempt{RequestID: req.ID, EventID: ev.EventID,
-			Attempt: 1, At: now, URL: hookURL, StatusCode: resp.StatusCode, Outcome: "delivered"}); err != nil {
-			return err
-		}
-		if err := store.ClearOutbox(ctx, tx.ID, ev.EventID); err != nil && !dynamo.IsConflict(err) {
-			return err
-		}
-		return nil
+		posts.Wait()
+		return errors.Join(store.RecordDeliveries(ctx, writes)...)
 	}
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for done.Load() < int64(len(events)) && time.Since(start) < 5*time.Minute && failed.Load() == nil {
+			for done.Load() < int64(count) && time.Since(start) < 20*time.Minute && failed.Load() == nil {
 				out, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queueURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 				if err != nil {
 					failed.Store(err)
 					return
 				}
-				var batch sync.WaitGroup
-				for _, msg := range out.Messages {
-					batch.Add(1)
-					go func() {
-						defer batch.Done()
-						if err := deliver(msg); err != nil {
-							failed.Store(err)
-						}
-					}()
+				if len(out.Messages) == 0 {
+					continue
 				}
-				batch.Wait()
+				if err := handle(out.Messages); err != nil {
+					failed.Store(err)
+					return
+				}
 				var del []sqstypes.DeleteMessageBatchRequestEntry
 				for k, msg := range out.Messages {
 					del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(k)), ReceiptHandle: msg.ReceiptHandle})
 				}
-				if len(del) > 0 {
-					if _, err := sq.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &queueURL, Entries: del}); err != nil {
-						failed.Store(err)
-						return
-					}
-					done.Add(int64(len(del)))
+				if _, err := sq.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &queueURL, Entries: del}); err != nil {
+					failed.Store(err)
+					return
 				}
+				done.Add(int64(len(del)))
 			}
 		}()
 	}
 	wg.Wait()
 	if err, _ := failed.Load().(error); err != nil {
-		t.Fatal(err)
+		return run{}, err
 	}
-	if done.Load() != int64(len(events)) {
-		t.Fatalf("ceiling notifier delivered %d of %d", done.Load(), len(events))
+	if done.Load() != int64(count) {
+		return run{}, fmt.Errorf("ceiling notifier delivered %d of %d", done.Load(), count)
 	}
-	own, acq := counter.Split()
-	r := run{lat: lat, took: time.Since(start), calls: float64(len(own)) / float64(len(events)), acq: float64(len(acq)) / float64(len(events))}
-	t.Logf("ceiling notification: %v", callSummary(counter.Calls()))
-	return r
+	return run{lat: lat, took: time.Since(start)}, nil
 }
 
 // benchBatch charges a file of rows through the batch function's handler
 // (one invocation, as deployed, continuations drained by the stack) and the
-// same rows' AWS calls directly: claim, request + write-ahead transaction,
-// ledger, commit + settle, notification send, and one result write per 25
-// rows.
+// same rows' AWS calls directly: claims (25 rows per write), request +
+// write-ahead transaction, ledger, commit + settle, notification send
+// (coalesced), one result write per 25 rows, and the notifier's calls for each row's notification, drained
+// meanwhile (the merchant has no notify URL: recorded as skipped). Both
+// sides are timed until every row is charged and every notification
+// handled: the notifier shares the emulators with the rows on both.
 func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dynamo.Store, sq *sqs.Client, queueURL string,
 	counter *testenv.CallCounter, rows int) (run, run) {
 	t.Helper()
@@ -794,37 +867,72 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	drained(t, ctx, sq, env["BATCH_NOTIFICATIONS_QUEUE_URL"])
 	svc := run{lat: make([]time.Duration, rows), took: time.Since(start)}
 
+	qo, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bench-ceiling-batch-" + strconv.FormatInt(time.Now().UnixNano(), 36))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueURL = aws.ToString(qo.QueueUrl)
+	coalesced := queue.NewCoalescer(sq)
 	counter.Reset()
-	var next atomic.Int64
+	notified := make(chan error, 1)
+	go func() { // the batch notifier's concurrency in the template
+		_, err := ceilingNotifier(ctx, store, sq, queueURL, "", rows, 5)
+		notified <- err
+	}()
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	var mu sync.Mutex
 	var done []*dynamo.BatchRow
 	start = time.Now()
-	for w := 0; w < 16; w++ { // the batch's row concurrency (BATCH_CONCURRENCY default)
+	workers, err := strconv.Atoi(env["BATCH_CONCURRENCY"])
+	if err != nil {
+		t.Fatalf("BATCH_CONCURRENCY: %v", err)
+	}
+	// A producer claims the rows 25 at a time (one TransactWriteItems, as
+	// the batch's producer does) and hands them to the row workers.
+	type claimed struct {
+		r     *payment.Request
+		claim *dynamo.BatchRow
+	}
+	work := make(chan claimed, 2*workers)
+	go func() {
+		defer close(work)
+		for i := 1; i <= rows && failed.Load() == nil; i += 25 {
+			now := time.Now().UTC()
+			var group []claimed
+			var recs []*dynamo.BatchRow
+			for k := i; k < i+25 && k <= rows; k++ {
+				r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.50"),
+					Unit: "EUR", ReferenceID: "CEIL-" + strconv.Itoa(k), CreatedAt: now, UpdatedAt: now}
+				c := &dynamo.BatchRow{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference(r.ReferenceID + "-" + strconv.FormatInt(start.UnixNano(), 36)),
+					JobID: "ceiling", File: "ceiling.csv", Row: k, PaymentRequestID: r.ID, Owner: "ceiling",
+					LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
+				group, recs = append(group, claimed{r, c}), append(recs, c)
+			}
+			if _, err := store.ClaimBatchRows(ctx, recs, now); err != nil {
+				failed.Store(err)
+				return
+			}
+			for _, c := range group {
+				work <- c
+			}
+		}
+	}()
+	for w := 0; w < workers; w++ { // the batch's row concurrency
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(rows) {
-					return
-				}
-				now := time.Now().UTC()
-				r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.50"),
-					Unit: "EUR", ReferenceID: "CEIL-" + strconv.FormatInt(i, 10), CreatedAt: now, UpdatedAt: now}
-				claim := &dynamo.BatchRow{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference(r.ReferenceID + "-" + strconv.FormatInt(start.UnixNano(), 36)),
-					JobID: "ceiling", File: "ceiling.csv", Row: int(i), PaymentRequestID: r.ID, Owner: "ceiling",
-					LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
-				if _, err := ceilingPayment(ctx, store, sq, queueURL, m.ID, r, claim); err != nil {
+			for c := range work {
+				if _, err := ceilingPayment(ctx, store, coalesced, queueURL, m.ID, c.r, nil); err != nil {
 					failed.Store(err)
 					return
 				}
-				claim.Status = "approved"
+				c.claim.Status = "approved"
 				mu.Lock()
-				done = append(done, claim)
+				done = append(done, c.claim)
 				var full []*dynamo.BatchRow
 				if len(done) >= 25 {
 					full, done = done, nil
@@ -847,6 +955,9 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 		if err := store.CompleteBatchRows(ctx, done); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := <-notified; err != nil {
+		t.Fatal(err)
 	}
 	own, acq := counter.Split()
 	ceil := run{lat: make([]time.Duration, rows), took: time.Since(start), calls: float64(len(own)) / float64(rows), acq: float64(len(acq)) / float64(rows)}

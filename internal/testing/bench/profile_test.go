@@ -36,6 +36,7 @@ import (
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
 )
@@ -220,7 +221,7 @@ func TestProfilePayment(t *testing.T) {
 		}
 		r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.00"),
 			Unit: "EUR", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-		_, err := ceilingPayment(ctx, store, sq, aside, m.ID, r, nil)
+		_, err := ceilingPayment(ctx, store, queue.New(sq), aside, m.ID, r, nil)
 		return err
 	}
 
