@@ -57,8 +57,8 @@ type rowTask struct {
 	// group (claimRows); nil: the row claims its own.
 	claimed *dynamo.BatchRow
 	done    chan struct{}
-	res  batch.Result
-	err  error
+	res     batch.Result
+	err     error
 }
 
 // partBuffer collects result lines until they are written as a part.
