@@ -411,6 +411,11 @@ func (r *jobRun) done(ctx context.Context) error {
 // redelivery) is replayed, waited for, or taken over when its holder's lease
 // lapsed; a record owned by any other line makes this line a duplicate.
 func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask) (batch.Result, error) {
+	if r.crashed.Load() {
+		// A simulated death (tests): a dead process starts nothing more,
+		// not even the charges of lines claimed with their group.
+		return batch.Result{}, crashError{"an earlier crash point"}
+	}
 	rec, fresh := t.claimed, true // claimed with its group: the id was drawn for that claim
 	var held *dynamo.BatchRow
 	var err error
@@ -559,6 +564,9 @@ func (r *jobRun) claimRows(ctx context.Context, group []*rowTask) {
 // in this run (it is ending), so that the retry needs not wait out their
 // lease. Best effort: otherwise the lease lapses.
 func (r *jobRun) releaseClaims(ctx context.Context, ts []*rowTask) {
+	if r.crashed.Load() { // a simulated death cleans nothing up
+		return
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	for _, t := range ts {
