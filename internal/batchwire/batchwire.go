@@ -98,16 +98,14 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 // that its notification sends are coalesced (queue.Coalescer): rows settle
 // many at a time, and their sends share SendMessageBatch calls.
 func PaymentService(ctx context.Context, getenv config.Getenv, opts Options) (*payments.Service, error) {
-	svc, err := wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: opts.AWSConfig})
+	b, err := newBase(ctx, getenv, opts)
 	if err != nil {
 		return nil, err
 	}
-	var awsCfg aws.Config
-	if opts.AWSConfig != nil {
-		awsCfg = *opts.AWSConfig
-	} else if awsCfg, err = awsconfig.Load(ctx); err != nil {
+	svc, err := wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: &b.aws})
+	if err != nil {
 		return nil, err
 	}
-	svc.Queue = queue.NewCoalescer(sqs.NewFromConfig(awsCfg))
+	svc.Queue = queue.NewCoalescer(sqs.NewFromConfig(b.aws))
 	return svc, nil
 }

@@ -3,6 +3,7 @@ package notifier_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -29,9 +30,10 @@ import (
 // it (the Lambda-like poller at the interactive source's concurrency, the
 // Lambda handler invoked with JSON, signing, an HTTP POST to a local
 // receiver, the attempt recorded) against its ceiling: a program making
-// the same AWS calls at the same concurrency (ReceiveMessage of 10, per
-// message GetItem x 3 + PutItem + UpdateItem, one DeleteMessageBatch)
-// without poller, Lambda invoke or HTTP. Three rounds, alternating, each
+// the same AWS calls at the same concurrency (per ReceiveMessage of 10, one
+// BatchGetItem of the messages' state, one TransactWriteItems of their
+// records and outbox clears, one DeleteMessageBatch) without poller,
+// Lambda invoke or HTTP. Three rounds, alternating, each
 // draining a queue pre-filled with the same number of messages:
 //
 //	go test -count=1 -run '^$' -bench NotifierThroughput -benchtime 1x ./internal/notifier/
@@ -127,19 +129,17 @@ func BenchmarkNotifierThroughput(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					var inner sync.WaitGroup
 					var entries []sqstypes.DeleteMessageBatchRequestEntry
+					var msgBodies []string
 					for i, msg := range out.Messages {
 						entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle})
-						inner.Add(1)
-						go func() {
-							defer inner.Done()
-							if err := ceilingCalls(ctx, s.Store, aws.ToString(msg.Body)); err != nil {
-								b.Error(err)
-							}
-						}()
+						msgBodies = append(msgBodies, aws.ToString(msg.Body))
 					}
-					inner.Wait()
+					if len(msgBodies) > 0 {
+						if err := ceilingCalls(ctx, s.Store, msgBodies); err != nil {
+							b.Error(err)
+						}
+					}
 					if len(entries) > 0 {
 						if _, err := client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &url, Entries: entries}); err != nil {
 							b.Error(err)
@@ -165,28 +165,24 @@ func BenchmarkNotifierThroughput(b *testing.B) {
 	}
 }
 
-// ceilingCalls makes the AWS calls the notifier makes for one first
-// attempt that is delivered: the transaction, the request and the merchant
-// read, the attempt recorded, the outbox entry cleared.
-func ceilingCalls(ctx context.Context, st *dynamo.Store, body string) error {
-	var ev payment.NotifyEvent
-	if err := json.Unmarshal([]byte(body), &ev); err != nil {
+// ceilingCalls makes the AWS calls the notifier makes for a received batch
+// of first attempts that are delivered: one read of their transactions,
+// requests and merchants, one write of their records with the outbox
+// clears.
+func ceilingCalls(ctx context.Context, st *dynamo.Store, bodies []string) error {
+	evs := make([]payment.NotifyEvent, len(bodies))
+	for i, body := range bodies {
+		if err := json.Unmarshal([]byte(body), &evs[i]); err != nil {
+			return err
+		}
+	}
+	if _, err := st.NotificationSubjects(ctx, evs); err != nil {
 		return err
 	}
-	tx, err := st.Transaction(ctx, ev.TransactionID)
-	if err != nil {
-		return err
+	writes := make([]dynamo.DeliveryWrite, len(evs))
+	for i, ev := range evs {
+		writes[i] = dynamo.DeliveryWrite{Attempt: dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: 1,
+			At: time.Now(), URL: "http://127.0.0.1/", StatusCode: 200, Outcome: "delivered"}, ClearOutboxOf: ev.TransactionID}
 	}
-	req, err := st.PaymentRequest(ctx, tx.PaymentRequestID)
-	if err != nil {
-		return err
-	}
-	if _, err := st.Merchant(ctx, req.MerchantID); err != nil {
-		return err
-	}
-	if err := st.RecordDelivery(ctx, dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: 1,
-		At: time.Now(), URL: "http://127.0.0.1/", StatusCode: 200, Outcome: "delivered"}); err != nil {
-		return err
-	}
-	return st.ClearOutbox(ctx, ev.TransactionID, ev.EventID)
+	return errors.Join(st.RecordDeliveries(ctx, writes)...)
 }

@@ -524,21 +524,7 @@ func TestBench(t *testing.T) {
 		// Delivered, and the notifier's writes after the delivery done: it
 		// deletes the message last.
 		rc.wait(t, txs1[len(txs1)-1:], time.Minute)
-		for deadline := time.Now().Add(time.Minute); ; {
-			a, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &notifyQueue,
-				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-					sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.Attributes["ApproximateNumberOfMessages"] == "0" && a.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("notifications queue not drained: %v", a.Attributes)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		drained(t, ctx, queues, notifyQueue, time.Minute, 2*time.Millisecond)
 	}
 	direct := pay1(directPayment(t, ctx, st, m.APIKey, payer))
 	for i := 0; i < 5; i++ { // a warm instance, like the stack's
@@ -645,10 +631,11 @@ func TestBench(t *testing.T) {
 	fmt.Print("\n" + out)
 }
 
-// drained waits until queueURL holds no message, waiting or in flight.
-func drained(t *testing.T, ctx context.Context, sq *sqs.Client, queueURL string) {
+// drained waits until queueURL holds no message, waiting or in flight,
+// asking every poll for at most limit.
+func drained(t *testing.T, ctx context.Context, sq *sqs.Client, queueURL string, limit, poll time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Minute); ; {
+	for deadline := time.Now().Add(limit); ; {
 		a, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &queueURL,
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
 				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
@@ -661,7 +648,7 @@ func drained(t *testing.T, ctx context.Context, sq *sqs.Client, queueURL string)
 		if time.Now().After(deadline) {
 			t.Fatalf("queue %s not drained: %v", queueURL, a.Attributes)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(poll)
 	}
 }
 
@@ -867,7 +854,7 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	drained(t, ctx, sq, env["BATCH_NOTIFICATIONS_QUEUE_URL"])
+	drained(t, ctx, sq, env["BATCH_NOTIFICATIONS_QUEUE_URL"], 20*time.Minute, 20*time.Millisecond)
 	svc := run{lat: make([]time.Duration, rows), took: time.Since(start)}
 
 	qo, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bench-ceiling-batch-" + strconv.FormatInt(time.Now().UnixNano(), 36))})
