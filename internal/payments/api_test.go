@@ -592,7 +592,7 @@ func TestThreeDS(t *testing.T) {
 	})
 	t.Run("abandoned challenge expires with 013", func(t *testing.T) {
 		r := threeDS(t)
-		s := waitFinal(t, m, r.PaymentRequestID, 10*time.Second) // THREEDS_CHALLENGE_WINDOW=3s in tests
+		s := waitFinal(t, m, r.PaymentRequestID, 20*time.Second) // THREEDS_CHALLENGE_WINDOW=10s in tests
 		if *s.TransactionStatusID != 2 || s.LastLog.Code != "013" || s.PaymentRequestStatusID != 2 {
 			t.Fatalf("%+v %+v", s, s.LastLog)
 		}

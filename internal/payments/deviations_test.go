@@ -112,7 +112,7 @@ func TestSandboxInputStaysPending(t *testing.T) {
 }
 
 // A new attempt by the payer supersedes a 3-D Secure challenge left open
-// longer than the grace (a tenth of the challenge window: 300 ms here). The
+// longer than the grace (a tenth of the challenge window: 1 s here). The
 // provider closes the challenge (declined 013) before the new attempt runs;
 // inside the grace the new attempt is a 409 whose Retry-After is the grace
 // left, not the challenge window.
@@ -129,7 +129,7 @@ func TestNewAttemptSupersedesAbandonedChallenge(t *testing.T) {
 	if resp.Status != 409 || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("inside the grace: %d Retry-After %q %s", resp.Status, resp.Header.Get("Retry-After"), resp.Body)
 	}
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
 	second := pay(t, m, path, payerData("token", "tok_success"))
 	if second.TransactionStatusID != 1 || second.PaymentRequestStatusID != 1 || second.TransactionID == first.TransactionID {
 		t.Fatalf("new attempt after the grace: %+v", second)

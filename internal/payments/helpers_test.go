@@ -24,7 +24,7 @@ var testDelays = map[string]string{
 	"SANDBOX_QR_DELAY":           "200ms",
 	"SANDBOX_UPI_DELAY":          "150ms",
 	"SANDBOX_UPI_COLLECT_WINDOW": "300ms",
-	"THREEDS_CHALLENGE_WINDOW":   "3s",
+	"THREEDS_CHALLENGE_WINDOW":   "10s", // its supersede grace (a tenth) is 1 s: room for two calls on a loaded machine
 	"PAYMENT_PENDING_GRACE":      "500ms",
 }
 
