@@ -77,7 +77,7 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 			}
 		}
 	}
-	svc, err := PaymentService(ctx, getenv, Options{AWSConfig: &b.aws})
+	svc, err := b.paymentService(ctx, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("wire batch: %w", err)
 	}
@@ -102,6 +102,10 @@ func PaymentService(ctx context.Context, getenv config.Getenv, opts Options) (*p
 	if err != nil {
 		return nil, err
 	}
+	return b.paymentService(ctx, getenv)
+}
+
+func (b *base) paymentService(ctx context.Context, getenv config.Getenv) (*payments.Service, error) {
 	svc, err := wire.PaymentService(ctx, getenv, wire.Options{AWSConfig: &b.aws})
 	if err != nil {
 		return nil, err

@@ -399,18 +399,13 @@ func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, key str
 // record: of two lines racing on one key, exactly one wins. Otherwise it
 // returns the stored record and ErrExists.
 func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (*BatchRow, error) {
-	item, err := attributevalue.MarshalMap(r)
+	claim, err := s.claimPut(r, now)
 	if err != nil {
-		return nil, fmt.Errorf("marshal batch row: %w", err)
-	}
-	for k, v := range batchRowKey(r.MerchantID, r.Key) {
-		item[k] = v
+		return nil, err
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.t.Operations, Item: item,
-		// An expired record counts as absent (TTL deletes lazily; dynalite never).
-		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expiresAt <= :nows"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":nows": numberAV(now.Unix())},
+		TableName: claim.TableName, Item: claim.Item, ConditionExpression: claim.ConditionExpression,
+		ExpressionAttributeValues:           claim.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var cf *types.ConditionalCheckFailedException
@@ -439,16 +434,11 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (
 func (s *Store) ClaimBatchRows(ctx context.Context, rows []*BatchRow, now time.Time) ([]int, error) {
 	items := make([]types.TransactWriteItem, len(rows))
 	for i, r := range rows {
-		item, err := attributevalue.MarshalMap(r)
+		claim, err := s.claimPut(r, now)
 		if err != nil {
-			return nil, fmt.Errorf("marshal batch row: %w", err)
+			return nil, err
 		}
-		for k, v := range batchRowKey(r.MerchantID, r.Key) {
-			item[k] = v
-		}
-		items[i] = types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Operations, Item: item,
-			ConditionExpression:       aws.String("attribute_not_exists(pk) OR expiresAt <= :nows"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":nows": numberAV(now.Unix())}}}
+		items[i] = types.TransactWriteItem{Put: claim}
 	}
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if failed, ok := cancelled(err); ok {
@@ -467,6 +457,22 @@ func (s *Store) ClaimBatchRows(ctx context.Context, rows []*BatchRow, now time.T
 		return nil, fmt.Errorf("claim %d batch rows: %w", len(rows), err)
 	}
 	return nil, nil
+}
+
+// claimPut is the conditional put that claims row record r: it succeeds
+// only when the key has no live record.
+func (s *Store) claimPut(r *BatchRow, now time.Time) (*types.Put, error) {
+	item, err := attributevalue.MarshalMap(r)
+	if err != nil {
+		return nil, fmt.Errorf("marshal batch row: %w", err)
+	}
+	for k, v := range batchRowKey(r.MerchantID, r.Key) {
+		item[k] = v
+	}
+	return &types.Put{TableName: &s.t.Operations, Item: item,
+		// An expired record counts as absent (TTL deletes lazily; dynalite never).
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR expiresAt <= :nows"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":nows": numberAV(now.Unix())}}, nil
 }
 
 // BatchRowRecord reads a row record (strongly consistent); ErrNotFound

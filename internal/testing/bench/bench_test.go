@@ -254,33 +254,26 @@ func txIDOf(body map[string]any) int64 {
 // arrived, so the table is still printed.
 func (rc *receiver) arrivals(t *testing.T, ids []int64, limit time.Duration) []time.Time {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		rc.mu.Lock()
-		var out []time.Time
-		for _, id := range ids {
-			if at, ok := rc.got[id]; ok {
-				out = append(out, at)
-			}
-		}
-		rc.mu.Unlock()
-		if len(out) == len(ids) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d of %d notifications arrived within %s", len(out), len(ids), limit)
-			return out
-		}
-		select {
-		case <-rc.more:
-		case <-time.After(100 * time.Millisecond):
-		}
+	out, ok := rc.await(ids, limit)
+	if !ok {
+		t.Errorf("%d of %d notifications arrived within %s", len(out), len(ids), limit)
 	}
+	return out
 }
 
 // wait returns the arrival times of ids' notifications, waiting up to limit.
 func (rc *receiver) wait(t *testing.T, ids []int64, limit time.Duration) []time.Time {
 	t.Helper()
+	out, ok := rc.await(ids, limit)
+	if !ok {
+		t.Fatalf("%d of %d notifications arrived within %s", len(out), len(ids), limit)
+	}
+	return out
+}
+
+// await collects the arrival times of ids' notifications until all arrived
+// (ok) or limit passed.
+func (rc *receiver) await(ids []int64, limit time.Duration) ([]time.Time, bool) {
 	deadline := time.Now().Add(limit)
 	for {
 		rc.mu.Lock()
@@ -292,10 +285,10 @@ func (rc *receiver) wait(t *testing.T, ids []int64, limit time.Duration) []time.
 		}
 		rc.mu.Unlock()
 		if len(out) == len(ids) {
-			return out
+			return out, true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d notifications arrived within %s", len(out), len(ids), limit)
+			return out, false
 		}
 		select {
 		case <-rc.more:
