@@ -60,10 +60,6 @@ const (
 // RowRef is the payment request a row is charged as.
 type RowRef struct {
 	PaymentRequestID int64
-	// Fresh is true when the id was allocated for this very call: no earlier
-	// attempt at the row can have created a request with it, so an existing
-	// one is somebody else's.
-	Fresh bool
 }
 
 // ErrPaymentRequestIDTaken: the row's payment request id belongs to another

@@ -77,6 +77,7 @@ func TestByteRangeContinuation(t *testing.T) {
 		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
 	}
 	f.checkOnePaymentEach(t, split)
+	f.checkNoOtherPayments(t, m.ID, split)
 	jobs := f.jobs(t, m.ID, "split.csv")
 	hashRuns := (len(content) + 999) / 1000
 	lineRuns := (53 + 6) / 7

@@ -21,6 +21,8 @@ import (
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -44,6 +46,95 @@ func (f *fixture) checkOnePaymentEach(t *testing.T, lines []resultLine) {
 		if len(txs) != 1 || strconv.FormatInt(txs[0].ID, 10) != l.txID {
 			t.Errorf("payment request %s has %d transactions, want exactly the result's %s", l.prID, len(txs), l.txID)
 		}
+	}
+}
+
+// checkNoOtherPayments asserts that the merchant has no payment request
+// beyond those the result's lines name: a row charged under a second id
+// (its answer lost, a new id drawn) would leave one behind, whatever a
+// counter of calls saw.
+func (f *fixture) checkNoOtherPayments(t *testing.T, merchantID string, lines []resultLine) {
+	t.Helper()
+	named := map[string]bool{}
+	for _, l := range lines {
+		named[l.prID] = true
+	}
+	q := dynamo.PaymentQuery{MerchantID: merchantID, Limit: 100}
+	for {
+		reqs, cursor, err := f.store.PaymentRequestsOf(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reqs {
+			if id := strconv.FormatInt(r.ID, 10); !named[id] {
+				txs, _ := f.store.TransactionsOfRequest(context.Background(), r.ID)
+				t.Errorf("payment request %s (%s, reference %s, %d transactions) is named by no result line", id, r.Status, r.ReferenceID, len(txs))
+			}
+		}
+		if cursor == "" {
+			return
+		}
+		q.Cursor = cursor
+	}
+}
+
+// losingAnswer loses the answer of the first charge of one row after the
+// payment was made: either as an error (a call that timed out after the
+// provider charged and the request was committed), or as the "exists"
+// answer the SDK's own retry of that applied write gets.
+type losingAnswer struct {
+	batchproc.PaymentService
+	loseOn   string // reference of the row
+	asExists bool
+	lost     atomic.Bool
+}
+
+func (l *losingAnswer) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error) {
+	res, err := l.PaymentService.PayNew(ctx, m, r, a)
+	if err != nil || r.ReferenceID != l.loseOn || !l.lost.CompareAndSwap(false, true) {
+		return res, err
+	}
+	if l.asExists {
+		if _, err := l.PaymentService.PayNew(ctx, m, r, a); !errors.Is(err, dynamo.ErrExists) {
+			panic(fmt.Sprintf("the repeated create did not answer ErrExists: %v", err))
+		}
+		return payments.Result{}, dynamo.ErrExists
+	}
+	return payments.Result{}, problem.Unavailable("The payment provider did not answer.")
+}
+
+// A row whose first try charged it but lost the answer is resumed from its
+// own request: after a failed try (retried within the run), and on the
+// very first try, whose write the SDK's retry finds done. It is never
+// taken for another's id and charged again under a new one.
+func TestLostAnswerIsNotChargedAgain(t *testing.T) {
+	f := newFixture(t)
+	for _, asExists := range []bool{false, true} {
+		t.Run(map[bool]string{false: "error", true: "exists"}[asExists], func(t *testing.T) {
+			_, pay, queueURL := f.processor(t, nil)
+			lose := &losingAnswer{PaymentService: pay, loseOn: "REF-5", asExists: asExists}
+			p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 4},
+				batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, FingerprintKey: testFingerprintKey,
+					Charger: &batchproc.PaymentsCharger{Service: lose, Store: f.store}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			content, want := bigMixed(t, 30)
+			m := testenv.NewMerchant(t)
+			if err := p.HandleS3(context.Background(), f.upload(t, m.ID, "lost.csv", []byte(content))); err != nil {
+				t.Fatal(err)
+			}
+			if !lose.lost.Load() {
+				t.Fatal("no answer was lost: the file has no row REF-5")
+			}
+			lines := parseResult(t, f.result(t, m.ID, "lost.csv"))
+			checkLines(t, lines, want)
+			if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+				t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+			}
+			f.checkOnePaymentEach(t, lines)
+			f.checkNoOtherPayments(t, m.ID, lines)
+		})
 	}
 }
 
@@ -175,6 +266,7 @@ func TestConcurrentJobsOnSameContentChargeEachRowOnce(t *testing.T) {
 	}
 	t.Logf("rows charged by processor 1: %d, by processor 2: %d", n1, n2)
 	f.checkOnePaymentEach(t, lines)
+	f.checkNoOtherPayments(t, m.ID, lines)
 }
 
 // failingOnce fails the first charge of one row, like a provider timeout
@@ -237,6 +329,7 @@ func TestFailedRunIsRetriedWithoutDoubleCharges(t *testing.T) {
 		t.Fatalf("%d charges (at most %d), charged twice: %v", n, validRows(want), twice)
 	}
 	f.checkOnePaymentEach(t, lines)
+	f.checkNoOtherPayments(t, m.ID, lines)
 }
 
 // Payment request ids are random: a row may draw an id that another payment

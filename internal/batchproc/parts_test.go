@@ -29,4 +29,5 @@ func TestManyPartsKeepEveryLine(t *testing.T) {
 	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
 		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
 	}
+	f.checkNoOtherPayments(t, m.ID, lines)
 }

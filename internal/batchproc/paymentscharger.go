@@ -84,9 +84,10 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 		}
 		return declinedBeforeAttempt(id, p), nil
 	case errors.Is(err, dynamo.ErrExists):
-		if ref.Fresh {
-			return batch.Result{}, ErrPaymentRequestIDTaken
-		}
+		// Even an id drawn for this very call may be taken by the row
+		// itself: a write applied whose answer was lost (a timeout, then the
+		// SDK's retry) comes back as "exists". Only a request that is not
+		// this row's makes the id another's (ErrPaymentRequestIDTaken).
 		res, done, err := c.existing(ctx, m, row, id)
 		if err != nil || done {
 			return res, err

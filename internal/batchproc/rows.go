@@ -178,7 +178,7 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 	var group []*rowTask
 	start := func() bool {
 		defer func() { group = group[:0] }()
-		if r.job.State != dynamo.BatchReporting {
+		if r.job.State != dynamo.BatchReporting && !r.crashed.Load() {
 			r.claimRows(rctx, group)
 		}
 		for i, t := range group {
@@ -221,6 +221,9 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 		defer close(tasks)
 		valid := 0
 		for {
+			if r.crashed.Load() {
+				return // a dead process reads and claims nothing more
+			}
 			if rctx.Err() != nil || r.outOfBudget() {
 				start()
 				return
@@ -283,6 +286,12 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 		}
 		if t.err != nil {
 			firstErr = t.err
+			if isCrash(t.err) {
+				// A simulated death (tests): from here on nothing starts,
+				// claims or cleans up. A charge in flight is cut off, as a
+				// dead process's would be: its replay resumes it.
+				r.crashed.Store(true)
+			}
 			cancel()
 		}
 	}
@@ -416,14 +425,13 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		// not even the charges of lines claimed with their group.
 		return batch.Result{}, crashError{"an earlier crash point"}
 	}
-	rec, fresh := t.claimed, true // claimed with its group: the id was drawn for that claim
+	rec := t.claimed // claimed with its group
 	var held *dynamo.BatchRow
 	var err error
 	if rec == nil {
 		now := r.p.Now()
 		rec = r.newRowRecord(t, now)
 		held, err = r.p.Store.ClaimBatchRow(ctx, rec, now)
-		fresh = err == nil // the id was drawn for this claim
 	}
 	for tries := 0; errors.Is(err, dynamo.ErrExists); tries++ {
 		if tries == 5 {
@@ -451,7 +459,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 			if err = r.p.Store.TakeOverBatchRow(ctx, &taken, held.Owner); err == nil {
 				r.log.Warn("batch row takes over the abandoned claim of another line", "row", t.line,
 					"file", held.File, "line", held.Row, "paymentRequestId", taken.PaymentRequestID)
-				rec, fresh = &taken, false
+				rec = &taken
 				break
 			}
 			if !errors.Is(err, dynamo.ErrConflict) {
@@ -462,11 +470,9 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 				err = dynamo.ErrExists
 			} else if errors.Is(err, dynamo.ErrNotFound) {
 				held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
-				fresh = err == nil
 			}
 		case errors.Is(derr, errRecordGone):
 			held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
-			fresh = err == nil
 		default:
 			return res, derr
 		}
@@ -482,7 +488,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		}
 		return batch.Result{}, err
 	}
-	res, err := r.chargeWithRetry(ctx, m, t.row, rec, fresh)
+	res, err := r.chargeWithRetry(ctx, m, t.row, rec)
 	if err != nil {
 		if isCrash(err) || r.crashed.Load() {
 			return batch.Result{}, err
@@ -809,7 +815,7 @@ func (r *jobRun) flushCompleted(ctx context.Context) error {
 // chargeWithRetry retries a charge whose outcome could not be determined
 // (the charger is idempotent on the payment request id), and gives the row a
 // new id when its id belongs to another payment request.
-func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row batch.Row, rec *dynamo.BatchRow, fresh bool) (batch.Result, error) {
+func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row batch.Row, rec *dynamo.BatchRow) (batch.Result, error) {
 	var err error
 	for attempt, reassigned := 0, 0; attempt < 3; attempt++ {
 		if attempt > 0 {
@@ -820,7 +826,7 @@ func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row 
 			}
 		}
 		var res batch.Result
-		res, err = r.p.Charger.ChargeRow(ctx, m, row, RowRef{PaymentRequestID: rec.PaymentRequestID, Fresh: fresh})
+		res, err = r.p.Charger.ChargeRow(ctx, m, row, RowRef{PaymentRequestID: rec.PaymentRequestID})
 		if errors.Is(err, ErrPaymentRequestIDTaken) && reassigned < 5 {
 			old := rec.PaymentRequestID
 			if err = r.p.Store.ReassignBatchRow(ctx, rec, r.p.NewID(r.p.Now())); err != nil {
@@ -828,7 +834,7 @@ func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row 
 			}
 			r.log.Info("batch row given a new payment request id: the drawn one was taken", "row", rec.Row,
 				"takenId", old, "paymentRequestId", rec.PaymentRequestID)
-			fresh, attempt, reassigned = true, attempt-1, reassigned+1
+			attempt, reassigned = attempt-1, reassigned+1
 			continue
 		}
 		if err == nil {

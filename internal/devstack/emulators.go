@@ -202,9 +202,19 @@ func startEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxq
 // DynamoDB is reached through a serialising proxy (serializeDynamoDB).
 // moto_server must be on PATH: a missing one is an error, never a fallback.
 func StartMoto(ctx context.Context, logDir string, port int) (*Emulators, error) {
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
+	if _, err := exec.LookPath("moto_server"); err != nil {
 		return nil, fmt.Errorf("%s=%s needs moto_server on PATH (pip install 'moto[server]'): %w", BackendEnv, BackendMoto, err)
+	}
+	// moto_server's own main, started through infra/local/moto-server.py,
+	// which makes a transaction copy each table once instead of once per
+	// item (docs/testing.md); it runs in the Python moto_server comes with.
+	infra, err := InfraDir()
+	if err != nil {
+		return nil, err
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s needs python3 (the one moto is installed in): %w", BackendEnv, BackendMoto, err)
 	}
 	if port == 0 {
 		if port, err = FreePort(); err != nil {
@@ -217,7 +227,7 @@ func StartMoto(ctx context.Context, logDir string, port int) (*Emulators, error)
 		return nil, err
 	}
 	if err := e.start(logDir, "moto", "", []string{"MOTO_ACCOUNT_ID=" + Account},
-		bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port)); err != nil {
+		python, filepath.Join(infra, "moto-server.py"), "-H", "127.0.0.1", "-p", strconv.Itoa(port)); err != nil {
 		return nil, err
 	}
 	if err := e.wait(ctx); err != nil {
