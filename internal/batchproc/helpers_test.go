@@ -76,46 +76,98 @@ func fixtureWith(t testing.TB, s *devstack.Stack, cfg aws.Config) *fixture {
 		objects: s3store.New(s3store.NewClient(cfg), bucket), bucket: bucket, sqs: sqs.NewFromConfig(cfg)}
 }
 
-// countingPay wraps the payment service and counts the attempts that were
-// processed (each one reached the provider: the test merchants have no
-// limits), per payment request.
+// countingPay wraps the payment service and counts the payments made
+// (each one reached the provider: the test merchants have no limits), per
+// payment request: every call that returned one, and once a request whose
+// call failed yet which has a transaction now — an answer lost after the
+// work was done (a timeout, a cancelled run), which a replay answers from
+// the stored payment without a second call.
 type countingPay struct {
-	svc batchproc.PaymentService
-	mu  sync.Mutex
-	per map[int64]int
+	svc    batchproc.PaymentService
+	store  *dynamo.Store
+	mu     sync.Mutex
+	per    map[int64]int  // calls that returned a payment
+	failed map[int64]bool // calls that returned an error
+}
+
+func (c *countingPay) note(id int64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.per == nil {
+		c.per, c.failed = map[int64]int{}, map[int64]bool{}
+	}
+	if err == nil {
+		c.per[id]++
+	} else {
+		c.failed[id] = true
+	}
 }
 
 func (c *countingPay) Pay(ctx context.Context, m *merchant.Merchant, id int64, a payments.Attempt) (payments.Result, error) {
 	res, err := c.svc.Pay(ctx, m, id, a)
-	if err == nil {
-		c.mu.Lock()
-		if c.per == nil {
-			c.per = map[int64]int{}
-		}
-		c.per[id]++
-		c.mu.Unlock()
-	}
+	c.note(id, err)
 	return res, err
 }
 
 func (c *countingPay) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error) {
 	res, err := c.svc.PayNew(ctx, m, r, a)
-	if err == nil {
-		c.mu.Lock()
-		if c.per == nil {
-			c.per = map[int64]int{}
-		}
-		c.per[r.ID]++
-		c.mu.Unlock()
-	}
+	c.note(r.ID, err)
 	return res, err
 }
 
+// total is the number of payments made, and the requests paid by more than
+// one call.
 func (c *countingPay) total() (charges int, twice []int64) {
+	paid, twice := c.paid()
+	for _, n := range paid {
+		charges += n
+	}
+	return charges, twice
+}
+
+// paid is the number of payments per request, and the requests paid by
+// more than one call. A request whose calls all failed counts once if it
+// has a transaction: whichever call made it (this counter's, as a lost
+// answer, or another counter's) — so counters of processors sharing rows
+// are joined with merge, not added.
+func (c *countingPay) paid() (map[int64]int, []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	paid := map[int64]int{}
+	var twice []int64
 	for id, n := range c.per {
-		charges += n
+		paid[id] = n
+		if n > 1 {
+			twice = append(twice, id)
+		}
+	}
+	for id := range c.failed {
+		if c.per[id] > 0 {
+			continue
+		}
+		// A read that fails counts the request: a test expecting exact
+		// numbers then fails rather than passing on a guess.
+		if txs, err := c.store.TransactionsOfRequest(context.Background(), id); err != nil || len(txs) > 0 {
+			paid[id] = 1
+		}
+	}
+	return paid, twice
+}
+
+// merge joins counters: per request, the successful calls of all, or one
+// payment if only failed calls (a lost answer) made it.
+func merge(cs ...*countingPay) (charges int, twice []int64) {
+	calls := map[int64]int{}
+	for _, c := range cs {
+		paid, _ := c.paid()
+		c.mu.Lock()
+		for id := range paid {
+			calls[id] += c.per[id]
+		}
+		c.mu.Unlock()
+	}
+	for id, n := range calls {
+		charges += max(n, 1)
 		if n > 1 {
 			twice = append(twice, id)
 		}
@@ -153,7 +205,7 @@ func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config), deps ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	counting := &countingPay{svc: svc}
+	counting := &countingPay{svc: svc, store: f.store}
 	queueURL := f.newQueue(t)
 	cfg := batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL}
 	if tune != nil {
