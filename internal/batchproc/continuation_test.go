@@ -73,11 +73,7 @@ func TestByteRangeContinuation(t *testing.T) {
 	continuations := f.drain(t, small, queueURL)
 	split := parseResult(t, f.result(t, m.ID, "split.csv"))
 	checkLines(t, split, want)
-	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
-		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
-	}
-	f.checkOnePaymentEach(t, split)
-	f.checkNoOtherPayments(t, m.ID, split)
+	f.checkPaidOnce(t, pay, m.ID, split, want)
 	jobs := f.jobs(t, m.ID, "split.csv")
 	hashRuns := (len(content) + 999) / 1000
 	lineRuns := (53 + 6) / 7

@@ -146,11 +146,7 @@ func TestCrashPointsResume(t *testing.T) {
 			// A charge in flight when the run died is cut off, and its
 			// replay answers from the payment it made without a second Pay;
 			// the counter counts it from its transaction.
-			if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
-				t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
-			}
-			f.checkOnePaymentEach(t, lines)
-			f.checkNoOtherPayments(t, m.ID, lines)
+			f.checkPaidOnce(t, pay, m.ID, lines, want)
 			f.checkEnded(t, m.ID, "crash.csv", "done")
 		})
 	}

@@ -49,6 +49,18 @@ func (f *fixture) checkOnePaymentEach(t *testing.T, lines []resultLine) {
 	}
 }
 
+// checkPaidOnce asserts that every valid line of want was paid exactly
+// once: the payments counted, one payment per charged line, and none beyond
+// the lines.
+func (f *fixture) checkPaidOnce(t *testing.T, pay *countingPay, merchantID string, lines []resultLine, want []expect) {
+	t.Helper()
+	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
+		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
+	}
+	f.checkOnePaymentEach(t, lines)
+	f.checkNoOtherPayments(t, merchantID, lines)
+}
+
 // checkNoOtherPayments asserts that the merchant has no payment request
 // beyond those the result's lines name: a row charged under a second id
 // (its answer lost, a new id drawn) would leave one behind, whatever a
@@ -129,11 +141,7 @@ func TestLostAnswerIsNotChargedAgain(t *testing.T) {
 			}
 			lines := parseResult(t, f.result(t, m.ID, "lost.csv"))
 			checkLines(t, lines, want)
-			if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
-				t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
-			}
-			f.checkOnePaymentEach(t, lines)
-			f.checkNoOtherPayments(t, m.ID, lines)
+			f.checkPaidOnce(t, pay, m.ID, lines, want)
 		})
 	}
 }
@@ -324,11 +332,7 @@ func TestFailedRunIsRetriedWithoutDoubleCharges(t *testing.T) {
 	// A row whose payment completed while the failing run was being
 	// cancelled is answered from its stored payment on the retry, without a
 	// second Pay; the counter counts it from its transaction.
-	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
-		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
-	}
-	f.checkOnePaymentEach(t, lines)
-	f.checkNoOtherPayments(t, m.ID, lines)
+	f.checkPaidOnce(t, pay, m.ID, lines, want)
 }
 
 // Payment request ids are random: a row may draw an id that another payment

@@ -26,8 +26,5 @@ func TestManyPartsKeepEveryLine(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].Parts < 20 || jobs[0].Invocations != 1 {
 		t.Fatalf("want one invocation writing at least 20 parts, got %d jobs: %+v", len(jobs), *jobs[0])
 	}
-	if n, twice := pay.total(); n != validRows(want) || len(twice) > 0 {
-		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
-	}
-	f.checkNoOtherPayments(t, m.ID, lines)
+	f.checkPaidOnce(t, pay, m.ID, lines, want)
 }

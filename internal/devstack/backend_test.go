@@ -267,27 +267,7 @@ func TestMotoBackendProvisionsTemplate(t *testing.T) {
 func TestMotoConditionalWritesAreAtomic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emu, err := StartMoto(ctx, t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emu.Stop()
-	cfg, err := awsconfig.Load(ctx, func(o *config.LoadOptions) error {
-		o.Region = Region
-		o.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
-		o.BaseEndpoint = emu.DynamoDB
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := dynamodb.NewFromConfig(cfg)
-	table := aws.String("atomic")
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: table, BillingMode: dtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dtypes.ScalarAttributeTypeS}},
-		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dtypes.KeyTypeHash}}}); err != nil {
-		t.Fatal(err)
-	}
+	db, table := motoTable(ctx, t, "atomic")
 	// Per round, 8 concurrent increments of one counter guarded by a limit
 	// of 4 (a payment limit counter): exactly 4 succeed and it ends at 4.
 	for round := 0; round < 20; round++ {
@@ -330,27 +310,7 @@ func TestMotoConditionalWritesAreAtomic(t *testing.T) {
 func TestMotoTransactionCopiesEachTableOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	emu, err := StartMoto(ctx, t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emu.Stop()
-	cfg, err := awsconfig.Load(ctx, func(o *config.LoadOptions) error {
-		o.Region = Region
-		o.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
-		o.BaseEndpoint = emu.DynamoDB
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := dynamodb.NewFromConfig(cfg)
-	table := aws.String("copies")
-	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: table, BillingMode: dtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dtypes.ScalarAttributeTypeS}},
-		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dtypes.KeyTypeHash}}}); err != nil {
-		t.Fatal(err)
-	}
+	db, table := motoTable(ctx, t, "copies")
 	item := func(k string) map[string]dtypes.AttributeValue {
 		it := map[string]dtypes.AttributeValue{"pk": &dtypes.AttributeValueMemberS{Value: k}}
 		for i := 0; i < 10; i++ {
@@ -403,4 +363,32 @@ func TestMotoTransactionCopiesEachTableOnce(t *testing.T) {
 	if err != nil || out.Item != nil {
 		t.Fatalf("an item of the refused transaction was written: %v %v", out.Item, err)
 	}
+}
+
+// motoTable starts moto (stopped when the test ends) and creates a table
+// keyed by the string pk in it.
+func motoTable(ctx context.Context, t *testing.T, name string) (*dynamodb.Client, *string) {
+	t.Helper()
+	emu, err := StartMoto(ctx, t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emu.Stop)
+	cfg, err := awsconfig.Load(ctx, func(o *config.LoadOptions) error {
+		o.Region = Region
+		o.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
+		o.BaseEndpoint = emu.DynamoDB
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dynamodb.NewFromConfig(cfg)
+	table := aws.String(name)
+	if _, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: table, BillingMode: dtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []dtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dtypes.ScalarAttributeTypeS}},
+		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dtypes.KeyTypeHash}}}); err != nil {
+		t.Fatal(err)
+	}
+	return db, table
 }
