@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/payreq/payreq/internal/merchant"
@@ -27,11 +26,7 @@ func (s *Store) Merchants(ctx context.Context) ([]*merchant.Merchant, error) {
 			return nil, fmt.Errorf("scan merchants: %w", err)
 		}
 		for _, item := range page.Items {
-			var rec merchantRecord
-			if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
-				return nil, fmt.Errorf("unmarshal merchant: %w", err)
-			}
-			m, err := rec.merchant()
+			m, err := unmarshalMerchant(item)
 			if err != nil {
 				return nil, err
 			}

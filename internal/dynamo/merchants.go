@@ -147,8 +147,12 @@ func (s *Store) MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchan
 	if len(out.Items) != 1 {
 		return nil, ErrNotFound // two merchants can never share a 256-bit key; treat it as unknown
 	}
+	return unmarshalMerchant(out.Items[0])
+}
+
+func unmarshalMerchant(item map[string]types.AttributeValue) (*merchant.Merchant, error) {
 	var rec merchantRecord
-	if err := attributevalue.UnmarshalMap(out.Items[0], &rec); err != nil {
+	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
 		return nil, fmt.Errorf("unmarshal merchant: %w", err)
 	}
 	return rec.merchant()

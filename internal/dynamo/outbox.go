@@ -120,18 +120,13 @@ func (s *Store) NotificationSubjects(ctx context.Context, evs []payment.NotifyEv
 			}
 			txs[tx.ID] = tx
 		case s.t.PaymentRequests:
-			var rec requestRecord
-			if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
-				return fmt.Errorf("unmarshal payment request: %w", err)
+			r, err := unmarshalRequest(item)
+			if err != nil {
+				return err
 			}
-			r := rec.request()
 			reqs[r.ID] = r
 		case s.t.Merchants:
-			var rec merchantRecord
-			if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
-				return fmt.Errorf("unmarshal merchant: %w", err)
-			}
-			m, err := rec.merchant()
+			m, err := unmarshalMerchant(item)
 			if err != nil {
 				return err
 			}

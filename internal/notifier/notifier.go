@@ -48,11 +48,8 @@ import (
 
 // Store is the persistence the notifier needs.
 type Store interface {
-	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
-	Transaction(ctx context.Context, id int64) (*payment.Transaction, error)
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 	ClearOutbox(ctx context.Context, txID int64, eventID string) error
-	RecordDelivery(ctx context.Context, a dynamo.DeliveryAttempt) error
 	// NotificationSubjects reads the events' transactions, requests and
 	// merchants in one call, keyed by transaction id; missing items are nil.
 	NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]dynamo.NotificationSubject, error)
