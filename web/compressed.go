@@ -5,6 +5,7 @@ import (
 	"io/fs"
 )
 
+//go:generate go run ./internal/genbrands
 //go:generate go run ./internal/gencompressed
 
 // Precompressed are the static files served with a Content-Encoding. Their

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/payreq/payreq/internal/emf"
 )
 
 // The reconciler publishes the violation count as a CloudWatch metric with
@@ -11,7 +13,7 @@ import (
 // which CloudWatch Logs turns into a metric, so publishing costs no API
 // call and no permission. template.yaml alarms on it (AuditViolationsAlarm).
 const (
-	MetricNamespace = "PayReq"
+	MetricNamespace = emf.Namespace
 	MetricName      = "AuditViolations"
 )
 
@@ -28,14 +30,7 @@ func MetricLine(r Report) ([]byte, error) {
 		}
 	}
 	line := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": r.CheckedAt.UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  MetricNamespace,
-				"Dimensions": [][]string{{}},
-				"Metrics":    []any{map[string]string{"Name": MetricName, "Unit": "Count"}},
-			}},
-		},
+		"_aws":       emf.Directive(MetricName, r.CheckedAt),
 		MetricName:   len(r.Violations),
 		"invariants": names,
 		"message":    "audit finished",

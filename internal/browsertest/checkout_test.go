@@ -257,6 +257,15 @@ func TestCheckoutPage(t *testing.T) {
 		bt.Eval[void](t, tab, `document.querySelector('#card .pay').click()`)
 		bt.WaitJS(t, tab, text("#cc-csc-e")+` === 'Enter the 4-digit code on the front of your card.'`, 5*time.Second)
 
+		// Maestro and Discover's range inside UnionPay's come from the
+		// service's own table (internal/card, generated into the page).
+		for _, tc := range [][2]string{{"6759649826438453", "Maestro"}, {"6221260000000000", "Discover"}, {"6200000000000005", "UnionPay"}} {
+			bt.Eval[void](t, tab, `(() => { `+jsSet+` set('cc-number', '`+tc[0]+`'); })()`)
+			if got := bt.Eval[string](t, tab, text("#cc-brand")); got != tc[1] {
+				t.Errorf("brand of %s = %q, want %q", tc[0], got, tc[1])
+			}
+		}
+
 		// Valid on the client, refused by the server: the field error shows next to its field.
 		bt.Eval[void](t, tab, `(() => { `+jsSet+` set('cc-name', 'Ada Lovelace'); set('cc-number', '5555555555554444'); set('cc-exp', '1234'); set('cc-csc', '123'); })()`)
 		if got := bt.Eval[[]string](t, tab, `[`+text("#cc-brand")+`, document.getElementById('cc-exp').value]`); !reflect.DeepEqual(got, []string{"Mastercard", "12/34"}) {

@@ -271,6 +271,8 @@ func (h *handler) settleError(err error, txID int64) error {
 		return problem.NotFound(fmt.Sprintf("Transaction %d does not exist.", txID))
 	case errors.Is(err, payments.ErrMismatch):
 		return problem.BadRequest(fmt.Sprintf("Transaction %d does not belong to that payment request.", txID), "")
+	case errors.Is(err, payments.ErrUnbound):
+		return problem.Conflict(fmt.Sprintf("The provider's result is not for transaction %d; nothing changed.", txID), "")
 	case errors.Is(err, provider.ErrUnknownChallenge):
 		return problem.Conflict(fmt.Sprintf("Transaction %d has no pending 3-D Secure challenge.", txID), "")
 	}
@@ -361,7 +363,7 @@ func (h *handler) threeDSBrowser(w http.ResponseWriter, r *http.Request) error {
 	eventID := "3ds_" + strconv.FormatInt(txID, 10) + "_" + signatureOf(r)
 	s, err := h.Service.CompleteChallenge(ctx, eventID, txID, prID, result == "approve")
 	if err != nil {
-		if errors.Is(err, payments.ErrUnknownTransaction) || errors.Is(err, payments.ErrMismatch) {
+		if errors.Is(err, payments.ErrUnknownTransaction) || errors.Is(err, payments.ErrMismatch) || errors.Is(err, payments.ErrUnbound) {
 			payments.WriteResultPage(w, http.StatusNotFound, nil, nil, "This authentication does not exist.")
 			return nil
 		}

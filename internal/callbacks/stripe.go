@@ -36,6 +36,12 @@ import (
 //	charge.refunded                → nothing to settle (refunds are recorded when the service makes them)
 //	anything else, or an intent without our metadata → acknowledged, ignored
 //
+// An event settles only the transaction it is bound to (payments.Bind):
+// the intent id stored when Stripe first answered, the metadata reference
+// and payment request id, the amount and currency charged. Any other is
+// acknowledged as ignored, logged with the reason and counted (metric
+// UnboundProviderResults, alarm UnboundProviderResultsAlarm).
+//
 // De-duplication by event id: Settle is an idempotent transition, so an
 // event is applied first and its id recorded afterwards (MarkCallbackEvent);
 // a replay changes nothing and is answered duplicate. Recording after, not
@@ -106,9 +112,10 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 		}
 		s, err := settler.Settle(ctx, res)
 		switch {
-		case errors.Is(err, payments.ErrUnknownTransaction), errors.Is(err, payments.ErrMismatch):
-			// Not a transaction of this stack (a shared test-mode account):
-			// acknowledge, or Stripe retries it for days.
+		case errors.Is(err, payments.ErrUnknownTransaction), errors.Is(err, payments.ErrMismatch), errors.Is(err, payments.ErrUnbound):
+			// Not a transaction of this stack (a shared test-mode account),
+			// or an intent that is not the transaction's (logged and counted
+			// by Settle): acknowledge, or Stripe retries it for days.
 			ack.Ignored = true
 		case err != nil:
 			return err // 500: Stripe retries; Settle is idempotent
@@ -195,11 +202,11 @@ func stripeResult(ev sg.Event) (payments.ProviderResult, bool) {
 	if !out.Status.Final() {
 		return payments.ProviderResult{EventID: ev.ID}, true
 	}
+	// The event binds to the transaction only by the intent's own facts
+	// (payments.Bind): its id, reference, payment request, amount and
+	// currency; the transaction id in metadata only says where to look.
 	r := payments.ProviderResult{EventID: ev.ID, TransactionID: txID, Status: out.Status, Code: out.Code,
-		Message: out.Message, ProviderRef: pi.ID}
-	if prID, err := strconv.ParseInt(pi.Metadata[stripeprov.MetaPaymentRequestID], 10, 64); err == nil {
-		r.PaymentRequestID = prID
-	}
+		Message: out.Message, ProviderRef: pi.ID, Facts: stripeprov.FactsOf(&pi)}
 	if out.Status == provider.Declined && out.Code == "004" {
 		r.ThreeDS = payment.ThreeDSFailed
 	}

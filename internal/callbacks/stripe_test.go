@@ -96,13 +96,18 @@ func postStripe(t *testing.T, srv *httptest.Server, body []byte, secret string, 
 
 func TestStripeEventSettlesOnceAndReplaysChangeNothing(t *testing.T) {
 	srv, fs := stripeServer(t)
-	body := stripeEventBody("evt_1", "payment_intent.succeeded", 1001, map[string]any{"status": "succeeded"})
+	body := stripeEventBody("evt_1", "payment_intent.succeeded", 1001, map[string]any{"status": "succeeded", "amount": 123000, "currency": "isk"})
 	code, ack := postStripe(t, srv, body, "whsec_new", time.Now())
 	if code != 200 || !ack.Changed || ack.Duplicate || ack.TransactionID != 1001 {
 		t.Fatalf("first delivery: %d %+v", code, ack)
 	}
-	if r := fs.done[1001]; r.Status != provider.Approved || r.ProviderRef != "pi_evt_1" || r.PaymentRequestID != 77 {
-		t.Fatalf("settled with %+v", r)
+	// The event's own facts go to Settle, which binds them to the
+	// transaction: reference and payment request from the metadata, the
+	// amount converted back with Stripe's minor units (ISK in hundredths).
+	r := fs.done[1001]
+	if r.Status != provider.Approved || r.ProviderRef != "pi_evt_1" || r.Facts == nil || r.Facts.Reference != "ptx_1001" ||
+		r.Facts.PaymentRequestID != 77 || r.Facts.Amount.String() != "1230" || r.Facts.Unit != "ISK" {
+		t.Fatalf("settled with %+v facts %+v", r, r.Facts)
 	}
 	code, ack = postStripe(t, srv, body, "whsec_new", time.Now())
 	if code != 200 || ack.Changed || !ack.Duplicate {

@@ -49,6 +49,23 @@ var iinRanges = []iinRange{
 	{2, 67, 67, Maestro},
 }
 
+// brandNames are the brands as the hosted page names them, with the number
+// lengths it expects while the payer types (a hint for its messages; the
+// service itself takes 12 to 19 digits with a valid check digit).
+var brandNames = map[Brand]struct {
+	name    string
+	lengths []int
+}{
+	Amex:       {"American Express", []int{15}},
+	Visa:       {"Visa", []int{13, 16, 19}},
+	Mastercard: {"Mastercard", []int{16}},
+	Discover:   {"Discover", []int{16, 19}},
+	Diners:     {"Diners Club", []int{14, 16, 19}},
+	JCB:        {"JCB", []int{16, 19}},
+	UnionPay:   {"UnionPay", []int{16, 17, 18, 19}},
+	Maestro:    {"Maestro", []int{12, 13, 14, 15, 16, 17, 18, 19}},
+}
+
 // DetectBrand returns the brand of a digits-only card number, or Unknown. It
 // looks at the prefix only, so it also works on a partially typed number.
 func DetectBrand(digits string) Brand {

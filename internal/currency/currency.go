@@ -3,6 +3,7 @@
 package currency
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -19,6 +20,16 @@ type Currency struct {
 func Lookup(code string) (Currency, bool) {
 	c, ok := all[code]
 	return c, ok
+}
+
+// Codes lists every accepted code, sorted.
+func Codes() []string {
+	out := make([]string, 0, len(all))
+	for code := range all {
+		out = append(out, code)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Decimals is Lookup shaped as the batch processor's lookup function.

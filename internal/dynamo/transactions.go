@@ -266,7 +266,7 @@ func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*
 type Pending struct {
 	TransactionID int64
 	Message       string
-	ProviderRef   string
+	ProviderRef   string // written once: kept when one is stored
 	NextAction    *payment.TxNextAction
 	ThreeDS       string
 	PendingUntil  time.Time
@@ -281,7 +281,7 @@ func (s *Store) MarkPending(ctx context.Context, p Pending) (*payment.Transactio
 		set("updatedAt", timeAV(p.Now)).set("pendingUntil", numberAV(p.PendingUntil.UnixMilli())).
 		set("openUntil", numberAV(p.RecoverAfter.UnixMilli()))
 	if p.ProviderRef != "" {
-		u.set("providerRef", strAV(p.ProviderRef))
+		u.setOnce("providerRef", strAV(p.ProviderRef))
 	}
 	if p.ThreeDS != "" {
 		u.set("threeDS", strAV(p.ThreeDS))
@@ -304,7 +304,7 @@ type Settlement struct {
 	Status        payment.TransactionStatus // TxApproved or TxDeclined
 	Code          codes.Code
 	Message       string
-	ProviderRef   string // kept when empty
+	ProviderRef   string // written once: kept when empty, and when one is stored
 	ThreeDS       string // kept when empty
 	// Event is the notification of this final state (outbox entry).
 	Event payment.NotifyEvent
@@ -332,7 +332,7 @@ func (s *Store) settleInput(st Settlement) (*dynamodb.UpdateItemInput, error) {
 		u.set("code", strAV(string(st.Code)))
 	}
 	if st.ProviderRef != "" {
-		u.set("providerRef", strAV(st.ProviderRef))
+		u.setOnce("providerRef", strAV(st.ProviderRef))
 	}
 	if st.ThreeDS != "" {
 		u.set("threeDS", strAV(st.ThreeDS))

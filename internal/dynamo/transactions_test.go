@@ -386,3 +386,40 @@ func TestAttemptWritesTogether(t *testing.T) {
 		t.Fatalf("second commit and settle: %v, want ErrConflict", err)
 	}
 }
+
+// TestProviderRefWrittenOnce: the acquirer object id a transaction stores
+// when the acquirer first answers is never overwritten by a later write
+// (a pending mark, a settle), so a refund always goes to the charge made.
+func TestProviderRefWrittenOnce(t *testing.T) {
+	s, _ := txStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	tx := &payment.Transaction{ID: ids.New(now), Number: "TXREF" + strconv.FormatInt(now.UnixNano(), 36), PaymentRequestID: 98, MerchantID: "mer_a",
+		Status: payment.TxWaiting, Method: "card", Amount: decimal.RequireFromString("100"), Unit: "EUR", CreatedAt: now, UpdatedAt: now}
+	if err := s.CreateTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.MarkPending(ctx, dynamo.Pending{TransactionID: tx.ID, Message: "Pending", ProviderRef: "pi_first",
+		PendingUntil: now.Add(time.Minute), RecoverAfter: now.Add(2 * time.Minute), Now: now})
+	if err != nil || got.ProviderRef != "pi_first" {
+		t.Fatalf("mark pending: %+v %v", got, err)
+	}
+	got, err = s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved",
+		ProviderRef: "pi_other", Now: now})
+	if err != nil || got.Status != payment.TxApproved || got.ProviderRef != "pi_first" {
+		t.Fatalf("settle with another id: %+v %v (want approved, providerRef still pi_first)", got, err)
+	}
+	if stored, err := s.Transaction(ctx, tx.ID); err != nil || stored.ProviderRef != "pi_first" {
+		t.Fatalf("stored: %+v %v", stored, err)
+	}
+	// A transaction without one takes the first id it is given.
+	tx2 := &payment.Transaction{ID: ids.New(now), Number: "TXREF2" + strconv.FormatInt(now.UnixNano(), 36), PaymentRequestID: 98, MerchantID: "mer_a",
+		Status: payment.TxWaiting, Method: "card", Amount: decimal.RequireFromString("100"), Unit: "EUR", CreatedAt: now, UpdatedAt: now}
+	if err := s.CreateTransaction(ctx, tx2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx2.ID, Status: payment.TxDeclined, Code: "999",
+		Message: "Declined", ProviderRef: "pi_second", Now: now}); err != nil || got.ProviderRef != "pi_second" {
+		t.Fatalf("first id on settle: %+v %v", got, err)
+	}
+}

@@ -44,6 +44,14 @@ func (u *update) set(n string, v types.AttributeValue) *update {
 	return u
 }
 
+// setOnce sets n only where it is absent: a value written once is never
+// overwritten (the acquirer object id of a transaction).
+func (u *update) setOnce(n string, v types.AttributeValue) *update {
+	a := u.name(n)
+	u.sets = append(u.sets, a+" = if_not_exists("+a+", "+u.value(v)+")")
+	return u
+}
+
 func (u *update) setOrRemove(n string, v types.AttributeValue, present bool) {
 	if present {
 		u.set(n, v)

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/codes"
@@ -43,6 +45,10 @@ type Deps struct {
 	// Guard wraps every route: API-key authentication first, then rate
 	// limiting and idempotency. Defaults to Auth.Require alone.
 	Guard func(http.Handler) http.Handler
+	// CheckAmount refuses an amount or unit the acquirer cannot take
+	// (payments.Service.CheckAmount: 400 026 or 020); nil takes every
+	// amount the service accepts. Sandbox merchants are not asked.
+	CheckAmount func(amount decimal.Decimal, unit string) error
 	// Transactions serves GET /transactions/{id} (payments.TransactionLookup).
 	Transactions  httpapi.HandlerFunc
 	Log           *slog.Logger
@@ -102,6 +108,11 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 	req, errs := in.Validate(payment.CreateRules{AllowHTTP: a.AllowHTTPURLs || m.Sandbox, DefaultRecipient: m.Name})
 	if len(errs) > 0 {
 		return problem.Validation(errs)
+	}
+	if a.CheckAmount != nil && !m.Sandbox {
+		if err := a.CheckAmount(req.Amount, req.Unit); err != nil {
+			return err
+		}
 	}
 	now := a.Now().UTC()
 	req.MerchantID, req.CreatedAt, req.UpdatedAt = m.ID, now, now

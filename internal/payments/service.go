@@ -257,6 +257,24 @@ func (s *Service) Serves(method provider.Method) bool {
 	return s.Sandbox || !ok || ms.Serves(method)
 }
 
+// CheckAmount refuses, before anything is written, an amount or a unit
+// the configured acquirer cannot take (its own minor units and currency
+// list): 400 with the spec's code (026 invalid total amount, 020 currency
+// not allowed) on the field concerned. The sandbox takes every amount the
+// service accepts.
+func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
+	ac, ok := s.Provider.(provider.AmountChecker)
+	if s.Sandbox || !ok {
+		return nil
+	}
+	err := ac.CheckAmount(amount, unit)
+	var ae *provider.AmountError
+	if errors.As(err, &ae) {
+		return problem.Validation([]problem.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
+	}
+	return err
+}
+
 // MethodProblem is the 400 045 of a method no configured connector serves.
 func MethodProblem(method provider.Method) *problem.Problem {
 	return problem.BadRequest("Payment method "+strconv.Quote(string(method))+" is not enabled for this merchant.", codes.InvalidPaymentMethod)
@@ -376,6 +394,9 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 	if err != nil {
 		return Result{}, err
 	}
+	if err := s.CheckAmount(r.Amount, r.Unit); err != nil {
+		return Result{}, err
+	}
 	seed := ids.SeedFrom(ctx)
 	txID := attemptID(ctx, now)
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
@@ -420,6 +441,9 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 	now := s.Now()
 	det, err := s.validate(m, &a, now)
 	if err != nil {
+		return Result{}, err
+	}
+	if err := s.CheckAmount(r.Amount, r.Unit); err != nil {
 		return Result{}, err
 	}
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
@@ -630,6 +654,14 @@ func (s *Service) newTransaction(m *merchant.Merchant, req *payment.Request, txI
 // stored together with its request, which needs no limit counters),
 // charges and records the outcome.
 func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *payment.Request, tx *payment.Transaction, a Attempt, det *card.Details, written bool) (Result, error) {
+	if !written {
+		// A request stored before the acquirer's rules applied to it: the
+		// lease is all this attempt wrote, and it is released.
+		if err := s.CheckAmount(req.Amount, req.Unit); err != nil {
+			s.giveUp(req.ID, tx.ID)
+			return Result{}, err
+		}
+	}
 	now := s.Now()
 	country := ""
 	if a.Payer != nil {
@@ -725,7 +757,13 @@ func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider
 	if errors.Is(err, provider.ErrUnknownReference) {
 		return provider.Final(provider.Declined, codes.BankSystemError, ""), nil
 	}
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	// The provider found the charge (by the reference, through a search
+	// anyone with access to the acquirer account could feed): it must be
+	// this transaction's.
+	return out, s.bind(tx, out.ProviderRef, out.Facts, false, "lookup")
 }
 
 // record applies a provider outcome to waiting transaction tx of req (as

@@ -23,6 +23,10 @@ type ProviderResult struct {
 	Message          string
 	ProviderRef      string
 	ThreeDS          string // dynamo.ThreeDS* for 3-D Secure results
+	// Facts are what an acquirer's event says of its charge. When set, the
+	// result is an acquirer event and changes the transaction only if it
+	// is bound to it (Bind, with event rules); otherwise ErrUnbound.
+	Facts *provider.ChargeFacts
 }
 
 // Settled is what a callback did.
@@ -48,6 +52,11 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 	tx, err := s.loadTx(ctx, r.TransactionID)
 	if err != nil {
 		return Settled{}, err
+	}
+	if r.Facts != nil {
+		if err := s.bind(tx, r.ProviderRef, r.Facts, true, "event "+r.EventID); err != nil {
+			return Settled{Transaction: tx}, err
+		}
 	}
 	if r.PaymentRequestID != 0 && tx.PaymentRequestID != r.PaymentRequestID {
 		return Settled{}, ErrMismatch
@@ -99,6 +108,9 @@ func (s *Service) CompleteChallenge(ctx context.Context, eventID string, txID, r
 		ProviderRef: tx.ProviderRef, Approved: approved})
 	if err != nil {
 		return Settled{}, fmt.Errorf("complete 3-D Secure challenge of transaction %d: %w", txID, err)
+	}
+	if err := s.bind(tx, out.ProviderRef, out.Facts, false, "3-D Secure completion"); err != nil {
+		return Settled{Transaction: tx}, err
 	}
 	tds := payment.ThreeDSFailed
 	if out.Status == provider.Approved {

@@ -41,6 +41,12 @@ func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *
 		http.Redirect(w, r, out.NextAction.URL, http.StatusSeeOther)
 		return true, nil
 	}
+	if err := h.Service.bind(tx, out.ProviderRef, out.Facts, false, "3-D Secure return"); err != nil {
+		// Not this transaction's charge (logged and counted): the payer
+		// sees the attempt as it stands; nothing changed.
+		WriteResultPage(w, http.StatusOK, tx, origins, "")
+		return true, nil
+	}
 	tds := payment.ThreeDSFailed
 	if out.Status == provider.Approved {
 		tds = payment.ThreeDSAuthenticated

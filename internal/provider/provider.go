@@ -103,6 +103,30 @@ type MethodServer interface {
 	Serves(Method) bool
 }
 
+// AmountChecker is a Provider that cannot charge every amount the service
+// accepts (an acquirer with its own minor units and currency list). The
+// service asks it before anything is written: at creation of a payment
+// request and before every attempt. CheckAmount returns nil or an
+// *AmountError.
+type AmountChecker interface {
+	CheckAmount(amount decimal.Decimal, unit string) error
+}
+
+// AmountError refuses an amount or a currency the provider cannot take:
+// the spec's code (026 invalid total amount, 020 currency not allowed) on
+// the field it concerns ("amount" or "unit"). It is also ErrInvalidRequest.
+type AmountError struct {
+	Field  string
+	Code   codes.Code
+	Detail string
+}
+
+func (e *AmountError) Error() string { return "provider: " + e.Detail }
+
+// Is makes an AmountError an ErrInvalidRequest for callers that only ask
+// whether the request could be sent.
+func (e *AmountError) Is(target error) bool { return target == ErrInvalidRequest }
+
 // Errors a Provider returns for requests the service should never send.
 var (
 	ErrInvalidRequest   = errors.New("provider: invalid request")
@@ -160,10 +184,25 @@ type Outcome struct {
 	Message     string     // lastLog.message
 	ProviderRef string     // the provider's reference; persist it with the transaction
 	NextAction  *NextAction
+	// Facts, when set, are what the provider's own record says the charge
+	// is (a charge it found rather than the answer to this service's own
+	// call: a lookup, a 3-D Secure return, an event). The service applies
+	// the outcome only to the transaction they match (payments.Bind).
+	Facts *ChargeFacts
 	// Async is set when the provider will report the final result later
 	// through a signed callback. It is nil when the outcome is final now, and
 	// when the result waits for the payer's 3-D Secure challenge instead.
 	Async *AsyncResult
+}
+
+// ChargeFacts identify a charge as the provider recorded it: the
+// reference and payment request the service gave it, and the amount and
+// unit it is for (converted back with the provider's own minor units).
+type ChargeFacts struct {
+	Reference        string
+	PaymentRequestID int64
+	Amount           decimal.Decimal
+	Unit             string
 }
 
 // AsyncResult is the final result a pending outcome will turn into. The

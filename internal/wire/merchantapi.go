@@ -42,6 +42,7 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 		Links:         links,
 		Auth:          auth,
 		Guard:         guard,
+		CheckAmount:   svc.CheckAmount,
 		Transactions:  payments.TransactionLookup(svc, b.cfg.PublicBaseURL),
 		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
 		PublicBaseURL: b.cfg.PublicBaseURL,

@@ -313,17 +313,49 @@
 
   // ---- card fields --------------------------------------------------------------------------------
 
-  const BRANDS = [
-    ['American Express', /^3[47]/, [15]],
-    ['Visa', /^4/, [13, 16, 19]],
-    ['Mastercard', /^(5[1-5]|222[1-9]|22[3-9]\d|2[3-6]\d\d|27[01]\d|2720)/, [16]],
-    ['Discover', /^(6011|65|64[4-9])/, [16, 19]],
-    ['Diners Club', /^3(0[0-5]|[689])/, [14, 16, 19]],
-    ['JCB', /^35(2[89]|[3-8])/, [16, 19]],
-    ['UnionPay', /^62/, [16, 17, 18, 19]]
+  // BEGIN card brands: generated from internal/card/brand.go by `go generate ./web`; do not edit.
+  const IIN = [
+    [2, 34, 34, 'amex'],
+    [2, 37, 37, 'amex'],
+    [3, 300, 305, 'diners'],
+    [4, 3095, 3095, 'diners'],
+    [2, 36, 36, 'diners'],
+    [2, 38, 39, 'diners'],
+    [4, 3528, 3589, 'jcb'],
+    [1, 4, 4, 'visa'],
+    [2, 51, 55, 'mastercard'],
+    [4, 2221, 2720, 'mastercard'],
+    [4, 6011, 6011, 'discover'],
+    [6, 622126, 622925, 'discover'],
+    [3, 644, 649, 'discover'],
+    [2, 65, 65, 'discover'],
+    [2, 62, 62, 'unionpay'],
+    [2, 50, 50, 'maestro'],
+    [2, 56, 58, 'maestro'],
+    [4, 6304, 6304, 'maestro'],
+    [3, 639, 639, 'maestro'],
+    [2, 67, 67, 'maestro']
   ];
+  const BRAND_NAMES = {
+    amex: ['American Express', [15]],
+    diners: ['Diners Club', [14, 16, 19]],
+    discover: ['Discover', [16, 19]],
+    jcb: ['JCB', [16, 19]],
+    maestro: ['Maestro', [12, 13, 14, 15, 16, 17, 18, 19]],
+    mastercard: ['Mastercard', [16]],
+    unionpay: ['UnionPay', [16, 17, 18, 19]],
+    visa: ['Visa', [13, 16, 19]]
+  };
+  const iinBrand = (d) => {
+    for (const [w, lo, hi, id] of IIN) {
+      if (d.length >= w) { const p = +d.slice(0, w); if (p >= lo && p <= hi) return id; }
+    }
+    return null;
+  };
+  // END card brands
   const digits = (v) => v.replace(/\D/g, '');
-  const brandOf = (d) => BRANDS.find((b) => b[1].test(d)) || null;
+  // [display name, expected lengths] of the brand the number starts with, or null.
+  const brandOf = (d) => { const id = iinBrand(d); return id ? BRAND_NAMES[id] : null; };
 
   function luhn(d) {
     let sum = 0;
@@ -346,7 +378,7 @@
       const d = digits(v), b = brandOf(d);
       if (!d) return 'err.number.empty';
       if (!/^[\d ]+$/.test(v.trim())) return 'err.number.invalid';
-      const lens = b ? b[2] : [12, 19];
+      const lens = b ? b[1] : [12, 19];
       if (d.length < Math.min(...lens)) return 'err.number.short';
       const lenOk = b ? lens.includes(d.length) : d.length >= 12 && d.length <= 19;
       return lenOk && luhn(d) ? '' : 'err.number.invalid';

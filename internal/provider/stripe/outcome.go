@@ -1,14 +1,12 @@
 package stripe
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
-	"github.com/shopspring/decimal"
 	sg "github.com/stripe/stripe-go/v83"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -123,16 +121,23 @@ func DeclineCode(code, declineCode string) codes.Code {
 	return codes.DeclinedContactIssuer
 }
 
-// MinorUnits converts an amount to Stripe's integer amount in the currency's
-// smallest unit (cents; yen as is). Crypto units and amounts with more
-// decimals than the currency has are refused.
-func MinorUnits(amount decimal.Decimal, unit string) (int64, string, error) {
-	c, ok := currency.Lookup(strings.ToUpper(unit))
-	if !ok || c.Crypto {
-		return 0, "", fmt.Errorf("%w: Stripe cannot charge %q", provider.ErrInvalidRequest, unit)
+// FactsOf is what intent pi says of itself: the reference and payment
+// request in its metadata and its amount in the service's units (Unit ""
+// when Stripe reports a currency the table does not charge, which matches
+// no transaction).
+func FactsOf(pi *sg.PaymentIntent) *provider.ChargeFacts {
+	f := &provider.ChargeFacts{Reference: pi.Metadata[MetaReference]}
+	f.PaymentRequestID, _ = strconv.ParseInt(pi.Metadata[MetaPaymentRequestID], 10, 64)
+	if amount, unit, ok := FromMinorUnits(pi.Amount, string(pi.Currency)); ok {
+		f.Amount, f.Unit = amount, unit
 	}
-	if !c.ValidAmount(amount) {
-		return 0, "", fmt.Errorf("%w: amount %s has more decimals than %s allows", provider.ErrInvalidRequest, amount, c.Code)
-	}
-	return amount.Shift(c.Decimals).IntPart(), strings.ToLower(c.Code), nil
+	return f
+}
+
+// withFacts is OutcomeOf(pi) carrying pi's facts, for an intent the
+// connector found or read back rather than created in this call.
+func withFacts(pi *sg.PaymentIntent) provider.Outcome {
+	out := OutcomeOf(pi)
+	out.Facts = FactsOf(pi)
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/shopspring/decimal"
 	sg "github.com/stripe/stripe-go/v83"
 
 	"github.com/payreq/payreq/internal/codes"
@@ -65,26 +64,5 @@ func TestDocsDeclineTable(t *testing.T) {
 	}
 	if DeclineCode("card_declined", "generic_decline") != codes.DeclinedContactIssuer || DeclineCode("card_declined", "insufficient_funds") != codes.InsufficientFunds {
 		t.Error("the issuer's decline_code must win over card_declined, and unknown codes are 999")
-	}
-}
-
-func TestMinorUnits(t *testing.T) {
-	for _, tc := range []struct {
-		amount, unit string
-		want         int64
-		cur          string
-		ok           bool
-	}{
-		{"10.50", "EUR", 1050, "eur", true},
-		{"1000", "JPY", 1000, "jpy", true},
-		{"1.234", "KWD", 1234, "kwd", true},
-		{"10.505", "EUR", 0, "", false},
-		{"1", "BTC", 0, "", false},
-		{"1", "XXX", 0, "", false},
-	} {
-		got, cur, err := MinorUnits(decimal.RequireFromString(tc.amount), tc.unit)
-		if (err == nil) != tc.ok || got != tc.want || cur != tc.cur {
-			t.Errorf("%s %s: %d %s %v", tc.amount, tc.unit, got, cur, err)
-		}
 	}
 }

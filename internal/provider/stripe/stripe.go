@@ -320,7 +320,7 @@ func (p *Provider) find(ctx context.Context, reference string, forCharge bool) (
 	if found == nil {
 		return provider.Outcome{}, ErrNotYetVisible
 	}
-	return OutcomeOf(found), nil
+	return withFacts(found), nil
 }
 
 // CompleteChallenge reads the intent after the payer's 3-D Secure challenge:
@@ -333,10 +333,10 @@ func (p *Provider) CompleteChallenge(ctx context.Context, res provider.Challenge
 	if err != nil {
 		return provider.Outcome{}, fmt.Errorf("stripe: retrieve payment intent: %w", redact(err))
 	}
-	if res.Reference != "" && pi.Metadata[MetaReference] != "" && pi.Metadata[MetaReference] != res.Reference {
+	if pi.Metadata[MetaReference] != res.Reference {
 		return provider.Outcome{}, provider.ErrUnknownChallenge
 	}
-	out := OutcomeOf(pi)
+	out := withFacts(pi)
 	if out.Status == provider.Pending {
 		return provider.Outcome{}, ErrChallengeOpen
 	}
@@ -414,5 +414,5 @@ func (p *Provider) ChallengeStatus(ctx context.Context, providerRef string) (pro
 	if err != nil {
 		return provider.Outcome{}, fmt.Errorf("stripe: retrieve payment intent: %w", redact(err))
 	}
-	return OutcomeOf(pi), nil
+	return withFacts(pi), nil
 }

@@ -177,6 +177,18 @@ func TestThreeDSRedirectAndCompletion(t *testing.T) {
 		if err != nil || got.Status != want || got.Code != code {
 			t.Fatalf("after challenge (ok=%v): %+v %v", ok, got, err)
 		}
+		// The intent read back reports its own facts, which the service
+		// binds to the transaction (payments.Bind).
+		if f := got.Facts; f == nil || f.Reference != req.Reference || f.PaymentRequestID != req.PaymentRequestID ||
+			!f.Amount.Equal(req.Amount) || f.Unit != req.Unit {
+			t.Fatalf("facts after challenge: %+v, want those of %+v", got.Facts, req)
+		}
+		// An intent whose reference is not the transaction's is no answer.
+		other := res
+		other.Reference = "ptx_999"
+		if _, err := p.CompleteChallenge(context.Background(), other); !errors.Is(err, provider.ErrUnknownChallenge) {
+			t.Fatalf("challenge read for another reference: %v, want ErrUnknownChallenge", err)
+		}
 	}
 }
 
