@@ -384,7 +384,7 @@ func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) er
 	out := Session{
 		RequestID: strconv.FormatInt(s.req.ID, 10), RecipientName: s.req.RecipientName,
 		Amount: string(payment.DisplayAmount(s.req.Amount, s.req.Unit)), Unit: s.req.Unit,
-		PaymentRequestStatusID: s.req.Status, Methods: h.served(methods(s.merchant)), Sandbox: s.merchant.Sandbox,
+		PaymentRequestStatusID: s.req.Status, Methods: h.served(methods(s.merchant), s.merchant, s.req.Unit), Sandbox: s.merchant.Sandbox,
 		SuccessURL: firstNonEmpty(s.req.SuccessURL, s.merchant.SuccessURL), FailureURL: firstNonEmpty(s.req.FailureURL, s.merchant.FailureURL),
 		ExpiresAt: time.Unix(s.claims.ExpiresAt, 0).UTC(),
 	}
@@ -423,15 +423,22 @@ func methods(m *merchant.Merchant) []string {
 	return out
 }
 
-// served drops the methods the configured connector does not take (a
-// production stage with Stripe shows cards only). The page's method names
-// are the provider's.
-func (h *handler) served(names []string) []string {
-	ms, ok := h.Payments.(interface{ Serves(provider.Method) bool })
+// served drops the methods the configured connector does not take in the
+// request's currency (Stripe's QR is Pix in BRL, PromptPay in THB, ...).
+// Outside the sandbox the page shows no wallet tab: a shopper has no token
+// to type, and the wallets' own buttons are not on the page yet (the API
+// takes wallet tokens). The page's method names are the provider's.
+func (h *handler) served(names []string, m *merchant.Merchant, unit string) []string {
+	if !m.Sandbox {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == string(provider.MethodWallet) })
+	}
+	ms, ok := h.Payments.(interface {
+		Offers(provider.Method, string) bool
+	})
 	if !ok {
 		return names
 	}
-	return slices.DeleteFunc(names, func(n string) bool { return !ms.Serves(provider.Method(n)) })
+	return slices.DeleteFunc(names, func(n string) bool { return !ms.Offers(provider.Method(n), unit) })
 }
 
 func firstNonEmpty(a, b string) string {

@@ -275,6 +275,34 @@ func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
 	return err
 }
 
+// checkAttempt is CheckAmount, and the acquirer's routing of a's method in
+// unit (a method served in some currencies only: 400 020 on unit).
+func (s *Service) checkAttempt(a Attempt, amount decimal.Decimal, unit string) error {
+	if err := s.CheckAmount(amount, unit); err != nil {
+		return err
+	}
+	rc, ok := s.Provider.(provider.RouteChecker)
+	if s.Sandbox || !ok {
+		return nil
+	}
+	err := rc.CheckRoute(a.Method, a.Selector, unit)
+	var ae *provider.AmountError
+	if errors.As(err, &ae) {
+		return problem.Validation([]problem.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
+	}
+	if err != nil {
+		return MethodProblem(a.Method)
+	}
+	return nil
+}
+
+// Offers reports whether an attempt of method (no selector: the hosted
+// page's) can be made in unit: the connector serves the method, and its
+// routing serves that currency.
+func (s *Service) Offers(method provider.Method, unit string) bool {
+	return s.Serves(method) && s.checkAttempt(Attempt{Method: method}, decimal.NewFromInt(1), unit) == nil
+}
+
 // MethodProblem is the 400 045 of a method no configured connector serves.
 func MethodProblem(method provider.Method) *problem.Problem {
 	return problem.BadRequest("Payment method "+strconv.Quote(string(method))+" is not enabled for this merchant.", codes.InvalidPaymentMethod)
@@ -394,7 +422,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 	if err != nil {
 		return Result{}, err
 	}
-	if err := s.CheckAmount(r.Amount, r.Unit); err != nil {
+	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
 		return Result{}, err
 	}
 	seed := ids.SeedFrom(ctx)
@@ -443,7 +471,7 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 	if err != nil {
 		return Result{}, err
 	}
-	if err := s.CheckAmount(r.Amount, r.Unit); err != nil {
+	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
 		return Result{}, err
 	}
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
@@ -657,7 +685,7 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 	if !written {
 		// A request stored before the acquirer's rules applied to it: the
 		// lease is all this attempt wrote, and it is released.
-		if err := s.CheckAmount(req.Amount, req.Unit); err != nil {
+		if err := s.checkAttempt(a, req.Amount, req.Unit); err != nil {
 			s.giveUp(req.ID, tx.ID)
 			return Result{}, err
 		}
@@ -800,8 +828,11 @@ func (s *Service) resultOf(ctx context.Context, tx *payment.Transaction, a Attem
 func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out provider.Outcome) (*payment.Request, *payment.Transaction, error) {
 	now := s.Now()
 	window := s.ChallengeWindow
-	if out.Async != nil {
+	switch {
+	case out.Async != nil:
 		window = out.Async.After
+	case out.Window > 0:
+		window = out.Window
 	}
 	p := dynamo.Pending{TransactionID: tx.ID, Message: out.Message, ProviderRef: out.ProviderRef,
 		PendingUntil: now.Add(window), Now: now.UTC()}

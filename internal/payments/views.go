@@ -147,6 +147,11 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		if tx.Status != payment.TxApproved {
 			return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
 		}
+		if rc, ok := s.Provider.(provider.RefundChecker); ok && !s.Sandbox {
+			if err := rc.CheckRefund(provider.Method(tx.Method), tx.Selector, tx.Unit); err != nil {
+				return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
+			}
+		}
 		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
 		if errors.Is(err, dynamo.ErrConflict) { // a concurrent call began it
 			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {

@@ -112,6 +112,22 @@ type AmountChecker interface {
 	CheckAmount(amount decimal.Decimal, unit string) error
 }
 
+// RouteChecker is a Provider that serves a method only in some currencies
+// (an acquirer's payment method for UPI takes INR only). The service asks
+// it before an attempt writes anything; CheckRoute returns nil or an
+// *AmountError (020 on unit).
+type RouteChecker interface {
+	CheckRoute(m Method, selector int, unit string) error
+}
+
+// RefundChecker is a Provider that cannot refund every method it charges.
+// CheckRefund returns nil, or an error whose text says why a payment of
+// method m (selector, unit) cannot be refunded through the provider; the
+// service then answers 409 before anything is written.
+type RefundChecker interface {
+	CheckRefund(m Method, selector int, unit string) error
+}
+
 // AmountError refuses an amount or a currency the provider cannot take:
 // the spec's code (026 invalid total amount, 020 currency not allowed) on
 // the field it concerns ("amount" or "unit"). It is also ErrInvalidRequest.
@@ -184,6 +200,9 @@ type Outcome struct {
 	Message     string     // lastLog.message
 	ProviderRef string     // the provider's reference; persist it with the transaction
 	NextAction  *NextAction
+	// Window, when set, is how long the pending attempt may wait for the
+	// payer (a QR code's validity); 0: the service's own window.
+	Window time.Duration
 	// Facts, when set, are what the provider's own record says the charge
 	// is (a charge it found rather than the answer to this service's own
 	// call: a lookup, a 3-D Secure return, an event). The service applies

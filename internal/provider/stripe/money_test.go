@@ -36,6 +36,10 @@ type recordingFront struct {
 	mu      sync.Mutex
 	intents []url.Values
 	status  string
+	// actions are the next_action objects answered, with status
+	// requires_action, to a confirmed intent of a payment method type
+	// (stripe-mock's single fixture has none).
+	actions map[string]map[string]any
 }
 
 func startRecordingFront(t *testing.T, mock string) *recordingFront {
@@ -48,6 +52,7 @@ func startRecordingFront(t *testing.T, mock string) *recordingFront {
 			b, _ := io.ReadAll(r.Body)
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 			form, _ := url.ParseQuery(string(b))
+			r.Header.Set("X-Test-Pm-Type", form.Get("payment_method_types[0]"))
 			if form.Get("metadata[payreq_closed]") == "" {
 				f.mu.Lock()
 				f.intents = append(f.intents, form)
@@ -59,7 +64,11 @@ func startRecordingFront(t *testing.T, mock string) *recordingFront {
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		f.mu.Lock()
 		st := f.status
+		action := f.actions[resp.Request.Header.Get("X-Test-Pm-Type")]
 		f.mu.Unlock()
+		if action != nil {
+			st = "requires_action"
+		}
 		if st == "" || resp.Request.Method != http.MethodPost || resp.Request.URL.Path != "/v1/payment_intents" || resp.StatusCode != 200 {
 			return nil
 		}
@@ -72,6 +81,9 @@ func startRecordingFront(t *testing.T, mock string) *recordingFront {
 			return err
 		}
 		pi["status"] = st
+		if action != nil {
+			pi["next_action"] = action
+		}
 		b, _ = json.Marshal(pi)
 		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
@@ -87,6 +99,17 @@ func (f *recordingFront) created() []url.Values {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]url.Values(nil), f.intents...)
+}
+
+// answerWith makes confirmed intents of payment method type pmType wait
+// for the payer with next action na (nil: no longer).
+func (f *recordingFront) answerWith(pmType string, na map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.actions == nil {
+		f.actions = map[string]map[string]any{}
+	}
+	f.actions[pmType] = na
 }
 
 func (f *recordingFront) forceStatus(st string) {

@@ -17,6 +17,7 @@ import (
 //	requires_capture                   → 1 approved (authorised; we never create manual-capture intents)
 //	processing                         → 3 pending, settled by webhook
 //	requires_action + redirect_to_url  → 3 pending, 3-D Secure redirect
+//	requires_action + a QR or app step → 3 pending, nextAction qr (upi_collect for UPI), settled by webhook
 //	requires_action, any other action  → 2 declined 004 (cannot be completed server-side)
 //	requires_payment_method            → 2 declined, code from last_payment_error (DeclineCode)
 //	requires_confirmation              → 2 declined 001 (the confirm never happened)
@@ -34,6 +35,15 @@ func OutcomeOf(pi *sg.PaymentIntent) provider.Outcome {
 			o := provider.Final(provider.Pending, "", pi.ID)
 			o.Message = "Pending: 3-D Secure authentication required"
 			o.NextAction = &provider.NextAction{Type: provider.ActionThreeDSRedirect, URL: u, Reference: pi.ID}
+			return o
+		}
+		if a, left := qrAction(pi); a != nil {
+			o := provider.Final(provider.Pending, "", pi.ID)
+			o.Message = "Pending: waiting for the QR code to be paid"
+			if a.Type == provider.ActionUPICollect {
+				o.Message = "Pending: waiting for the payer to approve the UPI collect request"
+			}
+			o.NextAction, o.Window = a, left
 			return o
 		}
 		return provider.Final(provider.Declined, codes.ThreeDSDecline, pi.ID)

@@ -29,7 +29,8 @@ import (
 // the public HTTP API: a hosted-page card payment approved with its
 // notification recorded, a refund, a pending payment settled by a signed
 // Stripe webhook, a replay of that webhook changing nothing, and forged and
-// stale signatures refused; and methods Stripe does not serve refused.
+// stale signatures refused; and the sandbox selector and a method not routed
+// in the request's currency refused.
 //
 // stripe-mock is stateless and answers every PaymentIntent from one
 // fixture (patched here to succeeded). It cannot leave an intent
@@ -96,7 +97,8 @@ func TestLocalProductionStack(t *testing.T) {
 			t.Fatalf("checkout session: %d %s", s.Status, s.Body)
 		}
 		tok := s.JSON(t)["token"].(string)
-		// The hosted page offers only what the connector serves.
+		// The hosted page offers only what the connector serves in EUR
+		// (no QR method in EUR, no UPI outside INR, no typed wallet token).
 		if ms := testenv.Do(t, "GET", base+"/checkout/api/session", "", nil, "X-Checkout-Token", tok).JSON(t)["methods"]; fmt.Sprint(ms) != "[card]" {
 			t.Fatalf("hosted page methods in production with Stripe: %v", ms)
 		}
@@ -109,23 +111,16 @@ func TestLocalProductionStack(t *testing.T) {
 	}
 	txID := func(res map[string]any) int64 { return int64(res["transactionId"].(float64)) }
 
-	// 0. Routing: Stripe serves cards only, so every selector and route of
-	// another method (wallets, UPI, alternatives, QR) answers 400 045 for
-	// this production merchant, though its Methods list them all; selector 1
-	// is the sandbox's.
-	for _, n := range []int{1, 27, 30, 44, 48} {
-		r := testenv.Do(t, "POST", base+"/payments/h2h/"+strconv.Itoa(n), key, `{"amount":5,"unit":"EUR"}`)
-		if r.Status != 400 || r.JSON(t)["code"] != "045" {
-			t.Fatalf("h2h selector %d in production with Stripe: %d %s", n, r.Status, r.Body)
-		}
+	// 0. Routing: selector 1 is the sandbox's (400 045 in production); the
+	// other methods are routed by currency (TestProductionMethodsThroughStripe),
+	// so a QR payment of an EUR request is 400 020, before any Stripe call.
+	if r := testenv.Do(t, "POST", base+"/payments/h2h/1", key, `{"amount":5,"unit":"EUR"}`); r.Status != 400 || r.JSON(t)["code"] != "045" {
+		t.Fatalf("h2h selector 1 in production: %d %s", r.Status, r.Body)
 	}
 	cr := testenv.Do(t, "POST", base+"/payment-requests", key, `{"amount":5,"unit":"EUR"}`)
 	unpaid := strconv.FormatInt(int64(cr.JSON(t)["id"].(float64)), 10)
-	for _, route := range []string{"/payments/walletA/", "/payments/qr/"} {
-		r := testenv.Do(t, "POST", base+route+unpaid, key, `{"name":"Ann Lee","email":"ann@example.com","token":"tok_x"}`)
-		if r.Status != 400 || r.JSON(t)["code"] != "045" {
-			t.Fatalf("%s in production with Stripe: %d %s", route, r.Status, r.Body)
-		}
+	if r := testenv.Do(t, "POST", base+"/payments/qr/"+unpaid, key, `{"name":"Ann Lee","email":"ann@example.com","phoneNumber":"4915112345678","address":"1 Main St","city":"Berlin","state":"BE","postalCode":"10115","country":"DE"}`); r.Status != 400 || r.JSON(t)["code"] != "020" {
+		t.Fatalf("QR of an EUR request in production: %d %s", r.Status, r.Body)
 	}
 
 	// 1. Approved end to end, notification recorded.

@@ -119,12 +119,6 @@ func New(opts Options) (*Provider, error) {
 // a reference can be quoted in a search query safely.
 var validRef = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// Serves reports the methods this connector takes: cards only. Wallets,
-// QR and UPI stay disabled for a merchant until a connector serves them.
-func (p *Provider) Serves(m provider.Method) bool { return m == provider.MethodCard }
-
-var _ provider.MethodServer = (*Provider)(nil)
-
 func checkRef(ref string) error {
 	if ref == "" || len(ref) > maxReferenceBytes || !validRef.MatchString(ref) {
 		return fmt.Errorf("%w: reference %q", provider.ErrInvalidRequest, ref)
@@ -135,54 +129,65 @@ func checkRef(ref string) error {
 // chargeKey is the Idempotency-Key of the PaymentIntent of reference ref.
 func (p *Provider) chargeKey(ref string) string { return p.opts.KeyPrefix + ":" + ref }
 
-// Charge creates the card's PaymentMethod, then a confirmed PaymentIntent:
-// two Stripe calls for an approved payment.
+// Charge creates the PaymentMethod of a card (from its number, or from a
+// wallet's Stripe token), then a confirmed PaymentIntent: two Stripe calls
+// for an approved card payment. The other methods (UPI, QR, the
+// alternatives) are one confirmed PaymentIntent carrying its payment method
+// data; it waits for the payer (pending with the QR or app step) until
+// Stripe's webhook settles it. The route is the table in methods.go.
 func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (provider.Outcome, error) {
 	if err := checkRef(req.Reference); err != nil {
 		return provider.Outcome{}, err
 	}
-	if req.Method != provider.MethodCard || req.Card == nil {
-		return provider.Outcome{}, fmt.Errorf("%w: Stripe serves card payments only, not %q", provider.ErrInvalidRequest, req.Method)
+	pmType, err := routeOf(req.Method, req.Selector, req.Unit)
+	if err != nil {
+		return provider.Outcome{}, err
 	}
 	amount, cur, err := MinorUnits(req.Amount, req.Unit)
 	if err != nil {
 		return provider.Outcome{}, err
 	}
 	key := p.chargeKey(req.Reference)
-	pmp := &sg.PaymentMethodCreateParams{
-		Type: sg.String(string(sg.PaymentMethodTypeCard)),
-		Card: &sg.PaymentMethodCreateCardParams{
-			Number: sg.String(req.Card.Digits), CVC: optional(req.CVV),
-			ExpMonth: sg.Int64(int64(req.Card.Expiry.Month)), ExpYear: sg.Int64(int64(req.Card.Expiry.Year)),
-		},
-	}
-	pmp.SetIdempotencyKey(key + ":pm")
-	pm, err := p.c.V1PaymentMethods.Create(ctx, pmp)
-	if err != nil {
-		if out, ok := cardError(err); ok {
-			return out, nil // refused before any intent: nothing to charge
-		}
-		return provider.Outcome{}, fmt.Errorf("stripe: create payment method: %w", redact(err))
-	}
 	pip := &sg.PaymentIntentCreateParams{
 		Amount: sg.Int64(amount), Currency: sg.String(cur),
-		PaymentMethod:      sg.String(pm.ID),
-		PaymentMethodTypes: []*string{sg.String("card")},
+		PaymentMethodTypes: []*string{sg.String(pmType)},
 		Confirm:            sg.Bool(true),
 		Metadata:           p.metadata(req.Reference, req.TransactionID, req.PaymentRequestID),
 	}
 	if req.Email != "" {
 		pip.ReceiptEmail = sg.String(req.Email)
 	}
-	if req.CardholderPresent && p.opts.ReturnURL != nil {
-		pip.ReturnURL = sg.String(p.opts.ReturnURL(req.TransactionID, req.ReturnURL))
+	if pmType == "card" {
+		pm, out, err := p.cardPaymentMethod(ctx, req, key)
+		if err != nil || pm == "" {
+			return out, err
+		}
+		pip.PaymentMethod = sg.String(pm)
+		if req.CardholderPresent && p.opts.ReturnURL != nil {
+			pip.ReturnURL = sg.String(p.opts.ReturnURL(req.TransactionID, req.ReturnURL))
+		} else {
+			// Nobody can answer a challenge: mail order, and fail rather than
+			// wait when the issuer insists on 3-D Secure (→ 004).
+			pip.ErrorOnRequiresAction = sg.Bool(true)
+			if !req.CardholderPresent {
+				pip.PaymentMethodOptions = &sg.PaymentIntentCreatePaymentMethodOptionsParams{
+					Card: &sg.PaymentIntentCreatePaymentMethodOptionsCardParams{MOTO: sg.Bool(true)}}
+			}
+		}
 	} else {
-		// Nobody can answer a challenge: mail order, and fail rather than
-		// wait when the issuer insists on 3-D Secure (→ 004).
-		pip.ErrorOnRequiresAction = sg.Bool(true)
-		if !req.CardholderPresent {
+		pip.PaymentMethodData = &sg.PaymentIntentCreatePaymentMethodDataParams{Type: sg.String(pmType)}
+		if req.Email != "" {
+			// PromptPay and Pix need the payer's e-mail; the others keep it.
+			pip.PaymentMethodData.BillingDetails = &sg.PaymentIntentCreatePaymentMethodDataBillingDetailsParams{Email: sg.String(req.Email)}
+		}
+		if pmType == "wechat_pay" {
 			pip.PaymentMethodOptions = &sg.PaymentIntentCreatePaymentMethodOptionsParams{
-				Card: &sg.PaymentIntentCreatePaymentMethodOptionsCardParams{MOTO: sg.Bool(true)}}
+				WeChatPay: &sg.PaymentIntentCreatePaymentMethodOptionsWeChatPayParams{Client: sg.String("web")}}
+		}
+		if p.opts.ReturnURL != nil {
+			// Apps that redirect (Cash App, Swish, UPI on a phone) bring the
+			// payer back to the service's page of the attempt.
+			pip.ReturnURL = sg.String(p.opts.ReturnURL(req.TransactionID, req.ReturnURL))
 		}
 	}
 	pip.SetIdempotencyKey(key)
@@ -202,11 +207,46 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 	return p.outcome(ctx, pi, req.CardholderPresent), nil
 }
 
+// cardPaymentMethod creates the PaymentMethod of a card payment: from the
+// card's number, or from a wallet token (Google Pay or Apple Pay tokenized
+// for Stripe, "tok_…"), which Stripe charges as a card. An empty id with a
+// nil error is a card Stripe refused before any intent (out says how).
+func (p *Provider) cardPaymentMethod(ctx context.Context, req provider.ChargeRequest, key string) (string, provider.Outcome, error) {
+	cp := &sg.PaymentMethodCreateCardParams{}
+	switch {
+	case req.Method == provider.MethodWallet && req.WalletToken != "":
+		cp.Token = sg.String(req.WalletToken)
+	case req.Method == provider.MethodCard && req.Card != nil:
+		cp.Number, cp.CVC = sg.String(req.Card.Digits), optional(req.CVV)
+		cp.ExpMonth, cp.ExpYear = sg.Int64(int64(req.Card.Expiry.Month)), sg.Int64(int64(req.Card.Expiry.Year))
+	default:
+		return "", provider.Outcome{}, fmt.Errorf("%w: a %s payment without its card or token", provider.ErrInvalidRequest, req.Method)
+	}
+	pmp := &sg.PaymentMethodCreateParams{Type: sg.String(string(sg.PaymentMethodTypeCard)), Card: cp}
+	pmp.SetIdempotencyKey(key + ":pm")
+	pm, err := p.c.V1PaymentMethods.Create(ctx, pmp)
+	if err != nil {
+		if out, ok := cardError(err); ok {
+			return "", out, nil // refused before any intent: nothing to charge
+		}
+		if req.Method == provider.MethodWallet {
+			var se *sg.Error
+			if errors.As(err, &se) && se.Type == sg.ErrorTypeInvalidRequest {
+				// A token Stripe does not know (expired, used, another
+				// account's): the spec's invalid token, nothing charged.
+				return "", provider.Final(provider.Declined, codes.InvalidToken, ""), nil
+			}
+		}
+		return "", provider.Outcome{}, fmt.Errorf("stripe: create payment method: %w", redact(err))
+	}
+	return pm.ID, provider.Outcome{}, nil
+}
+
 // outcome is OutcomeOf, except that a challenge nobody can answer is
 // cancelled and declined 004.
 func (p *Provider) outcome(ctx context.Context, pi *sg.PaymentIntent, cardholderPresent bool) provider.Outcome {
 	out := OutcomeOf(pi)
-	if out.Status == provider.Pending && out.NextAction != nil && !cardholderPresent {
+	if out.Status == provider.Pending && out.NextAction != nil && out.NextAction.Type == provider.ActionThreeDSRedirect && !cardholderPresent {
 		p.cancel(ctx, pi.ID, pi.Metadata[MetaReference])
 		return provider.Final(provider.Declined, codes.ThreeDSDecline, pi.ID)
 	}
