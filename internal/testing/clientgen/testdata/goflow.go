@@ -133,7 +133,7 @@ func main() {
 		Expiry     string  `json:"expiry"`
 		HolderName *string `json:"holderName,omitempty"`
 		Number     string  `json:"number"`
-	}{Cvc: "123", Expiry: "12/39", HolderName: &holder, Number: "4242424242424242"}
+	}{Cvc: "123", Expiry: "12/39", HolderName: &holder, Number: "4111111111111111"}
 	payKey := "pay-" + key
 	pay, err := c.PayHostToHostWithResponse(ctx, 1, &payreq.PayHostToHostParams{IdempotencyKey: &payKey}, body)
 	check(err, "h2h payment")

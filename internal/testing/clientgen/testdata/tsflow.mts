@@ -70,7 +70,7 @@ s.statusTransactionNull =
     body: {
       name: "Ann Lee", email: "ann@example.com", phoneNumber: "4915112345678", address: "1 Market Street",
       city: "Berlin", state: "BE", postalCode: "10115", country: "DE", paymentRequestId: first.data.id,
-      card: { holderName: "Ann Lee", number: "4242424242424242", expiry: "12/39", cvc: "123" },
+      card: { holderName: "Ann Lee", number: "4111111111111111", expiry: "12/39", cvc: "123" },
     },
   });
   if (!data) fail("h2h payment", response, error);
