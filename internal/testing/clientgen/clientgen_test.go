@@ -174,6 +174,7 @@ func checkFlow(t *testing.T, out []byte, env []string, amount25 string, amounts 
 // Amounts arrive as json.Number (x-go-type), exact up to the largest amount
 // the service accepts, 18 decimal places included.
 func TestOapiCodegenClientRunsMerchantFlow(t *testing.T) {
+	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "payreq"), 0o755); err != nil {
 		t.Fatal(err)
@@ -211,6 +212,7 @@ func TestOapiCodegenClientRunsMerchantFlow(t *testing.T) {
 // under tsc --strict, and runs the whole flow under Node.js. Amounts are
 // JavaScript numbers: exact up to 15 significant digits (docs/openapi.md).
 func TestOpenAPITypeScriptClientRunsMerchantFlow(t *testing.T) {
+	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	bin := filepath.Join(r, "infra", "local", "node_modules", ".bin")
 	// The program resolves openapi-fetch from infra/local's pinned modules.

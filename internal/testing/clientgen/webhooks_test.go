@@ -250,7 +250,12 @@ func checkReceiver(t *testing.T, cmd func(env []string) *exec.Cmd) {
 
 	// Every delivery was answered 204; altered copies are refused.
 	for format, r := range relays {
+		// The handler runs before the receiver answers, so the relay may
+		// still be waiting for the answer of the last one.
 		ds := r.deliveries()
+		for end := time.Now().Add(30 * time.Second); len(ds) < 2 && time.Now().Before(end); ds = r.deliveries() {
+			time.Sleep(50 * time.Millisecond)
+		}
 		if len(ds) < 2 {
 			t.Fatalf("%s: %d deliveries relayed, want 2", format, len(ds))
 		}
@@ -283,6 +288,7 @@ func checkReceiver(t *testing.T, cmd func(env []string) *exec.Cmd) {
 // package (pinned in infra/local), against real notifications of both
 // formats.
 func TestStandardWebhooksNodeReceiverVerifiesNotifications(t *testing.T) {
+	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	if err := os.Symlink(filepath.Join(r, "infra", "local", "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
@@ -312,6 +318,7 @@ for (const [name, secret] of [['form', process.env.SECRET_FORM], ['json', proces
 // of docs/notifications.md, built on the Standard Webhooks Go library (the
 // version go.mod pins), against real notifications of both formats.
 func TestStandardWebhooksGoReceiverVerifiesNotifications(t *testing.T) {
+	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	version := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/standard-webhooks/standard-webhooks/libraries")
 	version.Dir = r
