@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
-	// The generated Go client imports this module; requiring it here keeps
-	// it in go.mod and go.sum, so the scratch module builds offline.
+	// The generated Go client imports these packages; importing them here
+	// keeps their modules in go.mod, go.sum and the module cache, so the
+	// scratch module builds offline (GOPROXY=off).
 	_ "github.com/oapi-codegen/runtime"
+	_ "github.com/oapi-codegen/runtime/types"
 
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
