@@ -239,10 +239,14 @@ async function transact(text) {
     const common = { TableName: p.TableName, ConditionExpression: p.ConditionExpression,
       ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues };
     let op, body, key;
+    let absent = false; // the condition proves the item did not exist
     if (kind === "Put") {
       if (!p.Item || typeof p.Item !== "object") return validationErr("The parameter 'Item' is required but was not present in the request");
       key = await keyOf(p.TableName, p.Item);
       op = "PutItem"; body = { ...common, Item: p.Item };
+      const m = /^attribute_not_exists\((#?\w+)\)$/.exec(p.ConditionExpression || "");
+      const attr = m && (m[1].startsWith("#") ? (p.ExpressionAttributeNames || {})[m[1]] : m[1]);
+      absent = attr !== undefined && attr !== null && Object.prototype.hasOwnProperty.call(key, attr);
     } else if (kind === "Update") {
       key = p.Key; op = "UpdateItem"; body = { ...common, Key: p.Key, UpdateExpression: p.UpdateExpression };
     } else if (kind === "Delete") {
@@ -259,6 +263,10 @@ async function transact(text) {
     if (seen.has(id)) return validationErr("Transaction request cannot include multiple operations on one item");
     seen.add(id);
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
+    // What restores an applied write when a later action is refused: the
+    // write returns the item it replaced (none: undone by a delete). Not
+    // needed by the last action, nor by a put that proves absence.
+    if (op && !absent && steps.length < items.length - 1) body.ReturnValues = "ALL_OLD";
     const [v, bad] = validated(op || "DeleteItem", body);
     if (bad) return bad;
     size += db.itemSize(body.Item || body.Key || {});
@@ -268,44 +276,60 @@ async function transact(text) {
   if (size > MAX_TRANSACTION_BYTES) {
     return validationErr("Transaction size (" + size + " bytes) exceeds the 4 MB limit on the aggregate size of its items");
   }
-  // 2. Every condition evaluated against the item as it is (the gate keeps
-  // every other request out meanwhile): DynamoDB reports each failed one.
-  let failed = false;
-  const reasons = [];
-  for (const s of steps) {
+  // 2. In order, each write with its own condition on the store (the gate
+  // keeps every other request out meanwhile), each check read and
+  // evaluated. At the first refused action the applied writes are undone,
+  // and the conditions of the actions after it are evaluated against the
+  // items as they are: DynamoDB reports every failed one.
+  const read = async (s) => {
     const g = await call("GetItem", { TableName: s.table, Key: s.key, ConsistentRead: true });
-    if (g.status !== 200) return [g.status, g.json];
-    s.old = g.json.Item;
-    if (db.checkConditional(s.data, s.old)) {
-      failed = true;
-      const reason = { Code: "ConditionalCheckFailed", Message: "The conditional request failed" };
-      if (s.returnOld && s.old) reason.Item = s.old;
-      reasons.push(reason);
-    } else {
-      reasons.push({ Code: "None" });
-    }
-  }
-  if (failed) {
-    return [400, {
-      __type: "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
-      Message: "Transaction cancelled, please refer cancellation reasons for specific reasons [" + reasons.map((x) => x.Code).join(", ") + "]",
-      CancellationReasons: reasons,
-    }];
-  }
-  // 3. The writes. One can still fail (an update expression on an
-  // attribute of another type): the applied ones are then restored from
-  // the items read in step 2.
-  for (let i = 0; i < steps.length; i++) {
-    if (!steps[i].op) continue;
-    const r = await run(steps[i].op, steps[i].data);
-    if (r.status === 200) continue;
-    for (let j = i - 1; j >= 0; j--) {
+    return g.status === 200 ? [g.json.Item] : [null, [g.status, g.json]];
+  };
+  const undo = async (n) => {
+    for (let j = n - 1; j >= 0; j--) {
       const s = steps[j];
       if (!s.op) continue;
       const u = s.old ? await call("PutItem", { TableName: s.table, Item: s.old }) : await call("DeleteItem", { TableName: s.table, Key: s.key });
       if (u.status !== 200) throw new Error("transaction rollback failed: " + JSON.stringify(u.json));
     }
-    return [r.status, r.json];
+  };
+  const reasons = steps.map(() => ({ Code: "None" }));
+  const refuse = (i, item) => {
+    reasons[i] = { Code: "ConditionalCheckFailed", Message: "The conditional request failed" };
+    if (steps[i].returnOld && item) reasons[i].Item = item;
+  };
+  let refused = -1;
+  for (let i = 0; i < steps.length && refused < 0; i++) {
+    const s = steps[i];
+    if (!s.op) { // ConditionCheck: read and evaluated, never written
+      const [item, bad] = await read(s);
+      if (bad) { await undo(i); return bad; }
+      if (db.checkConditional(s.data, item)) { await undo(i); refuse(i, item); refused = i; }
+      continue;
+    }
+    const r = await run(s.op, s.data);
+    if (r.status === 200) {
+      if (s.data.ReturnValues === "ALL_OLD") s.old = r.json.Attributes;
+      continue;
+    }
+    await undo(i);
+    if (!String(r.json.__type || "").endsWith("#ConditionalCheckFailedException")) return [r.status, r.json];
+    const [item, bad] = s.returnOld ? await read(s) : [null];
+    if (bad) return bad;
+    refuse(i, item);
+    refused = i;
+  }
+  if (refused >= 0) {
+    for (let j = refused + 1; j < steps.length; j++) {
+      const [item, bad] = await read(steps[j]);
+      if (bad) return bad;
+      if (db.checkConditional(steps[j].data, item)) refuse(j, item);
+    }
+    return [400, {
+      __type: "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+      Message: "Transaction cancelled, please refer cancellation reasons for specific reasons [" + reasons.map((x) => x.Code).join(", ") + "]",
+      CancellationReasons: reasons,
+    }];
   }
   if (digest !== null) tokens.set(token, { digest, at: Date.now() });
   return [200, {}];
