@@ -54,6 +54,13 @@ func awsCLIs(t *testing.T) []string {
 		if err != nil {
 			continue
 		}
+		if strings.Contains(p, "/.pyenv/shims/") {
+			// pyenv's shim costs a second per call on a loaded machine;
+			// the CLI it stands for is the same program.
+			if real, err := exec.Command("pyenv", "which", "aws").Output(); err == nil {
+				p = strings.TrimSpace(string(real))
+			}
+		}
 		if r, err := filepath.EvalSymlinks(p); err == nil && !seen[r] {
 			seen[r] = true
 			out = append(out, p)
@@ -109,9 +116,12 @@ func TestOperatorAWSCLI(t *testing.T) {
 						t.Fatal(err)
 					}
 					path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
-					probe := runCLI(ctx, dir, path, blocks["setup"]+`aws --endpoint-url "$SQS" sqs list-queues --debug`)
-					json := strings.Contains(probe.out, "X-Amz-Target': b'AmazonSQS.ListQueues'")
-					t.Logf("%s: SQS over JSON %v", version, json)
+					json := true // on moto the queues block must work either way
+					if backend == BackendDynalite {
+						probe := runCLI(ctx, dir, path, blocks["setup"]+`aws --endpoint-url "$SQS" sqs list-queues --debug`)
+						json = strings.Contains(probe.out, "X-Amz-Target': b'AmazonSQS.ListQueues'")
+						t.Logf("%s: SQS over JSON %v", version, json)
+					}
 					// The three blocks at once: each CLI call is a Python start-up.
 					runs := map[string]cliRun{}
 					var mu sync.Mutex
