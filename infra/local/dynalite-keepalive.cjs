@@ -242,7 +242,12 @@ async function transact(text) {
     let absent = false; // the condition proves the item did not exist
     if (kind === "Put") {
       if (!p.Item || typeof p.Item !== "object") return validationErr("The parameter 'Item' is required but was not present in the request");
-      key = await keyOf(p.TableName, p.Item);
+      try {
+        key = await keyOf(p.TableName, p.Item);
+      } catch (err) {
+        if (err.resp) return [err.resp.status, err.resp.json]; // no such table: ResourceNotFoundException
+        throw err;
+      }
       op = "PutItem"; body = { ...common, Item: p.Item };
       const m = /^attribute_not_exists\((#?\w+)\)$/.exec(p.ConditionExpression || "");
       const attr = m && (m[1].startsWith("#") ? (p.ExpressionAttributeNames || {})[m[1]] : m[1]);

@@ -202,6 +202,12 @@ func transactCorpus() []txCase {
 		},
 		want: []string{"ValidationException"}, state: "",
 	}, {
+		name: "a missing table is ResourceNotFound",
+		build: func(k func(string) string, t *string) ([]map[string]dtypes.AttributeValue, []*dynamodb.TransactWriteItemsInput) {
+			return nil, []*dynamodb.TransactWriteItemsInput{tx("", putNew(t, txItem(k("a"), "1")), putNew(aws.String("no-such-table"), txItem(k("b"), "1")))}
+		},
+		want: []string{"ResourceNotFoundException"}, state: "",
+	}, {
 		name: "more than 4 MB in all is refused",
 		build: func(k func(string) string, t *string) ([]map[string]dtypes.AttributeValue, []*dynamodb.TransactWriteItemsInput) {
 			var items []dtypes.TransactWriteItem
