@@ -17,8 +17,10 @@ const (
 	RoleMember = "member"
 )
 
-// User is a person who signs in to one merchant's dashboard. An e-mail
-// address belongs to exactly one merchant: sign-in needs no merchant id.
+// User is a person's identity at one merchant's dashboard: the key is
+// (MerchantID, Email), so the same address at two merchants is two users
+// with separate passwords, factors and sessions, and sign-in names the
+// merchant.
 type User struct {
 	Email        string // lower-cased, the key
 	MerchantID   string
