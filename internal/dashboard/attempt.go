@@ -16,6 +16,21 @@ import (
 // right secret then takes back the failures counted up to its own
 // admission; failures counted after it stay, and a lock in force stays.
 
+// answerReserve is the part of a request's deadline kept for checking the
+// secret and answering: counting stops this long before the deadline and
+// refuses the attempt as busy, rather than letting the invocation time out
+// (a gateway 5xx with nothing said).
+const answerReserve = 2500 * time.Millisecond
+
+// countCtx bounds the counting of one attempt to its request's deadline
+// less answerReserve.
+func countCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, dl.Add(-answerReserve))
+	}
+	return context.WithCancel(ctx)
+}
+
 // countTries bounds the conditional writes one attempt makes before it is
 // refused as busy; each lost race means another attempt was counted.
 const countTries = 40
@@ -50,7 +65,7 @@ func (h *handler) admit(ctx context.Context, u *User) (int, error) {
 			return next.Failures, nil
 		}
 		if !h.IsConflict(err) {
-			return 0, countErr(err)
+			return 0, countErr(ctx, err)
 		}
 		if try == countTries {
 			return 0, errCountBusy
@@ -89,7 +104,7 @@ func (h *handler) settle(ctx context.Context, u *User, n int, apply func(*User) 
 			return true, nil
 		}
 		if !h.IsConflict(err) {
-			return false, countErr(err)
+			return false, countErr(ctx, err)
 		}
 		if try == countTries {
 			return false, errCountBusy
@@ -118,7 +133,7 @@ func (h *handler) reload(ctx context.Context, u *User, try int) (*User, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, countErr(err)
+		return nil, countErr(ctx, err)
 	}
 	if fresh.MerchantID != u.MerchantID || !fresh.CreatedAt.Equal(u.CreatedAt) {
 		return nil, nil
@@ -127,11 +142,16 @@ func (h *handler) reload(ctx context.Context, u *User, try int) (*User, error) {
 }
 
 // countErr turns a store failure while counting into a refusal: the
-// attempt's secret is not checked, so nothing escapes the count.
-func countErr(err error) error {
+// attempt's secret is not checked, so nothing escapes the count. Running
+// out of the counting time (many attempts at once on a slow store) is
+// "busy", 429; any other store failure is 503.
+func countErr(ctx context.Context, err error) error {
 	var se *statusError
 	if errors.As(err, &se) {
 		return err
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errCountBusy
 	}
 	return &countFailure{err}
 }

@@ -93,11 +93,13 @@ func (h *handler) refusal(w http.ResponseWriter, r *http.Request, err error) *st
 // locked user or a wrong password alike. An error means the attempt was
 // refused uncounted and unchecked.
 func (h *handler) checkPassword(ctx context.Context, merchantID, email, pw string) (*User, bool, error) {
+	ctx, cancel := countCtx(ctx)
+	defer cancel()
 	var u *User
 	if email != "" && merchantID != "" {
 		var err error
 		if u, err = h.Store.DashboardUser(ctx, merchantID, email); err != nil && !h.IsNotFound(err) {
-			return nil, false, countErr(err)
+			return nil, false, countErr(ctx, err)
 		}
 	}
 	if u == nil || u.PasswordHash == "" {
@@ -172,6 +174,8 @@ func (h *handler) totp(w http.ResponseWriter, r *http.Request) {
 // with one code one wins, and a code whose step is not after the last
 // accepted one is refused.
 func (h *handler) checkTOTP(ctx context.Context, u *User, code string) (bool, error) {
+	ctx, cancel := countCtx(ctx)
+	defer cancel()
 	n, err := h.admit(ctx, u)
 	if err != nil || n == 0 {
 		return false, err
@@ -285,7 +289,8 @@ func (h *handler) liveInvite(r *http.Request, tok string) (*Invite, error) {
 	if err != nil {
 		return nil, h.inviteErr(err)
 	}
-	if u.MerchantID != inv.MerchantID || u.InviteHash == "" || !validCSRF(u.InviteHash, inv.TokenHash) {
+	// validCSRF is a constant-time comparison that refuses an empty value.
+	if u.MerchantID != inv.MerchantID || !validCSRF(u.InviteHash, inv.TokenHash) {
 		return nil, h.inviteErr(errNotFound)
 	}
 	return inv, nil
@@ -445,14 +450,14 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session)
 	}
 	if before != "" {
 		ok, err := h.checkFactor(r.Context(), u, r.PostFormValue("password"), r.PostFormValue("current"), change)
+		if secret == "" { // turning off: the page still offers a new key
+			secret = NewTOTPSecret()
+		}
 		if err != nil {
 			st := h.refusal(w, r, err)
 			return h.renderAccount(w, r, s, u, secret, st.status, st.msg)
 		}
 		if !ok {
-			if secret == "" {
-				secret = NewTOTPSecret()
-			}
 			return h.renderAccount(w, r, s, u, secret, http.StatusBadRequest,
 				"The password or the current code is wrong, or the account is locked for a while after repeated failures.")
 		}
@@ -490,6 +495,8 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session)
 // checkFactor checks u's password and a current code of its second factor
 // as one counted attempt (see admit); change is applied with the success.
 func (h *handler) checkFactor(ctx context.Context, u *User, pw, code string, change func(*User) bool) (bool, error) {
+	ctx, cancel := countCtx(ctx)
+	defer cancel()
 	n, err := h.admit(ctx, u)
 	if err != nil || n == 0 {
 		return false, err
