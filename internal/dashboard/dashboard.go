@@ -18,7 +18,9 @@
 //     merchant's payment request, transaction or file is 404, as in the API.
 //   - Changes (settings, keys, users, refunds) need the admin role and are
 //     written to the merchant's audit log with who and when.
-//   - Sign-in failures lock the user out with a doubling back-off.
+//   - Sign-in attempts (password, TOTP) are counted before the secret is
+//     checked; failures lock the user out with a doubling back-off.
+//   - A change of password, second factor or role ends the user's sessions.
 package dashboard
 
 import (
