@@ -94,8 +94,10 @@ func lockedNow(t *testing.T, who *user) *dashboard.User {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Failures < dashboard.MaxFailures || !time.Now().Before(u.LockedUntil) {
-		t.Errorf("after the burst: %d failures, locked until %v; want at least %d and a lock in force", u.Failures, u.LockedUntil, dashboard.MaxFailures)
+	// A right secret among the burst takes back the failures counted before
+	// it (not the lock), so the count may be below MaxFailures; the lock holds.
+	if u.Failures < 1 || !time.Now().Before(u.LockedUntil) {
+		t.Errorf("after the burst: %d failures, locked until %v; want a lock in force", u.Failures, u.LockedUntil)
 	}
 	return u
 }

@@ -161,12 +161,28 @@ func signInTOTP(t *testing.T, u *user, secret string, step uint64) page {
 	return u.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, u.get("/dashboard/totp"))}, "code": {code}})
 }
 
+// enrolForm is the account page's enrolment form: its key and sealed value.
+func enrolForm(t *testing.T, p page) (secret, sealed string) {
+	t.Helper()
+	k := regexp.MustCompile(`id="totp-secret">([A-Z2-7]+)<`).FindStringSubmatch(p.body)
+	f := regexp.MustCompile(`name="sealed" value="([^"]+)"`).FindStringSubmatch(p.body)
+	if k == nil || f == nil {
+		t.Fatalf("the account page has no enrolment form (%d):\n%.1500s", p.status, p.body)
+	}
+	return k[1], html(f[1])
+}
+
+func codeOf(secret string, step uint64) string {
+	c, _ := dashboard.TOTPCode(secret, step)
+	return c
+}
+
 // While TOTP is on, replacing it or turning it off needs the password and a
 // current code; an enrolment form works only in its session and for 15
 // minutes; the code that turned TOTP on does not sign in.
 func TestSecondFactorChangesNeedTheFactor(t *testing.T) {
 	c := newClock()
-	u, secret := totpUser(t)
+	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
 	u.base = clockedDashboard(t, c)
 	st := testenv.Stack(t).Store
 	stored := func() *dashboard.User {
@@ -176,22 +192,38 @@ func TestSecondFactorChangesNeedTheFactor(t *testing.T) {
 		}
 		return got
 	}
-	now := dashboard.TOTPStep(c.Now())
-	if p := signInTOTP(t, u, secret, now); p.header.Get("Location") != "/dashboard/payments" {
-		t.Fatalf("sign-in: %d", p.status)
+	u.mustSignIn()
+	s0 := dashboard.TOTPStep(c.Now())
+	// An enrolment form kept from before TOTP was on...
+	keptSecret, keptSealed := enrolForm(t, u.get("/dashboard/account"))
+	acct := u.get("/dashboard/account")
+	secret, sealed := enrolForm(t, acct)
+	if p := u.post("/dashboard/account/totp", url.Values{"csrf": {csrfOf(t, acct)}, "sealed": {sealed}, "code": {codeOf(secret, s0)}}); p.status != http.StatusOK {
+		t.Fatalf("turn TOTP on: %d", p.status)
 	}
 	before := stored().SealedTOTP
-	acct := u.get("/dashboard/account")
-	newSecret := regexp.MustCompile(`id="totp-secret">([A-Z2-7]+)<`).FindStringSubmatch(acct.body)[1]
-	sealed := html(regexp.MustCompile(`name="sealed" value="([^"]+)"`).FindStringSubmatch(acct.body)[1])
-	newCode, _ := dashboard.TOTPCode(newSecret, now)
-	current, _ := dashboard.TOTPCode(secret, now+1) // a later step than the sign-in's
+	// ...does not replace the factor afterwards without the password.
+	kept := url.Values{"csrf": {csrfOf(t, u.get("/dashboard/account"))}, "sealed": {keptSealed}, "code": {codeOf(keptSecret, s0)}}
+	if p := u.post("/dashboard/account/totp", kept); p.status != http.StatusBadRequest || stored().SealedTOTP != before {
+		t.Fatalf("a kept enrolment form replaced TOTP without the password: %d", p.status)
+	}
+	// The code that turned TOTP on is used up: it does not sign in.
+	w := newBrowser(t, u.merchant, u.email)
+	w.base = u.base
+	if p := signInTOTP(t, w, secret, s0); p.status != http.StatusUnauthorized {
+		t.Errorf("the enrolment code signed in: %d", p.status)
+	}
+	u.mustSignInTOTP(secret, s0+1)
+	c.Add(time.Minute) // now step s0+2: codes of s0+1..s0+3 are within the skew
+	acct = u.get("/dashboard/account")
+	newSecret, newSealed := enrolForm(t, acct)
+	newCode, current := codeOf(newSecret, s0+2), codeOf(secret, s0+2)
 	for name, f := range map[string]url.Values{
-		"replace with the new code only":   {"sealed": {sealed}, "code": {newCode}},
-		"replace without a current code":   {"sealed": {sealed}, "code": {newCode}, "password": {password}},
-		"replace with a wrong password":    {"sealed": {sealed}, "code": {newCode}, "password": {"not it"}, "current": {current}},
+		"replace with the new code only":   {"sealed": {newSealed}, "code": {newCode}},
+		"replace without a current code":   {"sealed": {newSealed}, "code": {newCode}, "password": {password}},
+		"replace with a wrong password":    {"sealed": {newSealed}, "code": {newCode}, "password": {"not it"}, "current": {current}},
 		"turn off with the password only":  {"action": {"disable"}, "password": {password}},
-		"turn off with the sign-in's code": {"action": {"disable"}, "password": {password}, "current": {func() string { s, _ := dashboard.TOTPCode(secret, now); return s }()}},
+		"turn off with the sign-in's code": {"action": {"disable"}, "password": {password}, "current": {codeOf(secret, s0+1)}},
 	} {
 		f.Set("csrf", csrfOf(t, acct))
 		if p := u.post("/dashboard/account/totp", f); p.status != http.StatusBadRequest {
@@ -208,43 +240,39 @@ func TestSecondFactorChangesNeedTheFactor(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A form kept from another session does not open, even with everything right.
-	u.mustSignInTOTP(secret, now+1)
-	ok := url.Values{"csrf": {csrfOf(t, u.get("/dashboard/account"))}, "sealed": {sealed}, "code": {newCode}, "password": {password}}
-	cur, _ := dashboard.TOTPCode(secret, now+2)
-	ok.Set("current", cur)
-	if p := u.post("/dashboard/account/totp", ok); p.status != http.StatusBadRequest || stored().SealedTOTP != s.SealedTOTP {
+	u.mustSignInTOTP(secret, s0+2)
+	other := url.Values{"csrf": {csrfOf(t, u.get("/dashboard/account"))}, "sealed": {newSealed}, "code": {newCode},
+		"password": {password}, "current": {codeOf(secret, s0+3)}}
+	if p := u.post("/dashboard/account/totp", other); p.status != http.StatusBadRequest || stored().SealedTOTP != before {
 		t.Errorf("an enrolment form of an earlier session: %d", p.status)
 	}
 	// A form of this session older than 15 minutes does not open either.
 	acct = u.get("/dashboard/account")
+	lateSecret, lateSealed := enrolForm(t, acct)
 	c.Add(15*time.Minute + time.Second)
-	newSecret = regexp.MustCompile(`id="totp-secret">([A-Z2-7]+)<`).FindStringSubmatch(acct.body)[1]
-	late := url.Values{"csrf": {csrfOf(t, acct)}, "sealed": {html(regexp.MustCompile(`name="sealed" value="([^"]+)"`).FindStringSubmatch(acct.body)[1])},
-		"password": {password}}
-	late.Set("code", func() string { s, _ := dashboard.TOTPCode(newSecret, dashboard.TOTPStep(c.Now())); return s }())
-	late.Set("current", func() string { s, _ := dashboard.TOTPCode(secret, dashboard.TOTPStep(c.Now())); return s }())
-	if p := u.post("/dashboard/account/totp", late); p.status != http.StatusBadRequest || stored().SealedTOTP != s.SealedTOTP {
+	now := dashboard.TOTPStep(c.Now())
+	late := url.Values{"csrf": {csrfOf(t, acct)}, "sealed": {lateSealed}, "code": {codeOf(lateSecret, now)},
+		"password": {password}, "current": {codeOf(secret, now)}}
+	if p := u.post("/dashboard/account/totp", late); p.status != http.StatusBadRequest || stored().SealedTOTP != before {
 		t.Errorf("an enrolment form older than 15 minutes: %d", p.status)
 	}
 	// With the password and a current code, the factor moves to the new key,
 	// and the new key's enrolment code is used up: it does not sign in.
 	acct = u.get("/dashboard/account")
-	newSecret = regexp.MustCompile(`id="totp-secret">([A-Z2-7]+)<`).FindStringSubmatch(acct.body)[1]
-	step := dashboard.TOTPStep(c.Now())
-	right := url.Values{"csrf": {csrfOf(t, acct)}, "sealed": {html(regexp.MustCompile(`name="sealed" value="([^"]+)"`).FindStringSubmatch(acct.body)[1])},
-		"password": {password}}
-	right.Set("code", func() string { s, _ := dashboard.TOTPCode(newSecret, step); return s }())
-	right.Set("current", func() string { s, _ := dashboard.TOTPCode(secret, step); return s }())
+	newSecret, newSealed = enrolForm(t, acct)
+	right := url.Values{"csrf": {csrfOf(t, acct)}, "sealed": {newSealed}, "code": {codeOf(newSecret, now)},
+		"password": {password}, "current": {codeOf(secret, now)}}
 	if p := u.post("/dashboard/account/totp", right); p.status != http.StatusOK || !strings.Contains(p.body, "now replaced") {
 		t.Fatalf("replace with password and current code: %d\n%.600s", p.status, p.body)
 	}
-	w := newBrowser(t, u.merchant, u.email)
-	w.base = u.base
-	if p := signInTOTP(t, w, newSecret, step); p.status != http.StatusUnauthorized {
-		t.Errorf("the enrolment code signed in: %d", p.status)
+	if p := signInTOTP(t, w, newSecret, now); p.status != http.StatusUnauthorized {
+		t.Errorf("the new key's enrolment code signed in: %d", p.status)
 	}
-	if p := signInTOTP(t, w, secret, step+1); p.status != http.StatusUnauthorized {
+	if p := signInTOTP(t, w, secret, now+1); p.status != http.StatusUnauthorized {
 		t.Errorf("the replaced key still signs in: %d", p.status)
+	}
+	if p := signInTOTP(t, w, newSecret, now+1); p.header.Get("Location") != "/dashboard/payments" {
+		t.Errorf("the new key does not sign in: %d", p.status)
 	}
 }
 
