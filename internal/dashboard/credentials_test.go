@@ -362,6 +362,9 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 		t.Errorf("B's user lost its session: %d", p.status)
 	}
 	link := regexp.MustCompile(`id="invite-link" class="wrap">([^<]+)<`).FindStringSubmatch(pTaken.body)
+	if link == nil {
+		t.Fatal("no link for the address another merchant uses")
+	}
 	lu, _ := url.Parse(html(link[1]))
 	mine := newBrowser(t, a.ID, theirs.email)
 	mine.base = base
