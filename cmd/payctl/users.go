@@ -45,14 +45,15 @@ func userCmd(g *globals) *cobra.Command {
 					return nil, errors.New("the stack's API URL is unknown: pass --base-url")
 				}
 			}
-			link, err := dashboard.InviteUser(ctx, e.store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
+			link, until, err := dashboard.InviteUser(ctx, e.store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
 				id, email, role, "payctl", base, time.Now())
 			if err != nil {
 				return nil, err
 			}
 			return map[string]any{"merchantId": id, "email": email, "role": role, "setPasswordUrl": link,
-				"expiresIn": dashboard.InviteTTL.String(),
-				"notice":    "The link is shown only now and works once; send it to the user over a channel you trust."}, nil
+				"expiresIn": dashboard.InviteTTL.String(), "expiresAt": until.UTC().Format(time.RFC3339),
+				"notice": "The link is shown only now and works once, until expiresAt; a newer link for the same user voids it. " +
+					"Send it to the user over a channel you trust."}, nil
 		}),
 	}
 	add.Flags().StringVar(&id, "id", "", "merchant id")
@@ -60,6 +61,24 @@ func userCmd(g *globals) *cobra.Command {
 	add.Flags().StringVar(&role, "role", dashboard.RoleAdmin, "admin or member")
 	add.Flags().StringVar(&baseURL, "base-url", "", "public base URL of the API (default: the stack's)")
 	c.AddCommand(add)
+	c.AddCommand(&cobra.Command{
+		Use:   "migrate",
+		Short: "Move dashboard users stored before per-merchant identities to their merchant's key",
+		Long: "migrate moves every dashboard user stored under its address alone (one merchant per address, before 2026-11) " +
+			"to its merchant's key, keeping password, second factor and sessions. Run it once after deploying; it is idempotent.",
+		Example: "  payctl merchant user migrate",
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			n, err := e.store.MigrateDashboardUsers(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"moved": n}, nil
+		}),
+	})
 	return c
 }
 

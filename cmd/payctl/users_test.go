@@ -59,7 +59,7 @@ func TestMerchantUserAddPrintsAOneTimeSetPasswordLink(t *testing.T) {
 	form("/dashboard/set-password", url.Values{"token": {u.Query().Get("token")}, "password": {pw}, "confirm": {pw}})
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 	login := get("/dashboard/login")
-	page := form("/dashboard/login", url.Values{"csrf": {csrf.FindStringSubmatch(login)[1]}, "email": {email}, "password": {pw}})
+	page := form("/dashboard/login", url.Values{"csrf": {csrf.FindStringSubmatch(login)[1]}, "merchant": {m.ID}, "email": {email}, "password": {pw}})
 	if !strings.Contains(page, "<h1>Payments</h1>") {
 		t.Fatalf("sign-in with the set password failed:\n%.500s", page)
 	}

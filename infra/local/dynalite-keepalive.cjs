@@ -7,13 +7,17 @@
 //    drops such a request: so does this wrapper; anything else still ends the
 //    process.
 // 2. TransactWriteItems, which dynalite lacks: the service writes a payment
-//    request and its transaction together. A transaction runs alone (every
+//    request and its transaction together. As DynamoDB documents it
+//    (docs/testing.md cites the pages): 1 to 100 actions on distinct items,
+//    4 MB in all, else ValidationException; every condition evaluated, and
+//    any failed one cancels the whole (TransactionCanceledException, one
+//    CancellationReason per action); a ConditionCheck only checks; a
+//    ClientRequestToken makes a replay within 10 minutes succeed without
+//    applying again, and the token with another request answer
+//    IdempotentParameterMismatchException. A transaction runs alone (every
 //    other request waits, in arrival order, and it waits for those in
-//    flight); it applies each write with its own condition on dynalite's
-//    store, each returning the item it replaced, and on the first failed
-//    condition restores the applied items and answers
-//    TransactionCanceledException with per-item CancellationReasons, as
-//    DynamoDB does. All-or-nothing as seen by every client.
+//    flight), so it never meets a concurrent one: no TransactionConflict
+//    locally (docs/testing.md says why nothing depends on it).
 process.on("uncaughtException", (err) => {
   if (err && (err.message === "aborted" || err.code === "ECONNRESET")) {
     console.error("dynalite: a client aborted its request; ignored");
@@ -24,6 +28,7 @@ process.on("uncaughtException", (err) => {
 });
 
 const crc32 = require("buffer-crc32");
+const { createHash } = require("crypto");
 const argv = require("minimist")(process.argv.slice(2));
 // dynalite keeps its store private: catch it as dynalite creates it, so a
 // transaction's steps run in-process (no HTTP round trip per step).
@@ -142,26 +147,107 @@ async function keyOf(table, item) {
   return key;
 }
 
-const errType = (j) => String(j.__type || "").split("#").pop();
+const validationErr = (message) => [400, { __type: "com.amazon.coral.validate#ValidationException", message }];
+
+// validated checks one step's body as dynalite checks that operation's
+// request (types, expressions parsed into data._condition): [data] or
+// [null, [status, json]].
+function validated(op, body) {
+  const { v } = actionOf(op);
+  try {
+    const data = validations.checkTypes(body, v.types);
+    validations.checkValidations(data, v.types, v.custom, store);
+    return [data];
+  } catch (err) {
+    if (err.statusCode) return [null, [err.statusCode, err.body]];
+    return [null, [500, { message: String(err) }]];
+  }
+}
+
+// run applies a validated step on the store.
+function run(op, data) {
+  return new Promise((resolve) => actionOf(op).run(store, data, (err, out) => {
+    if (err && err.statusCode) return resolve({ status: err.statusCode, json: err.body });
+    if (err) return resolve({ status: 500, json: { message: String(err) } });
+    resolve({ status: 200, json: out || {} });
+  }));
+}
+
+// canonical is JSON with every object's keys sorted: the digest of a
+// request whatever order the client wrote its maps in.
+function canonical(x) {
+  if (x === null || typeof x !== "object") return JSON.stringify(x);
+  if (Array.isArray(x)) return "[" + x.map(canonical).join(",") + "]";
+  return "{" + Object.keys(x).sort().map((k) => JSON.stringify(k) + ":" + canonical(x[k])).join(",") + "}";
+}
+
+// ClientRequestToken, as DynamoDB documents it: a token is remembered for
+// 10 minutes after the first request that used it completed; within them
+// the same request with it answers success without applying anything
+// again, and another request with it IdempotentParameterMismatchException.
+// Only transactions that were applied are remembered: DynamoDB documents
+// the replay of a successful call, and a cancelled one changed nothing.
+const TOKEN_TTL_MS = 10 * 60 * 1000;
+const tokens = new Map(); // token -> { digest, at }
+function pruneTokens(now) {
+  for (const [t, e] of tokens) { // insertion order = completion order
+    if (now - e.at < TOKEN_TTL_MS) break;
+    tokens.delete(t);
+  }
+}
+
+const MAX_TRANSACTION_BYTES = 4 * 1024 * 1024; // aggregate size of the items
 
 async function transact(text) {
   let data;
   try { data = JSON.parse(text); } catch (e) { return [400, { __type: "com.amazon.coral.service#SerializationException" }]; }
-  const items = data.TransactItems || [];
-  if (items.length === 0 || items.length > 100) {
-    return [400, { __type: "com.amazon.coral.validate#ValidationException", message: "TransactItems must have 1 to 100 items" }];
+  const items = data.TransactItems;
+  if (!Array.isArray(items) || items.length === 0 || items.length > 100) {
+    return validationErr("1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length between 1 and 100");
   }
+  const token = data.ClientRequestToken;
+  let digest = null;
+  if (token !== undefined && token !== null) {
+    if (typeof token !== "string" || token.length < 1 || token.length > 36) {
+      return validationErr("1 validation error detected: Value at 'clientRequestToken' failed to satisfy constraint: Member must have length between 1 and 36");
+    }
+    const rest = { ...data };
+    delete rest.ClientRequestToken;
+    // Kept as a hash: the SDK gives every transaction a token, so 10
+    // minutes of a batch run's transactions are remembered.
+    digest = createHash("sha256").update(canonical(rest)).digest("base64");
+    pruneTokens(Date.now());
+    const seen = tokens.get(token);
+    if (seen) {
+      if (seen.digest !== digest) {
+        return [400, { __type: "com.amazonaws.dynamodb.v20120810#IdempotentParameterMismatchException",
+          message: "Request parameters do not match the request that used this ClientRequestToken" }];
+      }
+      return [200, {}]; // applied already: nothing is applied again
+    }
+  }
+  // 1. Every step validated as its own operation is, before anything is
+  // read: a malformed step refuses the whole request (ValidationException).
   const steps = [];
   const seen = new Set();
+  let size = 0;
   for (const it of items) {
-    const [kind] = Object.keys(it);
-    const p = it[kind];
+    const kinds = Object.keys(it || {});
+    if (kinds.length !== 1) return validationErr("TransactItems can only contain one of Check, Put, Update or Delete");
+    const kind = kinds[0];
+    const p = it[kind] || {};
     const common = { TableName: p.TableName, ConditionExpression: p.ConditionExpression,
       ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues };
     let op, body, key;
     let absent = false; // the condition proves the item did not exist
     if (kind === "Put") {
-      key = await keyOf(p.TableName, p.Item);
+      if (!p.Item || typeof p.Item !== "object") return validationErr("The parameter 'Item' is required but was not present in the request");
+      try {
+        key = await keyOf(p.TableName, p.Item);
+      } catch (err) {
+        if (err.resp) return [err.resp.status, err.resp.json]; // no such table: ResourceNotFoundException
+        throw err;
+      }
       op = "PutItem"; body = { ...common, Item: p.Item };
       const m = /^attribute_not_exists\((#?\w+)\)$/.exec(p.ConditionExpression || "");
       const attr = m && (m[1].startsWith("#") ? (p.ExpressionAttributeNames || {})[m[1]] : m[1]);
@@ -171,59 +257,86 @@ async function transact(text) {
     } else if (kind === "Delete") {
       key = p.Key; op = "DeleteItem"; body = { ...common, Key: p.Key };
     } else if (kind === "ConditionCheck") {
-      key = p.Key; op = "UpdateItem"; body = { ...common, Key: p.Key };
+      // Only checked, never written: validated as a conditional delete
+      // (the same members), and never run.
+      if (!p.ConditionExpression) return validationErr("The parameter 'ConditionExpression' is required but was not present in the request");
+      key = p.Key; op = null; body = { ...common, Key: p.Key };
     } else {
-      return [400, { __type: "com.amazon.coral.validate#ValidationException", message: "unknown transact item " + kind }];
+      return validationErr("unknown transact item " + kind);
     }
-    const id = p.TableName + "\u0000" + JSON.stringify(key);
-    if (seen.has(id)) {
-      return [400, { __type: "com.amazon.coral.validate#ValidationException",
-        message: "Transaction request cannot include multiple operations on one item" }];
-    }
+    const id = p.TableName + "\u0000" + canonical(key || {});
+    if (seen.has(id)) return validationErr("Transaction request cannot include multiple operations on one item");
     seen.add(id);
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
-    steps.push({ op, body, key, absent, table: p.TableName, returnOld: p.ReturnValuesOnConditionCheckFailure === "ALL_OLD" });
+    // What restores an applied write when a later action is refused: the
+    // write returns the item it replaced (none: undone by a delete). Not
+    // needed by the last action, nor by a put that proves absence.
+    if (op && !absent && steps.length < items.length - 1) body.ReturnValues = "ALL_OLD";
+    const [v, bad] = validated(op || "DeleteItem", body);
+    if (bad) return bad;
+    size += db.itemSize(body.Item || body.Key || {});
+    if (body.ExpressionAttributeValues) size += db.itemSize(body.ExpressionAttributeValues);
+    steps.push({ op, data: v, key, table: p.TableName, returnOld: p.ReturnValuesOnConditionCheckFailure === "ALL_OLD" });
   }
+  if (size > MAX_TRANSACTION_BYTES) {
+    return validationErr("Transaction size (" + size + " bytes) exceeds the 4 MB limit on the aggregate size of its items");
+  }
+  // 2. In order, each write with its own condition on the store (the gate
+  // keeps every other request out meanwhile), each check read and
+  // evaluated. At the first refused action the applied writes are undone,
+  // and the conditions of the actions after it are evaluated against the
+  // items as they are: DynamoDB reports every failed one.
+  const read = async (s) => {
+    const g = await call("GetItem", { TableName: s.table, Key: s.key, ConsistentRead: true });
+    return g.status === 200 ? [g.json.Item] : [null, [g.status, g.json]];
+  };
   const undo = async (n) => {
-    for (let i = n - 1; i >= 0; i--) {
-      const s = steps[i];
-      const r = s.old ? await call("PutItem", { TableName: s.table, Item: s.old }) : await call("DeleteItem", { TableName: s.table, Key: s.key });
-      if (r.status !== 200) throw new Error("transaction rollback failed: " + JSON.stringify(r.json));
+    for (let j = n - 1; j >= 0; j--) {
+      const s = steps[j];
+      if (!s.op) continue;
+      const u = s.old ? await call("PutItem", { TableName: s.table, Item: s.old }) : await call("DeleteItem", { TableName: s.table, Key: s.key });
+      if (u.status !== 200) throw new Error("transaction rollback failed: " + JSON.stringify(u.json));
     }
   };
-  for (let i = 0; i < steps.length; i++) {
-    // What restores an applied step when a later one fails: the write
-    // itself returns the item it replaced (ALL_OLD; none: the item did not
-    // exist, undone by a delete). A snapshot read first is needed only to
-    // answer a failed condition with the item (ReturnValuesOnConditionCheckFailure).
-    if (steps[i].returnOld) {
-      const g = await call("GetItem", { TableName: steps[i].table, Key: steps[i].key, ConsistentRead: true });
-      if (g.status !== 200) {
-        await undo(i);
-        return [g.status, g.json];
-      }
-      steps[i].old = g.json.Item;
+  const reasons = steps.map(() => ({ Code: "None" }));
+  const refuse = (i, item) => {
+    reasons[i] = { Code: "ConditionalCheckFailed", Message: "The conditional request failed" };
+    if (steps[i].returnOld && item) reasons[i].Item = item;
+  };
+  let refused = -1;
+  for (let i = 0; i < steps.length && refused < 0; i++) {
+    const s = steps[i];
+    if (!s.op) { // ConditionCheck: read and evaluated, never written
+      const [item, bad] = await read(s);
+      if (bad) { await undo(i); return bad; }
+      if (db.checkConditional(s.data, item)) { await undo(i); refuse(i, item); refused = i; }
+      continue;
     }
-    if (i < steps.length - 1 && !steps[i].absent) steps[i].body.ReturnValues = "ALL_OLD";
-    const r = await call(steps[i].op, steps[i].body);
+    const r = await run(s.op, s.data);
     if (r.status === 200) {
-      if (steps[i].body.ReturnValues) steps[i].old = r.json.Attributes;
+      if (s.data.ReturnValues === "ALL_OLD") s.old = r.json.Attributes;
       continue;
     }
     await undo(i);
-    if (errType(r.json) !== "ConditionalCheckFailedException") return [r.status, r.json];
-    const reasons = steps.map((s, j) => {
-      if (j !== i) return { Code: "None" };
-      const reason = { Code: "ConditionalCheckFailed", Message: "The conditional request failed" };
-      if (s.returnOld && s.old) reason.Item = s.old;
-      return reason;
-    });
+    if (!String(r.json.__type || "").endsWith("#ConditionalCheckFailedException")) return [r.status, r.json];
+    const [item, bad] = s.returnOld ? await read(s) : [null];
+    if (bad) return bad;
+    refuse(i, item);
+    refused = i;
+  }
+  if (refused >= 0) {
+    for (let j = refused + 1; j < steps.length; j++) {
+      const [item, bad] = await read(steps[j]);
+      if (bad) return bad;
+      if (db.checkConditional(steps[j].data, item)) refuse(j, item);
+    }
     return [400, {
       __type: "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
       Message: "Transaction cancelled, please refer cancellation reasons for specific reasons [" + reasons.map((x) => x.Code).join(", ") + "]",
       CancellationReasons: reasons,
     }];
   }
+  if (digest !== null) tokens.set(token, { digest, at: Date.now() });
   return [200, {}];
 }
 

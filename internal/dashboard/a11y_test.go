@@ -44,7 +44,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	u := newUser(t, m, dashboard.RoleAdmin)
 	reqID, txID := payH2H(t, m, "a11y-"+dashboard.NewToken()[:8])
-	link, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
+	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
 		dashboard.RoleMember, "test", base, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		bt.Navigate(t, tab, link)
 		check(size.name + " set-password")
 		bt.Navigate(t, tab, base+"/dashboard/login")
-		bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
+		bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), u.merchant), chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
 		bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 		bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
 		bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/payments"`, pageTimeout)
@@ -91,7 +91,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := newUser(t, m, dashboard.RoleMember)
-	stored, err := stack.Store.DashboardUser(context.Background(), v.email)
+	stored, err := stack.Store.DashboardUser(context.Background(), v.merchant, v.email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	bt.Navigate(t, tab, base+"/dashboard/login")
-	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), v.email), chromedp.SendKeys(chromedp.ID("password"), password))
+	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), v.merchant), chromedp.SendKeys(chromedp.ID("email"), v.email), chromedp.SendKeys(chromedp.ID("password"), password))
 	bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 	bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
 	bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/totp"`, pageTimeout)

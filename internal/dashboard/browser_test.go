@@ -115,7 +115,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	bt.WaitJS(t, tab, `location.pathname === "/dashboard/login" && !!document.querySelector("#email")`, pageTimeout)
 	bt.Screenshot(t, tab, filepath.Join(shots, "dashboard-login.png"))
 	// Sign in by typing, as a person does.
-	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
+	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), u.merchant), chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
 	bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 	bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
 	bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/payments"`, pageTimeout)

@@ -45,7 +45,12 @@ func (c *clock) Add(d time.Duration) {
 // sign-in, session and account pages (no Ops).
 func clockedDashboard(t *testing.T, c *clock) string {
 	t.Helper()
-	s := testenv.Stack(t)
+	return clockedDashboardWith(t, c, nil)
+}
+
+// stackSealer is the local stack's sealer (the key the functions use).
+func stackSealer(t *testing.T) *seal.Sealer {
+	t.Helper()
 	key, err := devstack.SealKey(testenv.StateDir(t))
 	if err != nil {
 		t.Fatal(err)
@@ -54,11 +59,23 @@ func clockedDashboard(t *testing.T, c *clock) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := dashboard.New(dashboard.Deps{Store: s.Store, Sealer: sealer,
+	return sealer
+}
+
+// clockedDashboardWith is clockedDashboard with deps changed by edit first
+// (a test's probe around the password check or the sealer).
+func clockedDashboardWith(t *testing.T, c *clock, edit func(*dashboard.Deps)) string {
+	t.Helper()
+	s := testenv.Stack(t)
+	d := dashboard.Deps{Store: s.Store, Sealer: stackSealer(t),
 		IsNotFound: func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
 		IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
 		Files:      dashweb.Files, InsecureCookies: true,
-		HashPassword: sftpauth.HashPassword, CheckPassword: sftpauth.CheckPassword, Now: c.Now})
+		HashPassword: sftpauth.HashPassword, CheckPassword: sftpauth.CheckPassword, Now: c.Now}
+	if edit != nil {
+		edit(&d)
+	}
+	h, err := dashboard.New(d)
 	if err != nil {
 		t.Fatal(err)
 	}

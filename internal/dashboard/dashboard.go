@@ -18,7 +18,9 @@
 //     merchant's payment request, transaction or file is 404, as in the API.
 //   - Changes (settings, keys, users, refunds) need the admin role and are
 //     written to the merchant's audit log with who and when.
-//   - Sign-in failures lock the user out with a doubling back-off.
+//   - Sign-in attempts (password, TOTP) are counted before the secret is
+//     checked; failures lock the user out with a doubling back-off.
+//   - A change of password, second factor or role ends the user's sessions.
 package dashboard
 
 import (
@@ -45,12 +47,14 @@ type Store interface {
 	UpdateMerchant(ctx context.Context, m *merchant.Merchant) error
 
 	CreateDashboardUser(ctx context.Context, u *User) error
-	DashboardUser(ctx context.Context, email string) (*User, error)
+	// DashboardUser reads merchantID's user of an address (users are per
+	// merchant: the same address at two merchants is two users).
+	DashboardUser(ctx context.Context, merchantID, email string) (*User, error)
+	// UpdateDashboardUser writes u if its version is unchanged (else a conflict).
 	UpdateDashboardUser(ctx context.Context, u *User) error
 	DashboardUsers(ctx context.Context, merchantID string) ([]*User, error)
 	// DeleteDashboardUser removes u if its version is unchanged (else a conflict).
 	DeleteDashboardUser(ctx context.Context, u *User) error
-	SetDashboardUserIndexRole(ctx context.Context, merchantID, email, role string) error
 	// LockUsers takes the merchant's user-change lease (a conflict while
 	// another owner holds it); UnlockUsers releases it.
 	LockUsers(ctx context.Context, merchantID, owner string, until, now time.Time) error
@@ -133,7 +137,8 @@ const (
 	touchEvery     = time.Minute      // last-seen is written at most this often
 	usersLease     = 15 * time.Second // the user-change lock's lease
 	pendingTOTPTTL = 5 * time.Minute
-	InviteTTL      = 72 * time.Hour
+	InviteTTL      = 24 * time.Hour   // a set-password link's lifetime
+	enrolTTL       = 15 * time.Minute // a TOTP enrolment form's lifetime (at most its session's)
 	MaxFailures    = 5                // failures before the first lock
 	firstLock      = 30 * time.Second // doubles with every further failure
 	maxLock        = time.Hour
@@ -326,16 +331,18 @@ func (h *handler) endSession(r *http.Request, s *Session) {
 	}
 }
 
-// current checks a session against its user as stored now: a removed user's
-// session ends, and the role is the user's present one, so removal and role
-// changes take effect on the next request, not at the session's expiry. A
-// session of an earlier user of the address (removed, invited again) ends.
+// current checks a session against its user as stored now, on every
+// request: a session ends when its user was removed, is an earlier user of
+// the address (removed, invited again), or changed credentials since the
+// sign-in (password set or reset, second factor changed, role changed:
+// CredVersion), so those changes end every session of the user on its next
+// request, not at the session's expiry.
 func (h *handler) current(r *http.Request, s *Session) (bool, error) {
-	u, err := h.Store.DashboardUser(r.Context(), s.Email)
+	u, err := h.Store.DashboardUser(r.Context(), s.MerchantID, s.Email)
 	if err != nil && !h.IsNotFound(err) {
 		return false, err
 	}
-	if err != nil || u.MerchantID != s.MerchantID || !s.UserSince.Equal(u.CreatedAt) {
+	if err != nil || !sessionOf(s, u) {
 		h.endSession(r, s)
 		return false, nil
 	}
@@ -343,11 +350,16 @@ func (h *handler) current(r *http.Request, s *Session) (bool, error) {
 	return true, nil
 }
 
+// sessionOf reports whether s is a session of u as u stands now.
+func sessionOf(s *Session, u *User) bool {
+	return u.MerchantID == s.MerchantID && s.UserSince.Equal(u.CreatedAt) && s.CredVersion == u.CredVersion
+}
+
 // startSession issues a new session id, replacing the one r carried.
-func (h *handler) startSession(w http.ResponseWriter, r *http.Request, u *User, pendingTOTP bool) error {
+func (h *handler) startSession(w http.ResponseWriter, r *http.Request, u *User, pendingTOTP bool) (*Session, error) {
 	if old, _ := r.Cookie(h.sessionCookie()); old != nil && old.Value != "" {
 		if err := h.Store.DeleteSession(r.Context(), HashToken(old.Value)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	id := NewToken()
@@ -357,12 +369,12 @@ func (h *handler) startSession(w http.ResponseWriter, r *http.Request, u *User, 
 		ttl = pendingTOTPTTL
 	}
 	s := &Session{IDHash: HashToken(id), Email: u.Email, MerchantID: u.MerchantID, Role: u.Role, CSRF: NewToken(),
-		TOTPPending: pendingTOTP, UserSince: u.CreatedAt, CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(ttl)}
+		TOTPPending: pendingTOTP, UserSince: u.CreatedAt, CredVersion: u.CredVersion, CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(ttl)}
 	if err := h.Store.PutSession(r.Context(), s); err != nil {
-		return err
+		return nil, err
 	}
 	h.setCookie(w, h.sessionCookie(), id, int(ttl.Seconds()))
-	return nil
+	return s, nil
 }
 
 type pageFunc func(w http.ResponseWriter, r *http.Request, s *Session) error

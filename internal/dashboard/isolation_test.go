@@ -43,6 +43,7 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
 	ua := newUser(t, a, dashboard.RoleAdmin)
 	ub := newUser(t, b, dashboard.RoleAdmin)
+	ub2 := newUser(t, b, dashboard.RoleMember) // an address of B's that A invites too
 	ua.mustSignIn()
 	bRef := "iso-b-" + dashboard.NewToken()[:12]
 	bReq, bTx := payH2H(t, b, bRef)
@@ -97,11 +98,13 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 		"GET /dashboard/batches":                  {{method: "GET", path: "/dashboard/batches", status: 200}},
 		"GET /dashboard/batches/result":           {{method: "GET", path: "/dashboard/batches/result?file=" + url.QueryEscape("orders.csv.result.csv"), status: 404}},
 		"GET /dashboard/users":                    {{method: "GET", path: "/dashboard/users", status: 200}},
-		"POST /dashboard/users":                   {{method: "POST", path: "/dashboard/users", form: url.Values{"email": {ub.email}, "role": {"admin"}}, status: 400}},
-		"POST /dashboard/users/role":              {{method: "POST", path: "/dashboard/users/role", form: url.Values{"email": {ub.email}, "role": {"member"}}, status: 404}},
-		"POST /dashboard/users/remove":            {{method: "POST", path: "/dashboard/users/remove", form: url.Values{"email": {ub.email}}, status: 404}},
-		"GET /dashboard/audit":                    {{method: "GET", path: "/dashboard/audit", status: 200}},
-		"POST /dashboard/logout":                  {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
+		// Inviting an address B uses makes A's own user of it (users are per
+		// merchant): the page repeats the typed address, nothing of B's.
+		"POST /dashboard/users":        {{method: "POST", path: "/dashboard/users", form: url.Values{"email": {ub2.email}, "role": {"admin"}}, status: 200}},
+		"POST /dashboard/users/role":   {{method: "POST", path: "/dashboard/users/role", form: url.Values{"email": {ub.email}, "role": {"member"}}, status: 404}},
+		"POST /dashboard/users/remove": {{method: "POST", path: "/dashboard/users/remove", form: url.Values{"email": {ub.email}}, status: 404}},
+		"GET /dashboard/audit":         {{method: "GET", path: "/dashboard/audit", status: 200}},
+		"POST /dashboard/logout":       {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
 	}
 	for _, route := range dashboard.Routes() {
 		checks, ok := cases[route]
@@ -137,8 +140,11 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	if tx.Refund != nil {
 		t.Error("B's transaction was refunded")
 	}
-	if u, err := store.DashboardUser(context.Background(), ub.email); err != nil || u.MerchantID != b.ID || u.Role != dashboard.RoleAdmin {
+	if u, err := store.DashboardUser(context.Background(), b.ID, ub.email); err != nil || u.MerchantID != b.ID || u.Role != dashboard.RoleAdmin {
 		t.Errorf("B's user changed: %+v %v", u, err)
+	}
+	if u, err := store.DashboardUser(context.Background(), b.ID, ub2.email); err != nil || u.Role != dashboard.RoleMember || u.PasswordHash == "" || u.InviteHash != "" {
+		t.Errorf("B's user of the address A invited changed: %+v %v", u, err)
 	}
 	if p := ub.get("/dashboard/users"); p.status != http.StatusOK {
 		t.Errorf("B's admin lost its session or role: %d", p.status)

@@ -17,8 +17,10 @@ const (
 	RoleMember = "member"
 )
 
-// User is a person who signs in to one merchant's dashboard. An e-mail
-// address belongs to exactly one merchant: sign-in needs no merchant id.
+// User is a person's identity at one merchant's dashboard: the key is
+// (MerchantID, Email), so the same address at two merchants is two users
+// with separate passwords, factors and sessions, and sign-in names the
+// merchant.
 type User struct {
 	Email        string // lower-cased, the key
 	MerchantID   string
@@ -32,9 +34,17 @@ type User struct {
 	// next attempt is accepted again (back-off doubles per failure).
 	Failures    int
 	LockedUntil time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	Version     int64
+	// CredVersion counts changes of what signs the user in and what it may
+	// do (password, second factor, role): a session carries the value of its
+	// sign-in and ends when it differs.
+	CredVersion int64
+	// InviteHash is the hash of the one live set-password link; a link whose
+	// hash is not this one is void (issuing a link replaces it, using one
+	// clears it).
+	InviteHash string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	Version    int64
 }
 
 // Session is a signed-in browser, stored server-side under the hash of its
@@ -51,7 +61,9 @@ type Session struct {
 	// UserSince is the user's CreatedAt at sign-in: a user removed and
 	// invited again is a new user, whom the old sessions do not sign in.
 	UserSince time.Time
-	CreatedAt time.Time
+	// CredVersion is the user's CredVersion at sign-in.
+	CredVersion int64
+	CreatedAt   time.Time
 	// LastSeen is the last request's time, written at most once per
 	// touchEvery; a session unused for IdleTimeout ends.
 	LastSeen  time.Time

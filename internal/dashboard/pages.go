@@ -551,15 +551,15 @@ func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) err
 	if base == "" {
 		base = "https://" + r.Host
 	}
-	link, err := InviteUser(r.Context(), h.Store, h.IsNotFound, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
+	link, until, err := InviteUser(r.Context(), h.Store, h.IsNotFound, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
 	var se *statusError
-	if errors.Is(err, ErrOtherMerchant) || errors.As(err, &se) {
+	if errors.As(err, &se) {
 		return h.renderUsers(w, r, s, http.StatusBadRequest, map[string]any{"Error": err.Error()})
 	}
 	if err != nil {
 		return err
 	}
-	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Link": link})
+	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Link": link, "LinkUntil": until})
 }
 
 func (h *handler) audit(w http.ResponseWriter, r *http.Request, s *Session) error {

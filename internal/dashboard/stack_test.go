@@ -30,10 +30,11 @@ const password = "correct horse battery staple"
 
 // user is a signed-out browser of one dashboard user.
 type user struct {
-	t      *testing.T
-	base   string
-	email  string
-	client *http.Client
+	t        *testing.T
+	base     string
+	merchant string
+	email    string
+	client   *http.Client
 }
 
 var emailSeq int
@@ -53,12 +54,13 @@ func newUser(t *testing.T, m testenv.Merchant, role string) *user {
 		PasswordHash: hash, CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	return newBrowser(t, email)
+	return newBrowser(t, m.ID, email)
 }
 
-func newBrowser(t *testing.T, email string) *user {
+// newBrowser is a signed-out browser of merchantID's user email.
+func newBrowser(t *testing.T, merchantID, email string) *user {
 	jar, _ := cookiejar.New(nil)
-	return &user{t: t, base: testenv.Stack(t).Info.APIBase, email: email, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+	return &user{t: t, base: testenv.Stack(t).Info.APIBase, merchant: merchantID, email: email, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -125,7 +127,7 @@ func (u *user) cookie(name string) string {
 func (u *user) signIn(pw string) page {
 	u.t.Helper()
 	login := u.get("/dashboard/login")
-	return u.post("/dashboard/login", url.Values{"csrf": {csrfOf(u.t, login)}, "email": {u.email}, "password": {pw}})
+	return u.post("/dashboard/login", url.Values{"csrf": {csrfOf(u.t, login)}, "merchant": {u.merchant}, "email": {u.email}, "password": {pw}})
 }
 
 func (u *user) mustSignIn() {
@@ -168,7 +170,7 @@ func TestSignInIssuesAFreshSessionIDAndSignOutEndsIt(t *testing.T) {
 	if second == first {
 		t.Error("a second sign-in kept the session id")
 	}
-	old := newBrowser(t, u.email)
+	old := newBrowser(t, u.merchant, u.email)
 	old.client.Jar.SetCookies(base, []*http.Cookie{{Name: sessionCookie, Value: first, Path: "/"}})
 	if got := old.get("/dashboard/profile"); got.status != http.StatusSeeOther {
 		t.Errorf("the replaced session id still opens the profile: %d", got.status)
@@ -181,7 +183,7 @@ func TestSignInIssuesAFreshSessionIDAndSignOutEndsIt(t *testing.T) {
 	if out.status != http.StatusSeeOther {
 		t.Fatalf("sign-out: %d", out.status)
 	}
-	again := newBrowser(t, u.email)
+	again := newBrowser(t, u.merchant, u.email)
 	again.client.Jar.SetCookies(base, []*http.Cookie{{Name: sessionCookie, Value: second, Path: "/"}})
 	if got := again.get("/dashboard/profile"); got.status != http.StatusSeeOther {
 		t.Errorf("the session still works after sign-out: %d", got.status)
@@ -219,8 +221,8 @@ func TestEveryChangeNeedsTheSessionsCSRFToken(t *testing.T) {
 		t.Fatalf("with the token: %d\n%s", p.status, p.body)
 	}
 	// The sign-in form has its own double-submit token.
-	fresh := newBrowser(t, u.email)
-	if p := fresh.post("/dashboard/login", url.Values{"email": {u.email}, "password": {password}}); p.status != http.StatusForbidden {
+	fresh := newBrowser(t, u.merchant, u.email)
+	if p := fresh.post("/dashboard/login", url.Values{"merchant": {u.merchant}, "email": {u.email}, "password": {password}}); p.status != http.StatusForbidden {
 		t.Errorf("sign-in without the form's token: %d", p.status)
 	}
 }
@@ -248,7 +250,7 @@ func TestRepeatedFailuresLockTheUserOutWithBackOff(t *testing.T) {
 	if p.status != http.StatusUnauthorized || u.cookie(sessionCookie) != "" {
 		t.Fatalf("right password while locked: %d", p.status)
 	}
-	stored, err := testenv.Stack(t).Store.DashboardUser(context.Background(), u.email)
+	stored, err := testenv.Stack(t).Store.DashboardUser(context.Background(), u.merchant, u.email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,7 @@ func TestRepeatedFailuresLockTheUserOutWithBackOff(t *testing.T) {
 		t.Errorf("failures %d, locked until %v", stored.Failures, stored.LockedUntil)
 	}
 	// An unknown address gets the same answer as a wrong password.
-	ghost := newBrowser(t, "nobody."+m.ID+"@shop.example")
+	ghost := newBrowser(t, m.ID, "nobody."+m.ID+"@shop.example")
 	if g := ghost.signIn(password); g.status != p.status || !strings.Contains(g.body, "locked for a while") {
 		t.Errorf("unknown address: %d", g.status)
 	}
@@ -283,11 +285,11 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	s := testenv.Stack(t)
 	email := "invited." + strings.ToLower(m.ID) + "@shop.example"
-	link, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, m.ID, email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now())
+	link, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, m.ID, email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := newBrowser(t, email)
+	u := newBrowser(t, m.ID, email)
 	path := strings.TrimPrefix(link, s.Info.APIBase)
 	if p := u.get(path); p.status != http.StatusOK || !strings.Contains(p.body, email) {
 		t.Fatalf("set-password page: %d", p.status)
@@ -317,7 +319,7 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 		t.Fatalf("enable TOTP: %d\n%s", p.status, p.body)
 	}
 	// Sign in again: the password alone opens only the code form.
-	v := newBrowser(t, email)
+	v := newBrowser(t, m.ID, email)
 	if p := v.signIn(password); p.header.Get("Location") != "/dashboard/totp" {
 		t.Fatalf("sign-in with TOTP on: %d %s", p.status, p.header.Get("Location"))
 	}
@@ -330,7 +332,9 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 	if p := v.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, form)}, "code": {wrong}}); p.status != http.StatusUnauthorized {
 		t.Errorf("wrong code: %d", p.status)
 	}
-	code, _ = dashboard.TOTPCode(secret[1], dashboard.TOTPStep(time.Now()))
+	// The enrolment code is used up; the next step's code (within the
+	// accepted skew) signs in.
+	code, _ = dashboard.TOTPCode(secret[1], dashboard.TOTPStep(time.Now())+1)
 	if p := v.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, form)}, "code": {code}}); p.header.Get("Location") != "/dashboard/payments" {
 		t.Fatalf("right code: %d %s\n%s", p.status, p.header.Get("Location"), p.body)
 	}
@@ -338,7 +342,7 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 		t.Error("the session id was not renewed after the second factor")
 	}
 	// The same code does not work twice.
-	w := newBrowser(t, email)
+	w := newBrowser(t, m.ID, email)
 	if p := w.signIn(password); p.header.Get("Location") != "/dashboard/totp" {
 		t.Fatalf("second sign-in: %d", p.status)
 	}
@@ -474,7 +478,7 @@ func TestAdminInvitesAMemberWhoCannotChangeSettings(t *testing.T) {
 		t.Errorf("invalid address: %d", bad.status)
 	}
 	u, _ := url.Parse(html(link[1]))
-	member := newBrowser(t, email)
+	member := newBrowser(t, m.ID, email)
 	if r := member.post("/dashboard/set-password", url.Values{"token": {u.Query().Get("token")}, "password": {password}, "confirm": {password}}); r.status != http.StatusOK {
 		t.Fatalf("set password: %d", r.status)
 	}
@@ -549,7 +553,7 @@ func TestLocalStackSeedsADashboardAdmin(t *testing.T) {
 	if d.URL != s.Info.APIBase+"/dashboard" || d.Email == "" || len(d.Password) < dashboard.MinPasswordLen {
 		t.Fatalf("stack.json dashboard: %+v", d)
 	}
-	u := newBrowser(t, d.Email)
+	u := newBrowser(t, d.MerchantID, d.Email)
 	if p := u.signIn(d.Password); p.header.Get("Location") != "/dashboard/payments" {
 		t.Fatalf("seeded sign-in: %d", p.status)
 	}

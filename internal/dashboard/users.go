@@ -11,8 +11,9 @@ import (
 )
 
 // Removing users and changing roles. Sessions need no separate revocation:
-// every signed-in request reads its user (see current), so the change takes
-// effect on the user's next request.
+// every signed-in request reads its user (see current); a removal deletes
+// the user and a role change steps its CredVersion, so every session of the
+// user ends on its next request.
 
 var errLastAdmin = errStatus(http.StatusBadRequest, "A merchant needs at least one administrator: make another user an administrator first.")
 
@@ -23,8 +24,8 @@ func (h *handler) targetUser(r *http.Request, s *Session) (*User, error) {
 	if !ok {
 		return nil, errNotFound
 	}
-	u, err := h.Store.DashboardUser(r.Context(), email)
-	if h.IsNotFound(err) || (err == nil && u.MerchantID != s.MerchantID) {
+	u, err := h.Store.DashboardUser(r.Context(), s.MerchantID, email)
+	if h.IsNotFound(err) {
 		return nil, errNotFound
 	}
 	return u, err
@@ -66,24 +67,14 @@ func (h *handler) withUsersLocked(r *http.Request, merchantID string, change fun
 }
 
 // otherAdmins reports whether the merchant has an administrator besides
-// email, from the users' records (the list's role may lag a change).
+// email, from the users' records (a consistent query of the merchant's).
 func (h *handler) otherAdmins(r *http.Request, merchantID, email string) (bool, error) {
 	list, err := h.Store.DashboardUsers(r.Context(), merchantID)
 	if err != nil {
 		return false, err
 	}
-	for _, l := range list {
-		if l.Email == email {
-			continue
-		}
-		u, err := h.Store.DashboardUser(r.Context(), l.Email)
-		if h.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		if u.MerchantID == merchantID && u.Role == RoleAdmin {
+	for _, u := range list {
+		if u.Email != email && u.MerchantID == merchantID && u.Role == RoleAdmin {
 			return true, nil
 		}
 	}
@@ -104,7 +95,7 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 	err = h.withUsersLocked(r, s.MerchantID, func() error {
 		for range 3 {
 			// Read under the lease: the check below judges the present state.
-			if u, err = h.Store.DashboardUser(r.Context(), u.Email); err != nil {
+			if u, err = h.Store.DashboardUser(r.Context(), s.MerchantID, u.Email); err != nil {
 				return h.notFoundAs(err)
 			}
 			if u.MerchantID != s.MerchantID {
@@ -124,6 +115,7 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 				}
 			}
 			u.Role, u.UpdatedAt = role, h.Now()
+			u.CredVersion++ // ends the user's sessions
 			// Version-conditional: a sign-in counting a failure meanwhile is
 			// not overwritten; read again and retry.
 			if err = h.Store.UpdateDashboardUser(r.Context(), u); err == nil || !h.IsConflict(err) {
@@ -141,11 +133,19 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 	if from == role {
 		return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": u.Email + " is already " + role + "."})
 	}
-	if err := h.Store.SetDashboardUserIndexRole(r.Context(), s.MerchantID, u.Email, role); err != nil {
-		return err
-	}
 	h.auditLog(r.Context(), s, "user.role", fmt.Sprintf("%s: %s → %s", u.Email, from, role))
-	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": u.Email + " is now " + role + "."})
+	if u.Email == s.Email {
+		// Changed one's own role: this session ended with the others; the
+		// acting browser gets a new one with the new role.
+		if s, err = h.startSession(w, r, u, false); err != nil {
+			return err
+		}
+		if role != RoleAdmin {
+			http.Redirect(w, r, "/dashboard/account", http.StatusSeeOther)
+			return nil
+		}
+	}
+	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": u.Email + " is now " + role + ". Their sessions have ended."})
 }
 
 // removeUser deletes a user; the last admin stays.
@@ -156,7 +156,7 @@ func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *Session)
 	}
 	err = h.withUsersLocked(r, s.MerchantID, func() error {
 		for range 3 {
-			if u, err = h.Store.DashboardUser(r.Context(), u.Email); err != nil {
+			if u, err = h.Store.DashboardUser(r.Context(), s.MerchantID, u.Email); err != nil {
 				return h.notFoundAs(err)
 			}
 			if u.MerchantID != s.MerchantID {

@@ -24,9 +24,9 @@ func (u *user) remove(email string) page {
 	return u.post("/dashboard/users/remove", url.Values{"csrf": {csrfOf(u.t, u.get("/dashboard/users"))}, "email": {email}})
 }
 
-func roleOf(t *testing.T, email string) string {
+func roleOf(t *testing.T, merchantID, email string) string {
 	t.Helper()
-	u, err := testenv.Stack(t).Store.DashboardUser(context.Background(), email)
+	u, err := testenv.Stack(t).Store.DashboardUser(context.Background(), merchantID, email)
 	if err != nil {
 		t.Fatalf("user %s: %v", email, err)
 	}
@@ -45,10 +45,15 @@ func TestRemovedAndDemotedUsersLoseAccessOnTheirNextRequest(t *testing.T) {
 		t.Fatalf("admin b before the change: %d", p.status)
 	}
 
-	// Demoted: b's live session loses the admin pages at once, keeps the rest.
+	// Demoted: a role change ends b's sessions on their next request; signed
+	// in again, b has the member pages only.
 	if p := a.setRole(b.email, dashboard.RoleMember); p.status != http.StatusOK || !strings.Contains(p.body, b.email+" (member)") {
 		t.Fatalf("demote b: %d\n%.800s", p.status, p.body)
 	}
+	if p := b.get("/dashboard/users"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/login" {
+		t.Errorf("demoted admin's session still works: %d", p.status)
+	}
+	b.mustSignIn()
 	if p := b.get("/dashboard/users"); p.status != http.StatusForbidden {
 		t.Errorf("demoted admin still opens the users page: %d", p.status)
 	}
@@ -73,7 +78,7 @@ func TestRemovedAndDemotedUsersLoseAccessOnTheirNextRequest(t *testing.T) {
 	if p := c.signIn(password); p.status != http.StatusUnauthorized {
 		t.Errorf("removed user signs in: %d", p.status)
 	}
-	if _, err := testenv.Stack(t).Store.DashboardUser(context.Background(), c.email); !isNotFound(err) {
+	if _, err := testenv.Stack(t).Store.DashboardUser(context.Background(), m.ID, c.email); !isNotFound(err) {
 		t.Errorf("removed user still stored: %v", err)
 	}
 
@@ -84,7 +89,7 @@ func TestRemovedAndDemotedUsersLoseAccessOnTheirNextRequest(t *testing.T) {
 	if p := a.remove(a.email); p.status != http.StatusBadRequest {
 		t.Errorf("remove the last admin: %d", p.status)
 	}
-	if roleOf(t, a.email) != dashboard.RoleAdmin {
+	if roleOf(t, m.ID, a.email) != dashboard.RoleAdmin {
 		t.Fatal("the last admin lost the role")
 	}
 
@@ -92,11 +97,17 @@ func TestRemovedAndDemotedUsersLoseAccessOnTheirNextRequest(t *testing.T) {
 	if p := a.setRole(b.email, dashboard.RoleAdmin); p.status != http.StatusOK {
 		t.Fatalf("promote b: %d", p.status)
 	}
+	if p := b.get("/dashboard/users"); p.status != http.StatusSeeOther {
+		t.Errorf("promoted user's old session: %d, want it ended", p.status)
+	}
+	b.mustSignIn()
 	if p := b.get("/dashboard/users"); p.status != http.StatusOK {
 		t.Errorf("promoted user: %d", p.status)
 	}
-	if p := a.setRole(a.email, dashboard.RoleMember); p.status != http.StatusOK {
-		t.Fatalf("a steps down: %d", p.status)
+	// Stepping down ends a's other sessions; the acting browser gets a new
+	// member session.
+	if p := a.setRole(a.email, dashboard.RoleMember); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/account" {
+		t.Fatalf("a steps down: %d %s", p.status, p.header.Get("Location"))
 	}
 	if p := a.get("/dashboard/audit"); p.status != http.StatusForbidden {
 		t.Errorf("a stepped down but still reads the audit log: %d", p.status)
@@ -129,10 +140,10 @@ func TestRemovedAndDemotedUsersLoseAccessOnTheirNextRequest(t *testing.T) {
 	// A removed address invited again is a new user: the old session stays dead.
 	s := testenv.Stack(t)
 	old := c.cookie(sessionCookie)
-	if _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, m.ID, c.email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now()); err != nil {
+	if _, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, m.ID, c.email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	revived := newBrowser(t, c.email)
+	revived := newBrowser(t, m.ID, c.email)
 	base, _ := url.Parse(revived.base)
 	revived.client.Jar.SetCookies(base, []*http.Cookie{{Name: sessionCookie, Value: old, Path: "/"}})
 	if p := revived.get("/dashboard/users"); p.status != http.StatusSeeOther {
@@ -158,7 +169,7 @@ func TestTwoAdminsDemotingEachOtherLeaveOneAdmin(t *testing.T) {
 	wg.Wait()
 	admins := 0
 	for _, e := range []string{a.email, b.email} {
-		if roleOf(t, e) == dashboard.RoleAdmin {
+		if roleOf(t, m.ID, e) == dashboard.RoleAdmin {
 			admins++
 		}
 	}

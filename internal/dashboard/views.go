@@ -95,12 +95,15 @@ func layout(p *pw, v view, d map[string]any) {
 func viewLogin(p *pw, d map[string]any) {
 	p.raw(`<h1>Sign in</h1><form method="post" action="/dashboard/login" class="narrow">`)
 	p.csrf(str(d, "LoginToken"))
-	p.f(`<label for="email">E-mail</label>
+	p.f(`<label for="merchant">Merchant id</label>
+<input id="merchant" name="merchant" autocomplete="organization" spellcheck="false" required value="%s" aria-describedby="merchant-hint">
+<p class="hint" id="merchant-hint">The id of the merchant whose dashboard you use (mer_…): your set-password link's page names it.</p>
+<label for="email">E-mail</label>
 <input id="email" name="email" type="email" autocomplete="username" required value="%s">
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button></form>
-<p class="hint">No account yet? Your operator or your merchant's administrator sends you a link to set a password.</p>`, str(d, "Email"))
+<p class="hint">No account yet? Your operator or your merchant's administrator sends you a link to set a password.</p>`, str(d, "Merchant"), str(d, "Email"))
 }
 
 func viewTOTP(p *pw, d map[string]any) {
@@ -233,21 +236,33 @@ func viewAccount(p *pw, d map[string]any) {
 		p.f(`<p class="notice" role="status">%s</p>`, m)
 	}
 	p.raw(`<section aria-labelledby="h-totp"><h2 id="h-totp">Two-factor sign-in (TOTP)</h2>`)
-	if flag(d, "TOTPOn") {
-		p.raw(`<p>On. To turn it off, confirm with your password.</p><form method="post" action="/dashboard/account/totp" class="narrow">`)
-		p.csrf(csrf)
-		p.f(`<input type="hidden" name="action" value="disable"><input type="hidden" name="username" value="%s" autocomplete="username">
-<label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
-<button type="submit">Turn off</button></form>`, u.Email)
-	} else {
-		p.f(`<p>Off. Add this key to your authenticator app, then enter the code it shows.</p>
-<p>Key: <code id="totp-secret">%s</code></p><p class="hint">Or open <code class="wrap">%s</code></p>
-<form method="post" action="/dashboard/account/totp" class="narrow">`, str(d, "Secret"), str(d, "URI"))
-		p.csrf(csrf)
-		p.f(`<input type="hidden" name="sealed" value="%s"><label for="code">Code</label>
-<input id="code" name="code" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>
-<button type="submit" id="enable-totp">Turn on</button></form>`, str(d, "Sealed"))
+	confirm := func() {
+		p.f(`<input type="hidden" name="username" value="%s" autocomplete="username">
+<label for="%s-password">Password</label><input id="%s-password" name="password" type="password" autocomplete="current-password" required>
+<label for="%s-current">Code from your current authenticator</label><input id="%s-current" name="current" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>`,
+			u.Email, "off", "off", "off", "off")
 	}
+	if flag(d, "TOTPOn") {
+		p.raw(`<p>On. To turn it off or move it to another app, confirm with your password and a current code.</p><form method="post" action="/dashboard/account/totp" class="narrow">`)
+		p.csrf(csrf)
+		p.raw(`<input type="hidden" name="action" value="disable">`)
+		confirm()
+		p.raw(`<button type="submit" id="disable-totp">Turn off</button></form><h3>Move to another app</h3>`)
+	} else {
+		p.raw(`<p>Off.</p>`)
+	}
+	p.f(`<p>Add this key to your authenticator app, then enter the code it shows (this form works for %d minutes).</p>
+<p>Key: <code id="totp-secret">%s</code></p><p class="hint">Or open <code class="wrap">%s</code></p>
+<form method="post" action="/dashboard/account/totp" class="narrow">`, d["EnrolMinutes"], str(d, "Secret"), str(d, "URI"))
+	p.csrf(csrf)
+	if flag(d, "TOTPOn") {
+		p.f(`<input type="hidden" name="username" value="%s" autocomplete="username">
+<label for="re-password">Password</label><input id="re-password" name="password" type="password" autocomplete="current-password" required>
+<label for="re-current">Code from your current authenticator</label><input id="re-current" name="current" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>`, u.Email)
+	}
+	p.f(`<input type="hidden" name="sealed" value="%s"><label for="code">Code from the new key</label>
+<input id="code" name="code" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>
+<button type="submit" id="enable-totp">%s</button></form>`, str(d, "Sealed"), map[bool]string{true: "Replace", false: "Turn on"}[flag(d, "TOTPOn")])
 	p.raw("</section>")
 }
 
@@ -372,8 +387,9 @@ func viewBatches(p *pw, d map[string]any) {
 func viewUsers(p *pw, d map[string]any) {
 	p.raw(`<h1>Users</h1>`)
 	if l := str(d, "Link"); l != "" {
-		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the user</strong> (valid 72 hours):</p>
-<p><code id="invite-link" class="wrap">%s</code></p></div>`, l)
+		until, _ := d["LinkUntil"].(time.Time)
+		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the user</strong>. It works once, until <span id="invite-until">%s</span> (%d hours); a newer link for the same user voids it.</p>
+<p><code id="invite-link" class="wrap">%s</code></p></div>`, when(until), int(InviteTTL.Hours()), l)
 	}
 	p.raw(`<ul id="users">`)
 	for _, u := range d["Users"].([]*User) {

@@ -17,9 +17,10 @@ import (
 
 // SeedDashboardUser is the dashboard admin every local stack starts with.
 type SeedDashboardUser struct {
-	URL      string `json:"url"`
-	Email    string `json:"email"`
-	Password string `json:"password"`
+	URL        string `json:"url"`
+	MerchantID string `json:"merchantId"` // the sign-in form asks for it
+	Email      string `json:"email"`
+	Password   string `json:"password"`
 }
 
 // seedDashboardUser creates the sandbox merchant's dashboard admin with the
@@ -34,7 +35,12 @@ func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, 
 	if seed.Email == "" || len(seed.Password) < dashboard.MinPasswordLen {
 		seed = SeedDashboardUser{Email: "admin@sandbox.example", Password: NewSFTPPassword()}
 	}
-	seed.URL = apiBase + "/dashboard"
+	seed.URL, seed.MerchantID = apiBase+"/dashboard", merchantID
+	// A state directory from before per-merchant users holds them under the
+	// old key: move them first (idempotent).
+	if _, err := store.MigrateDashboardUsers(ctx); err != nil {
+		return seed, err
+	}
 	hash, err := sftpauth.HashPassword(seed.Password)
 	if err != nil {
 		return seed, err

@@ -89,6 +89,10 @@ type Stack struct {
 	pollers     sync.WaitGroup
 	sftp        *localSFTP
 	handlers    map[string]lambda.Handler // by function logical id
+	// restoreEnv puts back the endpoint variables this stack pointed at its
+	// own emulators: once they are stopped, a later Start in the same
+	// process must start its own, not take the dead ones for external.
+	restoreEnv func()
 }
 
 // Start brings the whole service up. When AWS_ENDPOINT_URL is already set
@@ -126,6 +130,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Info.Backend = s.emu.Backend
 		s.Info.Endpoints = Endpoints{DynamoDB: s.emu.DynamoDB, SQS: s.emu.SQS, S3: s.emu.S3}
 		s.Info.PIDs = s.emu.PIDs()
+		s.restoreEnv = saveEnv(endpointVars...)
 		UseEndpoints(s.Info.Endpoints)
 	default:
 		s.Info.External = true
@@ -375,8 +380,38 @@ func (s *Stack) Close() {
 	if s.emu != nil {
 		s.emu.Stop()
 	}
+	if s.restoreEnv != nil {
+		s.restoreEnv()
+		s.restoreEnv = nil
+	}
 	if s.stateDir != "" {
 		_ = os.Remove(filepath.Join(s.stateDir, "stack.json"))
+	}
+}
+
+// endpointVars are the variables UseEndpoints sets per service.
+var endpointVars = []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3"}
+
+// saveEnv returns a function that puts the named variables back as they
+// are now (unset if unset).
+func saveEnv(names ...string) func() {
+	type saved struct {
+		v  string
+		ok bool
+	}
+	old := map[string]saved{}
+	for _, n := range names {
+		v, ok := os.LookupEnv(n)
+		old[n] = saved{v, ok}
+	}
+	return func() {
+		for n, sv := range old {
+			if sv.ok {
+				os.Setenv(n, sv.v)
+			} else {
+				os.Unsetenv(n)
+			}
+		}
 	}
 }
 

@@ -19,18 +19,23 @@ import (
 
 // The merchant dashboard's records, all in the operations table:
 //
-//	pk "dashuser#<email>"        sk "user"       a user (one merchant per address)
-//	pk "dashusers#<merchantId>"  sk "<email>"    a merchant's user list (index item)
+//	pk "dashmuser#<merchantId>"  sk "<email>"    a user: an identity per merchant and address
 //	pk "dashsess#<sha256(id)>"   sk "session"    a session, expiresAt = TTL
 //	pk "dashinvite#<sha256(t)>"  sk "invite"     a set-password link, expiresAt = TTL
 //	pk "dashaudit#<merchantId>"  sk "<time>#<r>" the merchant's audit log
 //	pk "dashlock#<merchantId>"   sk "users"      lease serialising role changes and removals
 //
+// Until 2026-11 a user was keyed by address alone (pk "dashuser#<email>",
+// sk "user", one merchant per address, with an index item pk
+// "dashusers#<merchantId>" sk "<email>"); MigrateDashboardUsers moves such
+// users to the per-merchant key.
+//
 // Payment requests are listed per merchant through the payment requests
 // table's byMerchantCreated index (merchantId, createdAt).
 const (
-	dashUserPrefix    = "dashuser#"
-	dashUsersPrefix   = "dashusers#"
+	dashUserPrefix    = "dashmuser#"
+	legacyUserPrefix  = "dashuser#"
+	legacyUsersPrefix = "dashusers#"
 	dashSessionPrefix = "dashsess#"
 	dashInvitePrefix  = "dashinvite#"
 	dashAuditPrefix   = "dashaudit#"
@@ -51,6 +56,8 @@ type dashUserRecord struct {
 	TOTPStep     uint64    `dynamodbav:"totpStep,omitempty"`
 	Failures     int       `dynamodbav:"failures"`
 	LockedUntil  time.Time `dynamodbav:"lockedUntil,omitempty"`
+	CredVersion  int64     `dynamodbav:"credVersion,omitempty"`
+	InviteHash   string    `dynamodbav:"inviteHash,omitempty"`
 	CreatedAt    time.Time `dynamodbav:"createdAt"`
 	UpdatedAt    time.Time `dynamodbav:"updatedAt"`
 	Version      int64     `dynamodbav:"version"`
@@ -60,32 +67,37 @@ func dashKey(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(pk), "sk": strAV(sk)}
 }
 
-// CreateDashboardUser stores a new user and its merchant's index item;
-// ErrExists when the address is taken (by any merchant).
+func userRecord(u *dashboard.User, version int64) dashUserRecord {
+	return dashUserRecord{PK: dashUserPrefix + u.MerchantID, SK: u.Email, Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
+		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, TOTPStep: u.TOTPStep, Failures: u.Failures, LockedUntil: u.LockedUntil.UTC(),
+		CredVersion: u.CredVersion, InviteHash: u.InviteHash, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: version}
+}
+
+func userOf(r *dashUserRecord) *dashboard.User {
+	return &dashboard.User{Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, PasswordHash: r.PasswordHash,
+		SealedTOTP: r.SealedTOTP, TOTPStep: r.TOTPStep, Failures: r.Failures, LockedUntil: r.LockedUntil,
+		CredVersion: r.CredVersion, InviteHash: r.InviteHash, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version}
+}
+
+// CreateDashboardUser stores a new user of u.MerchantID; ErrExists when the
+// merchant has a user of the address (guard: attribute_not_exists(pk)).
+// Other merchants' users are never read: an address may be a user of
+// several merchants, each a separate identity.
 func (s *Store) CreateDashboardUser(ctx context.Context, u *dashboard.User) error {
 	u.Version = 1
-	rec := dashUserRecord{PK: dashUserPrefix + u.Email, SK: "user", Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
-		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: 1}
-	item, err := attributevalue.MarshalMap(rec)
+	item, err := attributevalue.MarshalMap(userRecord(u, 1))
 	if err != nil {
 		return fmt.Errorf("marshal dashboard user: %w", err)
 	}
-	if err := s.putIfAbsent(ctx, s.t.Operations, "pk", item, "dashboard user"); err != nil {
-		return err
-	}
-	// The index item follows the user: a crash between the two leaves a user
-	// the list misses, which the next invite of the address repairs (PutItem).
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: map[string]types.AttributeValue{
-		"pk": strAV(dashUsersPrefix + u.MerchantID), "sk": strAV(u.Email), "role": strAV(u.Role)}})
-	if err != nil {
-		return fmt.Errorf("put dashboard user index: %w", err)
-	}
-	return nil
+	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "dashboard user")
 }
 
-// DashboardUser loads a user by e-mail.
-func (s *Store) DashboardUser(ctx context.Context, email string) (*dashboard.User, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+email, "user"),
+// DashboardUser loads merchantID's user of an e-mail address.
+func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*dashboard.User, error) {
+	if merchantID == "" || email == "" {
+		return nil, ErrNotFound
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+merchantID, email),
 		ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("get dashboard user: %w", err)
@@ -97,19 +109,16 @@ func (s *Store) DashboardUser(ctx context.Context, email string) (*dashboard.Use
 	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
 		return nil, fmt.Errorf("unmarshal dashboard user: %w", err)
 	}
-	return &dashboard.User{Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, PasswordHash: r.PasswordHash,
-		SealedTOTP: r.SealedTOTP, TOTPStep: r.TOTPStep, Failures: r.Failures, LockedUntil: r.LockedUntil, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, Version: r.Version}, nil
+	return userOf(&r), nil
 }
 
-// UpdateDashboardUser replaces a user if its version is still the one read;
-// ErrConflict otherwise (two sign-ins racing on the failure counter).
+// UpdateDashboardUser replaces a user if its version is still the one read
+// (guard: attribute_exists(pk) AND version = :read); ErrConflict otherwise
+// (two sign-ins racing on the failure counter, a password set racing a new
+// link). Every change of a user goes through it.
 func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashboard.User) error {
 	prev := u.Version
-	rec := dashUserRecord{PK: dashUserPrefix + u.Email, SK: "user", Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
-		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, TOTPStep: u.TOTPStep, Failures: u.Failures, LockedUntil: u.LockedUntil.UTC(),
-		CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: prev + 1}
-	item, err := attributevalue.MarshalMap(rec)
+	item, err := attributevalue.MarshalMap(userRecord(u, prev+1))
 	if err != nil {
 		return fmt.Errorf("marshal dashboard user: %w", err)
 	}
@@ -126,35 +135,32 @@ func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashboard.User) erro
 	return nil
 }
 
-// DashboardUsers lists a merchant's users (e-mail and role from the index).
+// DashboardUsers lists a merchant's users, by address.
 func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashboard.User, error) {
 	var users []*dashboard.User
-	p := dynamodb.NewQueryPaginator(s.queryAPI(), &dynamodb.QueryInput{TableName: &s.t.Operations,
+	p := dynamodb.NewQueryPaginator(s.queryAPI(), &dynamodb.QueryInput{TableName: &s.t.Operations, ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(dashUsersPrefix + merchantID)}})
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(dashUserPrefix + merchantID)}})
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("query dashboard users: %w", err)
 		}
 		for _, it := range out.Items {
-			var r struct {
-				SK   string `dynamodbav:"sk"`
-				Role string `dynamodbav:"role"`
-			}
+			var r dashUserRecord
 			if err := attributevalue.UnmarshalMap(it, &r); err != nil {
 				return nil, err
 			}
-			users = append(users, &dashboard.User{Email: r.SK, MerchantID: merchantID, Role: r.Role})
+			users = append(users, userOf(&r))
 		}
 	}
 	return users, nil
 }
 
 // DeleteDashboardUser removes a user if its version is still the one read
-// (ErrConflict otherwise), then its merchant's index item.
+// (guard: attribute_exists(pk) AND version = :read; ErrConflict otherwise).
 func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashboard.User) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+u.Email, "user"),
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+u.MerchantID, u.Email),
 		ConditionExpression:       aws.String("attribute_exists(pk) AND version = :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(u.Version)}})
 	if isConditionFailed(err) {
@@ -163,24 +169,70 @@ func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashboard.User) erro
 	if err != nil {
 		return fmt.Errorf("delete dashboard user: %w", err)
 	}
-	if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUsersPrefix+u.MerchantID, u.Email)}); err != nil {
-		return fmt.Errorf("delete dashboard user index: %w", err)
-	}
 	return nil
 }
 
-// SetDashboardUserIndexRole keeps the role shown in the merchant's user list
-// in step with the user's record.
-func (s *Store) SetDashboardUserIndexRole(ctx context.Context, merchantID, email, role string) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &s.t.Operations, Key: dashKey(dashUsersPrefix+merchantID, email),
-		UpdateExpression:          aws.String("SET #r = :r"),
-		ConditionExpression:       aws.String("attribute_exists(pk)"),
-		ExpressionAttributeNames:  map[string]string{"#r": "role"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": strAV(role)}})
-	if err != nil && !isConditionFailed(err) {
-		return fmt.Errorf("update dashboard user index: %w", err)
+// MigrateDashboardUsers moves users stored under the address-only key
+// (before per-merchant identities) to their merchant's key, keeping every
+// field (password, second factor, counters, CreatedAt, so their sessions
+// stay valid) and removing the old item and its index item. Each move is
+// one transaction: put the new item (guard: attribute_not_exists(pk)) and
+// delete the old one (guard: version unchanged since the scan). A user
+// already at the new key keeps it and the old item is dropped. It is
+// idempotent: run it again after a failure; it returns how many it moved.
+func (s *Store) MigrateDashboardUsers(ctx context.Context) (int, error) {
+	var legacy []dashUserRecord
+	err := s.consistentScan(ctx, s.t.Operations, "begins_with(pk, :p) AND sk = :u",
+		map[string]types.AttributeValue{":p": strAV(legacyUserPrefix), ":u": strAV("user")}, func(item map[string]types.AttributeValue) error {
+			var r dashUserRecord
+			if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+				return fmt.Errorf("unmarshal legacy dashboard user: %w", err)
+			}
+			legacy = append(legacy, r)
+			return nil
+		})
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	moved := 0
+	for _, r := range legacy {
+		u := userOf(&r)
+		item, err := attributevalue.MarshalMap(userRecord(u, r.Version))
+		if err != nil {
+			return moved, fmt.Errorf("marshal dashboard user: %w", err)
+		}
+		oldKey := dashKey(r.PK, "user")
+		guard := map[string]types.AttributeValue{":v": numberAV(r.Version)}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: &s.t.Operations, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+			{Delete: &types.Delete{TableName: &s.t.Operations, Key: oldKey, ConditionExpression: aws.String("version = :v"),
+				ExpressionAttributeValues: guard}},
+		}})
+		if failed, ok := cancelled(err); ok {
+			if len(failed) == 2 && failed[0] && !failed[1] {
+				// Already at the new key (a user created there since): the
+				// old item is a stale copy.
+				_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: oldKey,
+					ConditionExpression: aws.String("version = :v"), ExpressionAttributeValues: guard})
+				if isConditionFailed(err) {
+					err = nil // changed meanwhile: the next run moves it
+				}
+			} else {
+				err = nil // the old item changed meanwhile (a sign-in): the next run moves it
+				continue
+			}
+		} else if err == nil {
+			moved++
+		}
+		if err != nil {
+			return moved, fmt.Errorf("migrate dashboard user: %w", err)
+		}
+		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations,
+			Key: dashKey(legacyUsersPrefix+r.MerchantID, r.Email)}); err != nil {
+			return moved, fmt.Errorf("delete legacy dashboard user index: %w", err)
+		}
+	}
+	return moved, nil
 }
 
 // LockUsers takes the merchant's user-change lease for owner until until
@@ -224,6 +276,7 @@ type dashSessionRecord struct {
 	CSRF        string    `dynamodbav:"csrf"`
 	TOTPPending bool      `dynamodbav:"totpPending,omitempty"`
 	UserSince   time.Time `dynamodbav:"userSince"`
+	CredVersion int64     `dynamodbav:"credVersion,omitempty"`
 	CreatedAt   time.Time `dynamodbav:"createdAt"`
 	LastSeenMs  int64     `dynamodbav:"lastSeenMs"` // unix ms: compared in a condition
 	Expires     time.Time `dynamodbav:"expires"`
@@ -233,7 +286,7 @@ type dashSessionRecord struct {
 // PutSession creates a session; ErrExists on an id collision (never in practice).
 func (s *Store) PutSession(ctx context.Context, ss *dashboard.Session) error {
 	item, err := attributevalue.MarshalMap(dashSessionRecord{PK: dashSessionPrefix + ss.IDHash, SK: "session", Email: ss.Email,
-		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, UserSince: ss.UserSince.UTC(), CreatedAt: ss.CreatedAt.UTC(),
+		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, UserSince: ss.UserSince.UTC(), CredVersion: ss.CredVersion, CreatedAt: ss.CreatedAt.UTC(),
 		LastSeenMs: ss.LastSeen.UnixMilli(), Expires: ss.ExpiresAt.UTC(), ExpiresAt: ss.ExpiresAt.Unix()})
 	if err != nil {
 		return fmt.Errorf("marshal session: %w", err)
@@ -264,7 +317,7 @@ func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*das
 		seen = time.UnixMilli(r.LastSeenMs).UTC()
 	}
 	return &dashboard.Session{IDHash: idHash, Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, CSRF: r.CSRF,
-		TOTPPending: r.TOTPPending, UserSince: r.UserSince, CreatedAt: r.CreatedAt, LastSeen: seen, ExpiresAt: r.Expires}, nil
+		TOTPPending: r.TOTPPending, UserSince: r.UserSince, CredVersion: r.CredVersion, CreatedAt: r.CreatedAt, LastSeen: seen, ExpiresAt: r.Expires}, nil
 }
 
 // TouchSession records that a session was used at at. It never recreates a

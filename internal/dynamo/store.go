@@ -39,8 +39,9 @@ type Store struct {
 	t  Tables
 }
 
-// New returns a store over db.
-func New(db API, t Tables) *Store { return &Store{db: db, t: t} }
+// New returns a store over db. Transactions that DynamoDB cancels for
+// conflicts alone are sent again (retryConflicts).
+func New(db API, t Tables) *Store { return &Store{db: withConflictRetries(db), t: t} }
 
 // Errors callers branch on.
 var (

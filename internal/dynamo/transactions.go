@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -695,7 +696,7 @@ func (s *Store) CommitAndSettle(ctx context.Context, c AttemptCommit, st Settlem
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: transactUpdate(commit)}, {Update: transactUpdate(settle)},
 	}})
-	if _, ok := cancelled(err); ok {
+	if failed, ok := cancelled(err); ok && slices.Contains(failed, true) {
 		return ErrConflict
 	}
 	if err != nil {
@@ -725,8 +726,8 @@ func (s *Store) CreateLeasedRequestWithTransaction(ctx context.Context, r *payme
 		{Put: &types.Put{TableName: &s.t.PaymentRequests, Item: ritem, ConditionExpression: aws.String("attribute_not_exists(id)")}},
 		{Put: &types.Put{TableName: &s.t.Transactions, Item: titem, ConditionExpression: aws.String("attribute_not_exists(id)")}},
 	}})
-	if failed, ok := cancelled(err); ok {
-		if failed[0] || !failed[1] {
+	if failed, ok := cancelled(err); ok && (failed[0] || failed[1]) {
+		if failed[0] {
 			return ErrExists
 		}
 		return ErrTransactionExists
