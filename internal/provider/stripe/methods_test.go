@@ -3,6 +3,7 @@ package stripe_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -252,6 +253,13 @@ func TestProductionMethodsThroughStripe(t *testing.T) {
 	tok := s.JSON(t)["token"].(string)
 	if ms := testenv.Do(t, "GET", base+"/checkout/api/session", "", nil, "X-Checkout-Token", tok).JSON(t)["methods"]; fmtList(ms) != "card,qr" {
 		t.Fatalf("hosted page methods for BRL: %v", ms)
+	}
+	// The hosted page's QR tab shows Stripe's Pix code: its payload and the
+	// image the page draws from it.
+	hp := testenv.Do(t, "POST", base+"/checkout/api/pay/qr", "", nil, "X-Checkout-Token", tok)
+	na, _ := hp.JSON(t)["nextAction"].(map[string]any)
+	if hp.Status != 200 || na == nil || na["qrPayload"] != "00020101021226880014br.gov.bcb.pix-second" || !strings.HasPrefix(fmt.Sprint(na["qrImage"]), "data:image/png;base64,") {
+		t.Fatalf("hosted page QR: %d %s", hp.Status, hp.Body)
 	}
 }
 

@@ -261,8 +261,15 @@ func TestEveryCallIsBoundedByTheClientTimeout(t *testing.T) {
 func TestRefusesWhatStripeCannotCharge(t *testing.T) {
 	p, ct := newProvider(t, "http://127.0.0.1:1")
 	for name, req := range map[string]provider.ChargeRequest{
-		"crypto": func() provider.ChargeRequest { r := chargeReq("4242424242424242", true); r.Unit = "BTC"; return r }(),
-		"upi":    {Reference: "ptx_1", Method: provider.MethodUPI, Amount: decimal.NewFromInt(1), Unit: "INR"},
+		"crypto":           func() provider.ChargeRequest { r := chargeReq("4242424242424242", true); r.Unit = "BTC"; return r }(),
+		"UPI in EUR":       {Reference: "ptx_1", Method: provider.MethodUPI, Amount: decimal.NewFromInt(1), Unit: "EUR"},
+		"QR in EUR":        {Reference: "ptx_2", Method: provider.MethodQR, Amount: decimal.NewFromInt(1), Unit: "EUR"},
+		"wallet, no token": {Reference: "ptx_3", Method: provider.MethodWallet, Amount: decimal.NewFromInt(1), Unit: "EUR"},
+		"1.235 KWD": func() provider.ChargeRequest {
+			r := chargeReq("4242424242424242", true)
+			r.Unit, r.Amount = "KWD", decimal.RequireFromString("1.235")
+			return r
+		}(),
 		"reference": func() provider.ChargeRequest {
 			r := chargeReq("4242424242424242", true)
 			r.Reference = "x' OR 1"
