@@ -301,9 +301,53 @@ func TestStripeMoneyAndEventBinding(t *testing.T) {
 	if st := testenv.Do(t, "GET", base+"/payment-requests/status/"+strconv.FormatInt(prID, 10), key, nil).JSON(t); st["paymentRequestStatusId"] != 2.0 {
 		t.Fatalf("request after unbound events: %v, want unpaid", st)
 	}
-	// The bound event settles it.
-	if ack := send(mine, 10000, "eur", meta(nil)); ack["changed"] != true {
-		t.Fatalf("bound event: %v", ack)
+	// Raced: 30 deliveries at once, half for another intent and half the
+	// bound event (Stripe retries, redeliveries): exactly one changes the
+	// transaction, and only a bound one.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		changed []string
+	)
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pi := mine
+			if i%2 == 0 {
+				pi = "pi_other"
+			}
+			event, _ := json.Marshal(map[string]any{
+				"id": "evt_race_" + strconv.Itoa(i), "object": "event", "type": "payment_intent.succeeded", "api_version": "2025-01-27.acacia",
+				"created": time.Now().Unix(), "livemode": false,
+				"data": map[string]any{"object": map[string]any{
+					"id": pi, "object": "payment_intent", "status": "succeeded", "amount": 10000, "currency": "eur", "metadata": meta(nil)}},
+			})
+			signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: event, Secret: whsec, Timestamp: time.Now()})
+			req, _ := http.NewRequest("POST", base+"/callbacks/svcwh", bytes.NewReader(event))
+			req.Header.Set("Stripe-Signature", signed.Header)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			var ack map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&ack)
+			if resp.StatusCode != 200 {
+				t.Errorf("raced event %d: %d %v", i, resp.StatusCode, ack)
+			}
+			if ack["changed"] == true {
+				mu.Lock()
+				changed = append(changed, pi)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(changed) != 1 || changed[0] != mine {
+		t.Fatalf("30 raced events changed the transaction %d times (%v), want once, by its own intent", len(changed), changed)
 	}
 	cur, err := stack.Store.Transaction(ctx, txID)
 	if err != nil || cur.Status != payment.TxApproved || cur.ProviderRef != mine {
