@@ -49,6 +49,7 @@ type fixture struct {
 	stack   *devstack.Stack
 	cfg     aws.Config
 	store   *dynamo.Store
+	tables  dynamo.Tables
 	objects *s3store.Store
 	bucket  string
 	sqs     *sqs.Client
@@ -72,7 +73,7 @@ func fixtureWith(t testing.TB, s *devstack.Stack, cfg aws.Config) *fixture {
 	if bucket == "" {
 		t.Fatal("the template has no BatchBucket")
 	}
-	return &fixture{stack: s, cfg: cfg, store: dynamo.New(dynamodb.NewFromConfig(cfg), tables),
+	return &fixture{stack: s, cfg: cfg, store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), tables: tables,
 		objects: s3store.New(s3store.NewClient(cfg), bucket), bucket: bucket, sqs: sqs.NewFromConfig(cfg)}
 }
 
