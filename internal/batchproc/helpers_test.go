@@ -590,12 +590,15 @@ func (s *sftpSession) run(command string) []string {
 	}
 }
 
-// waitFor lists dir until name appears (the same session all along).
+// waitFor lists dir until name appears (the same session all along). The
+// listing is "-ls": in batch mode a failing command ends the session, and
+// a listing that fails once (the emulator's S3 timing out under load:
+// `remote readdir("/results/"): Failure`) is only polled again.
 func (s *sftpSession) waitFor(dir, name string, within time.Duration) time.Duration {
 	s.t.Helper()
 	start := time.Now()
 	for time.Since(start) < within {
-		for _, l := range s.run("ls -1 " + dir) {
+		for _, l := range s.run("-ls -1 " + dir) {
 			if strings.TrimSpace(l) == name || strings.HasSuffix(strings.TrimSpace(l), "/"+name) {
 				return time.Since(start)
 			}
