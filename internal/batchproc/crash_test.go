@@ -404,4 +404,9 @@ func TestCrashInContinuationResumedByRedelivery(t *testing.T) {
 		t.Fatalf("%d charges (want %d), charged twice: %v", n, validRows(want), twice)
 	}
 	f.checkEnded(t, m.ID, "cont.csv", "done")
+	// Finished by the chain of continuations, not left to the stuck-job
+	// recovery (which this test does not run).
+	if jobs := f.jobs(t, m.ID, "cont.csv"); jobs[0].Recoveries != 0 {
+		t.Errorf("recoveries %d, want 0", jobs[0].Recoveries)
+	}
 }

@@ -302,17 +302,20 @@ func TestFailedRunIsRetriedWithoutDoubleCharges(t *testing.T) {
 	charger := &failingOnce{inner: &batchproc.PaymentsCharger{Service: pay, Store: f.store}, failOn: "REF-25"}
 	// RowLease bounds the wait for a claim the cancelled run could not free
 	// (on moto, a claim racing the cancellation is sometimes left held:
-	// docs/batch.md); the retry must finish well within 20 s either way.
-	p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 4, PartSize: 300, RowLease: 5 * time.Second},
+	// docs/batch.md).
+	const rowLease = 5 * time.Second
+	p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 4, PartSize: 300, RowLease: rowLease},
 		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, FingerprintKey: testFingerprintKey, Charger: charger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := testenv.NewMerchant(t)
 	ev := f.upload(t, m.ID, "flaky.csv", []byte(content))
+	failedStart := time.Now()
 	if err := p.HandleS3(context.Background(), ev); err == nil {
 		t.Fatal("the run with a failing row succeeded")
 	}
+	failedRun := time.Since(failedStart)
 	jobs := f.jobs(t, m.ID, "flaky.csv")
 	if len(jobs) != 1 || jobs[0].State != "charging" || jobs[0].NextLine < 2 || jobs[0].NextLine > 25 {
 		t.Fatalf("job after the failure: %+v", jobs[0])
@@ -324,8 +327,14 @@ func TestFailedRunIsRetriedWithoutDoubleCharges(t *testing.T) {
 	if err := p.HandleS3(context.Background(), ev); err != nil { // Lambda's retry
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 20*time.Second {
-		t.Errorf("the retry waited %s (row lease not released?)", took)
+	// The retry charges the lines the failed run had not (fewer than it
+	// charged: it failed at line 25 of 40) and joins the parts, on the same
+	// machine under the same load: twice the failed run's time covers that
+	// work, plus one row lease for a claim left held (above). A fixed bound
+	// (20 s) measured the machine rather than the leases: under load the
+	// failed run alone can take longer.
+	if took, bound := time.Since(start), 2*failedRun+rowLease; took > bound {
+		t.Errorf("the retry took %s, more than %s (the failed run took %s; row leases not released?)", took, bound, failedRun)
 	}
 	lines := parseResult(t, f.result(t, m.ID, "flaky.csv"))
 	checkLines(t, lines, want)

@@ -394,16 +394,30 @@ func (p *Processor) Handle(ctx context.Context, raw json.RawMessage) (any, error
 	}
 }
 
+// budget is the invocation's deadline and the job lease, which outlives it
+// by LeaseMargin, on the processor's clock: the context's deadline is on the
+// real one, and leases are compared with p.Now (which a test moves).
+func (p *Processor) budget(ctx context.Context, now time.Time) (deadline, until time.Time) {
+	left := p.cfg.NoDeadline
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	deadline = now.Add(left)
+	return deadline, deadline.Add(p.cfg.LeaseMargin)
+}
+
+// errLeaseLost: the job's lease is another invocation's now (it lapsed and
+// was taken over). Only this stops a run quietly; any other failure,
+// conflicts on rows or payments included, fails the invocation so that it
+// is retried.
+var errLeaseLost = errors.New("batch job lease lost to another invocation")
+
 // run takes the job (creating it for an S3 event) and works on it until it
 // is done or the invocation's budget is spent.
 func (p *Processor) run(ctx context.Context, j *dynamo.BatchJob, create, check bool) error {
 	owner := newToken()
 	now := p.Now()
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = now.Add(p.cfg.NoDeadline)
-	}
-	until := deadline.Add(p.cfg.LeaseMargin)
+	deadline, until := p.budget(ctx, now)
 	var job *dynamo.BatchJob
 	var err error
 	if create {
@@ -419,7 +433,7 @@ func (p *Processor) run(ctx context.Context, j *dynamo.BatchJob, create, check b
 		// Another invocation works on it. Should it die, its lease lapses:
 		// look again then, so the job never stalls.
 		p.Log.Info("batch job busy in another invocation", "merchantId", job.MerchantID, "jobId", job.JobID, "check", check)
-		return p.schedule(ctx, job, time.Until(time.UnixMilli(job.LeaseUntil))+2*time.Second, true)
+		return p.schedule(ctx, job, time.UnixMilli(job.LeaseUntil).Sub(p.Now())+2*time.Second, true)
 	case err != nil:
 		return err
 	case job.Finished():
@@ -438,7 +452,9 @@ func (p *Processor) runJob(ctx context.Context, job *dynamo.BatchJob, owner stri
 	if isCrash(err) {
 		return err // a dead process cleans nothing up
 	}
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, errLeaseLost) {
+		// The new holder continues the job (and should it die, its lease
+		// lapses and RecoverStuck resumes the job).
 		r.log.Warn("batch job taken over by another invocation; stopping")
 		return nil
 	}
@@ -528,6 +544,9 @@ func (r *jobRun) pause(ctx context.Context) error {
 		return err
 	}
 	if err := r.p.Store.ReleaseBatchJob(ctx, r.job.MerchantID, r.job.JobID, r.job.Owner); err != nil {
+		if errors.Is(err, dynamo.ErrConflict) {
+			return errLeaseLost // the holder queues its own continuation
+		}
 		return err
 	}
 	r.log.Info("batch job continues in a new invocation", "state", r.job.State, "offset", r.job.Offset,
@@ -536,8 +555,13 @@ func (r *jobRun) pause(ctx context.Context) error {
 	return r.p.schedule(ctx, r.job, 0, false)
 }
 
+// save writes the job's progress while this run holds its lease.
 func (r *jobRun) save(ctx context.Context) error {
-	return r.p.Store.SaveBatchJob(ctx, r.job, r.p.Now())
+	err := r.p.Store.SaveBatchJob(ctx, r.job, r.p.Now())
+	if errors.Is(err, dynamo.ErrConflict) {
+		return errLeaseLost
+	}
+	return err
 }
 
 // fail ends a job that cannot be processed at all (no result file).

@@ -95,11 +95,7 @@ func (p *Processor) stuck(j *dynamo.BatchJob, now time.Time) bool {
 // stuck too often.
 func (p *Processor) recoverJob(ctx context.Context, stuck *dynamo.BatchJob, now time.Time) (abandoned bool, err error) {
 	owner := newToken()
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = now.Add(p.cfg.NoDeadline)
-	}
-	until := deadline.Add(p.cfg.LeaseMargin)
+	deadline, until := p.budget(ctx, now)
 	job, err := p.Store.LeaseBatchJob(ctx, stuck.MerchantID, stuck.JobID, owner, now, until)
 	if errors.Is(err, dynamo.ErrBatchJobBusy) || (err == nil && job.Finished()) {
 		return false, nil // taken up meanwhile

@@ -307,8 +307,9 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 		firstErr = readErr
 	}
 	if firstErr != nil {
-		// Keep what is done; the retry continues after it.
-		if errors.Is(firstErr, dynamo.ErrConflict) {
+		// Keep what is done; the retry continues after it. A run that lost
+		// the job can save nothing: the new holder replays its rows.
+		if errors.Is(firstErr, errLeaseLost) {
 			return false, firstErr
 		}
 		return false, errors.Join(firstErr, r.checkpoint(ctx, pb))

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/testenv"
@@ -27,9 +26,17 @@ func TestOpenSSHUploadGetsResultInSameSession(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The stack invokes the batch function when the upload closes, as S3
+	// does, with the function's timeout; a 12-line file ends within that one
+	// invocation. So the result is awaited for that long, not for a guess
+	// at how fast a loaded machine is.
+	setup, _, err := f.stack.Resources.SFTPSetup()
+	if err != nil || setup.Timeout <= 0 {
+		t.Fatalf("the batch function's timeout: %+v %v", setup, err)
+	}
 	s := openSFTP(t, f.stack.Info.SFTPAddr, m.user, m.password, "")
 	s.run("put " + src + " /incoming/")
-	took := s.waitFor("/results", "payments-2026-01-15.csv.result.csv", 60*time.Second)
+	took := s.waitFor("/results", "payments-2026-01-15.csv.result.csv", setup.Timeout)
 	t.Logf("result visible %.2fs after the upload", took.Seconds())
 	got := filepath.Join(dir, "result.csv")
 	s.run("get /results/payments-2026-01-15.csv.result.csv " + got)
@@ -94,7 +101,7 @@ func TestOpenSSHUploadGetsResultInSameSession(t *testing.T) {
 	}
 	k := openSFTP(t, f.stack.Info.SFTPAddr, m.user, "", m.keyPath)
 	k.run("put " + again + " /incoming/again.csv")
-	k.waitFor("/results", "again.csv.result.csv", 60*time.Second)
+	k.waitFor("/results", "again.csv.result.csv", setup.Timeout)
 	got2 := filepath.Join(dir, "result2.csv")
 	k.run("get /results/again.csv.result.csv " + got2)
 	if left := k.run("ls -1 /incoming"); len(left) != 0 {

@@ -271,13 +271,21 @@ func (s *Store) SaveBatchJob(ctx context.Context, j *BatchJob, now time.Time) er
 func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
 // ReleaseBatchJob gives up owner's lease so the next invocation (the
-// continuation, a retry) can take the job at once.
+// continuation, a retry) can take the job at once; ErrConflict when another
+// owner holds or has since released it (this owner lost the job).
+//
+// The release names its owner (releasedBy), so that the same release
+// repeated — the SDK's retry of a call that was applied but whose answer
+// was lost (a timeout) — succeeds again instead of failing its condition:
+// the caller would otherwise take its own release for a takeover and stop
+// without queueing the job's continuation.
 func (s *Store) ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.t.Operations,
-		Key:                       batchJobKey(merchantID, jobID),
-		UpdateExpression:          aws.String("REMOVE #owner, leaseUntil"),
-		ConditionExpression:       aws.String("#owner = :owner"),
+		TableName:        &s.t.Operations,
+		Key:              batchJobKey(merchantID, jobID),
+		UpdateExpression: aws.String("SET releasedBy = :owner REMOVE #owner, leaseUntil"),
+		ConditionExpression: aws.String("#owner = :owner OR " +
+			"(attribute_not_exists(#owner) AND releasedBy = :owner)"),
 		ExpressionAttributeNames:  map[string]string{"#owner": "owner"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": &types.AttributeValueMemberS{Value: owner}},
 	})

@@ -90,8 +90,23 @@ func TestBatchJobLease(t *testing.T) {
 	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); err != nil {
 		t.Fatal(err)
 	}
+	// The same release again — the SDK's retry of an applied call whose
+	// answer was lost — succeeds: B must not take it for a takeover.
+	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); err != nil {
+		t.Fatalf("release repeated: %v", err)
+	}
+	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "A"); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("release by an owner who lost the job: %v", err)
+	}
 	if _, err := s.LeaseBatchJob(ctx, m, j.JobID, "C", later, later.Add(time.Minute)); err != nil {
 		t.Fatalf("lease after release: %v", err)
+	}
+	// B's release repeated late, once C holds the job, fails: C works on it.
+	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); !errors.Is(err, dynamo.ErrConflict) {
+		t.Fatalf("a late repeat of B's release while C holds the job: %v", err)
+	}
+	if cur, _ := s.BatchJob(ctx, m, j.JobID); cur.Owner != "C" {
+		t.Fatalf("owner after B's late release: %q", cur.Owner)
 	}
 	// Finished: returned as is, nobody leases it again.
 	done, _ := s.BatchJob(ctx, m, j.JobID)
