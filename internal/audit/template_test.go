@@ -13,22 +13,12 @@ func TestTemplateAlarmWatchesTheAuditMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, ok := tmpl.Resources["AuditViolationsAlarm"]
-	if !ok || res.Type != "AWS::CloudWatch::Alarm" {
-		t.Fatalf("AuditViolationsAlarm missing or not an alarm: %+v", res)
-	}
-	var p struct {
-		Namespace          string  `yaml:"Namespace"`
-		MetricName         string  `yaml:"MetricName"`
-		ComparisonOperator string  `yaml:"ComparisonOperator"`
-		Threshold          float64 `yaml:"Threshold"`
-		Dimensions         []any   `yaml:"Dimensions"`
-	}
-	if err := res.Properties.Decode(&p); err != nil {
+	a, err := tmpl.Alarm("AuditViolationsAlarm")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Namespace != MetricNamespace || p.MetricName != MetricName || p.Threshold != 1 ||
-		p.ComparisonOperator != "GreaterThanOrEqualToThreshold" || len(p.Dimensions) != 0 {
-		t.Fatalf("alarm %+v", p)
+	if a.Namespace != MetricNamespace || a.MetricName != MetricName || a.Threshold != 1 ||
+		a.ComparisonOperator != "GreaterThanOrEqualToThreshold" || len(a.Dimensions) != 0 {
+		t.Fatalf("alarm %+v", a)
 	}
 }

@@ -268,3 +268,26 @@ func (f FunctionSpec) ResolveEnv(r *Resolver) (map[string]string, error) {
 	}
 	return env, nil
 }
+
+// MetricAlarm is what an AWS::CloudWatch::Alarm on one metric watches.
+type MetricAlarm struct {
+	Namespace          string  `yaml:"Namespace"`
+	MetricName         string  `yaml:"MetricName"`
+	ComparisonOperator string  `yaml:"ComparisonOperator"`
+	Threshold          float64 `yaml:"Threshold"`
+	Dimensions         []any   `yaml:"Dimensions"`
+}
+
+// Alarm reads the alarm resource name; an error when it is missing or not
+// an alarm.
+func (t *Template) Alarm(name string) (MetricAlarm, error) {
+	res, ok := t.Resources[name]
+	if !ok || res.Type != "AWS::CloudWatch::Alarm" {
+		return MetricAlarm{}, fmt.Errorf("%s missing or not an AWS::CloudWatch::Alarm", name)
+	}
+	var a MetricAlarm
+	if err := res.Properties.Decode(&a); err != nil {
+		return MetricAlarm{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return a, nil
+}

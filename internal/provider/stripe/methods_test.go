@@ -11,7 +11,6 @@ import (
 
 	"github.com/stripe/stripe-go/v83/webhook"
 
-	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/payment"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/testenv"
@@ -49,14 +48,8 @@ func TestProductionMethodsThroughStripe(t *testing.T) {
 		"qr_code": map[string]any{"expires_at": exp, "image_url_png": "https://qr.stripe.com/cashapp.png", "image_url_svg": "https://qr.stripe.com/cashapp.svg"}}})
 
 	const whsec = "whsec_methods_test_secret"
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: t.TempDir(), Stage: "production", Params: map[string]string{
-		"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": front.URL, "LocalStripeWebhookSecrets": whsec}})
-	if err != nil {
-		t.Fatalf("start production stack: %v", err)
-	}
-	t.Cleanup(stack.Close)
+	stack := startProductionStack(t, front.URL, whsec)
+	ctx := context.Background()
 	base, key := stack.Info.APIBase, stack.Info.Merchant.APIKey
 	payer := func(kv ...string) map[string]any {
 		p := map[string]any{"name": "Ann Lee", "email": "payer@example.com", "phoneNumber": "4915112345678", "address": "1 Main St",

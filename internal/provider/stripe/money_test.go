@@ -95,6 +95,21 @@ func startRecordingFront(t *testing.T, mock string) *recordingFront {
 	return f
 }
 
+// startProductionStack runs the local stack in the production stage
+// against the Stripe API at apiBase, accepting webhooks signed with whsec.
+func startProductionStack(t *testing.T, apiBase, whsec string) *devstack.Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	stack, err := devstack.Start(ctx, devstack.Options{StateDir: t.TempDir(), Stage: "production", Params: map[string]string{
+		"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": apiBase, "LocalStripeWebhookSecrets": whsec}})
+	if err != nil {
+		t.Fatalf("start production stack: %v", err)
+	}
+	t.Cleanup(stack.Close)
+	return stack
+}
+
 func (f *recordingFront) created() []url.Values {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -129,14 +144,8 @@ func (f *recordingFront) forceStatus(st string) {
 func TestStripeMoneyAndEventBinding(t *testing.T) {
 	front := startRecordingFront(t, stripemock.Start(t, stripemock.Succeeded))
 	const whsec = "whsec_money_test_secret"
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: t.TempDir(), Stage: "production", Params: map[string]string{
-		"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": front.URL, "LocalStripeWebhookSecrets": whsec}})
-	if err != nil {
-		t.Fatalf("start production stack: %v", err)
-	}
-	t.Cleanup(stack.Close)
+	stack := startProductionStack(t, front.URL, whsec)
+	ctx := context.Background()
 	base, key := stack.Info.APIBase, stack.Info.Merchant.APIKey
 
 	create := func(amount, unit string) testenv.Response {

@@ -1,24 +1,16 @@
 package stripe_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stripe/stripe-go/v83/webhook"
 
-	"github.com/payreq/payreq/internal/devstack"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/stripemock"
@@ -40,42 +32,12 @@ import (
 // description. stripe-mock also cannot send webhooks: the test signs the
 // event itself with stripe-go's webhook package, as Stripe would.
 func TestLocalProductionStack(t *testing.T) {
-	mock := stripemock.Start(t, stripemock.Succeeded)
-	var forceStatus atomic.Value // "" or a PaymentIntent status for the next confirmations
-	forceStatus.Store("")
-	target, _ := url.Parse(mock)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.ModifyResponse = func(resp *http.Response) error {
-		st := forceStatus.Load().(string)
-		if st == "" || resp.Request.Method != http.MethodPost || resp.Request.URL.Path != "/v1/payment_intents" || resp.StatusCode != 200 {
-			return nil
-		}
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		var pi map[string]any
-		if err := json.Unmarshal(b, &pi); err != nil {
-			return err
-		}
-		pi["status"] = st
-		b, _ = json.Marshal(pi)
-		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
-		return nil
-	}
-	front := httptest.NewServer(proxy)
-	t.Cleanup(front.Close)
-
+	// stripe-mock's one fixture (patched to succeeded) cannot stay
+	// processing: the front rewrites the status for the one payment that must.
+	front := startRecordingFront(t, stripemock.Start(t, stripemock.Succeeded))
 	const whsec = "whsec_local_test_secret"
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: t.TempDir(), Stage: "production", Params: map[string]string{
-		"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": front.URL, "LocalStripeWebhookSecrets": whsec}})
-	if err != nil {
-		t.Fatalf("start production stack: %v", err)
-	}
-	t.Cleanup(stack.Close)
+	stack := startProductionStack(t, front.URL, whsec)
+	ctx := context.Background()
 	base, key := stack.Info.APIBase, stack.Info.Merchant.APIKey
 	if stack.Info.Merchant.Sandbox() {
 		t.Fatal("a production stack must seed a production merchant")
@@ -158,9 +120,9 @@ func TestLocalProductionStack(t *testing.T) {
 	}
 
 	// 3. A payment Stripe leaves processing is pending until its webhook.
-	forceStatus.Store("processing")
+	front.forceStatus("processing")
 	pendingPR, res := payByCard()
-	forceStatus.Store("")
+	front.forceStatus("")
 	if res["transactionStatusId"] != 3.0 {
 		t.Fatalf("processing intent: %v (want pending)", res)
 	}
