@@ -123,7 +123,7 @@ func TestE2EWalletButtons(t *testing.T) {
 			button: G[2].fn,
 			featurePolicy: document.featurePolicy ? document.featurePolicy.allowsFeature('payment') : 'n/a'}`))
 		want := map[string]any{"applePay": false, "none": false, "inputs": 0.0, "env": "TEST",
-			"ready": `{"type":"PAYMENT_GATEWAY","parameters":{"gateway":"example","gatewayMerchantId":"` + b.m.ID + `"}}`,
+			"ready":  `{"type":"PAYMENT_GATEWAY","parameters":{"gateway":"example","gatewayMerchantId":"` + b.m.ID + `"}}`,
 			"button": "createButton", "featurePolicy": true}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("wallet tab:\n got %v\nwant %v", got, want)
