@@ -194,3 +194,36 @@ func TestE2EWalletButtons(t *testing.T) {
 		s.terminal(t, "onCancel")
 	})
 }
+
+// TestWalletButtonStripeGateway: with a production stage's configuration (Google Pay's PRODUCTION
+// environment, the stripe gateway and the publishable key), the hosted page asks Google Pay for a
+// Stripe token and sends the API that token's id, never the JSON around it.
+func TestWalletButtonStripeGateway(t *testing.T) {
+	browser := bt.New(t)
+	api := newFakeAPI(t, "'none'")
+	api.wallets = map[string]any{"applePay": true, "googlePay": map[string]any{"environment": "PRODUCTION", "merchantName": "Acme Books",
+		"tokenizationParameters": map[string]any{"gateway": "stripe", "stripe:version": "2018-10-31", "stripe:publishableKey": "pk_test_123"}}}
+	api.start()
+	tab := bt.NewTab(t, browser)
+	hookCSP(t, tab)
+	// What Google Pay returns for the stripe gateway: a Stripe Token object, as JSON.
+	standInGooglePay(t, tab, googlePayStandIn(`{"id":"tok_1GpayVisa","object":"token","type":"card","card":{"brand":"Visa","last4":"1111"}}`, false))
+	bt.Navigate(t, tab, api.Origin+"/checkout?requestId=42&token="+api.token)
+	bt.WaitJS(t, tab, visible("#card .pay"), 10*time.Second)
+	bt.Eval[void](t, tab, `document.getElementById('tab-wallet').click()`)
+	bt.WaitJS(t, tab, visible("#gpay-stand-in"), 10*time.Second)
+	got := bt.Eval[map[string]any](t, tab, gpay(`{env: G[0].arg.environment, spec: JSON.stringify(G[1].arg.allowedPaymentMethods[0].tokenizationSpecification),
+		applePay: `+visible("#applepay")+`}`))
+	want := map[string]any{"env": "PRODUCTION", "applePay": false,
+		"spec": `{"type":"PAYMENT_GATEWAY","parameters":{"gateway":"stripe","stripe:publishableKey":"pk_test_123","stripe:version":"2018-10-31"}}`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Google Pay set-up:\n got %v\nwant %v", got, want)
+	}
+	bt.Eval[void](t, tab, `document.getElementById('gpay-stand-in').click()`)
+	waitRequests(t, api, "/checkout/api/pay/wallet", 1, 10*time.Second)
+	if r, _ := api.lastRequest("/checkout/api/pay/wallet"); fmt.Sprint(r.Body) != "map[token:tok_1GpayVisa]" {
+		t.Errorf("POST /checkout/api/pay/wallet body %v, want {token: tok_1GpayVisa}", r.Body)
+	}
+	bt.WaitJS(t, tab, visible("#result"), 10*time.Second)
+	wantNoCSPViolations(t, tab)
+}

@@ -587,7 +587,11 @@
           if (busy || done) return;
           formErr('');
           client.loadPaymentData(request).then((data) => {
-            const tok = data && data.paymentMethodData && data.paymentMethodData.tokenizationData && data.paymentMethodData.tokenizationData.token;
+            let tok = data && data.paymentMethodData && data.paymentMethodData.tokenizationData && data.paymentMethodData.tokenizationData.token;
+            // The stripe gateway's token is a Stripe Token object as JSON; the API takes its id (tok_…).
+            if (typeof tok === 'string' && (cfg.tokenizationParameters || {}).gateway === 'stripe') {
+              try { tok = str(JSON.parse(tok).id); } catch (e) { tok = ''; }
+            }
             if (typeof tok !== 'string' || !tok) return formErr(t('wallet.failed'));
             return attempt($('wallet'), { token: tok });
           }, (err) => {
