@@ -157,12 +157,16 @@ func TestCardFieldsAutofillAndLabels(t *testing.T) {
 	page := string(read(t, "checkout/index.html"))
 	for _, want := range []string{
 		`autocomplete="cc-name"`, `autocomplete="cc-number"`, `autocomplete="cc-exp"`, `autocomplete="cc-csc"`,
-		`name="holderName"`, `name="number"`, `name="expiry"`, `name="cvc"`, `name="token"`, `name="upiId"`,
-		`role="tablist"`, `aria-live="polite"`, `role="alert"`, `type="submit"`,
+		`name="holderName"`, `name="number"`, `name="expiry"`, `name="cvc"`, `name="upiId"`,
+		`role="tablist"`, `aria-live="polite"`, `role="alert"`, `type="submit"`, `id="gpay"`, `id="applepay"`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("index.html lacks %s", want)
 		}
+	}
+	// Wallets are buttons: no shopper types a token.
+	if strings.Contains(page, `name="token"`) {
+		t.Error(`index.html has a typed wallet token field (name="token")`)
 	}
 	if n := strings.Count(page, `inputmode="numeric"`); n != 3 {
 		t.Errorf("index.html has %d numeric inputs, want 3 (number, expiry, security code)", n)

@@ -95,6 +95,7 @@ func startStripeMock(ctx context.Context, stateDir string, params map[string]str
 		return nil, err
 	}
 	params["LocalStripeSecretKey"] = "sk_test_paydev"
+	params["LocalStripePublishableKey"] = "pk_test_paydev" // the wallet buttons (Google Pay's stripe gateway)
 	params["LocalStripeApiBase"] = url
 	params["LocalStripeWebhookSecrets"] = whsec
 	return stop, nil

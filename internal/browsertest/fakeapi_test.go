@@ -21,8 +21,9 @@ type fakeAPI struct {
 	frameAncestors string   // CSP frame-ancestors
 	registered     []string // origins the merchant registered (session parentOrigin)
 	methods        []string
-	amount         string        // the session's decimal amount ("10.50" unless a test sets another)
-	sessionGate    chan struct{} // when set, session answers wait until it is closed
+	amount         string         // the session's decimal amount ("10.50" unless a test sets another)
+	wallets        map[string]any // the session's wallet button configuration, when set
+	sessionGate    chan struct{}  // when set, session answers wait until it is closed
 	successURL     string
 	failureURL     string
 
@@ -65,7 +66,8 @@ func (f *fakeAPI) lastRequest(path string) (apiRequest, bool) {
 }
 
 func (f *fakeAPI) csp() string {
-	return "default-src 'self'; script-src 'self'; style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors " + f.frameAncestors
+	// Google Pay's script origin, as the checkout handler's CSP admits it.
+	return "default-src 'self'; script-src 'self' https://pay.google.com; style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors " + f.frameAncestors
 }
 
 func problem(w http.ResponseWriter, status int, code, detail string, errs ...map[string]any) {
@@ -153,12 +155,16 @@ func (f *fakeAPI) start() *fakeAPI {
 				parent = o
 			}
 		}
-		reply(w, map[string]any{
+		s := map[string]any{
 			"requestId": "42", "recipientName": "Acme Books", "amount": f.amount, "unit": "EUR",
 			"paymentRequestStatusId": f.requestStatus, "methods": f.methods, "sandbox": true,
 			"successUrl": f.successURL, "failureUrl": f.failureURL, "parentOrigin": parent,
 			"expiresAt": time.Now().Add(15 * time.Minute).UTC().Format(time.RFC3339),
-		})
+		}
+		if f.wallets != nil {
+			s["wallets"] = f.wallets
+		}
+		reply(w, s)
 	})))
 	mux.HandleFunc("POST /checkout/api/pay/{method}", f.api(func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		if f.requestStatus != 2 {

@@ -75,6 +75,10 @@ type Deps struct {
 	Now           func() time.Time
 	// MaxAttempts bounds payment attempts per request per 15 minutes.
 	MaxAttempts int
+	// StripePublishableKey (pk_…) is what Google Pay tokenizes for on a
+	// production stage (the `stripe` gateway). Without one, production shows
+	// no wallet buttons: the API still takes wallet tokens.
+	StripePublishableKey string
 }
 
 // Routes are the method patterns this handler serves (CheckoutFunction).
@@ -139,8 +143,15 @@ func (h *handler) baseURL(r *http.Request) string {
 
 // ---- pages and assets ------------------------------------------------------
 
-const pageCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-	"form-action 'self'; object-src 'none'; base-uri 'none'; frame-ancestors "
+// pageCSP admits the wallets' origins and no others: Google Pay's pay.js
+// (script), its payment sheet (a pay.google.com frame where the browser has
+// no native sheet), the calls pay.js makes (pay.google.com, and google.com
+// for Chrome's Payment Request method https://google.com/pay) and the
+// button's images (www.gstatic.com). Apple Pay needs none: it is the
+// browser's own ApplePaySession and a CSS-drawn button, no Apple script.
+const pageCSP = "default-src 'self'; script-src 'self' https://pay.google.com; style-src 'self'; " +
+	"img-src 'self' data: https://www.gstatic.com; connect-src 'self' https://pay.google.com https://google.com; " +
+	"frame-src https://pay.google.com; form-action 'self'; object-src 'none'; base-uri 'none'; frame-ancestors "
 
 // page serves a hosted page with a CSP whose frame-ancestors lists the
 // registered origins of the merchant whose request the verified checkout
@@ -375,6 +386,45 @@ type Session struct {
 	FailureURL             string                `json:"failureUrl"`
 	ParentOrigin           *string               `json:"parentOrigin"`
 	ExpiresAt              time.Time             `json:"expiresAt"`
+	// Wallets configures the wallet buttons; present when "wallet" is in Methods.
+	Wallets *Wallets `json:"wallets,omitempty"`
+}
+
+// Wallets is what the page needs to show the wallets' own buttons.
+type Wallets struct {
+	GooglePay GooglePay `json:"googlePay"`
+	// ApplePay: offer Apple Pay where the browser does (ApplePaySession).
+	ApplePay bool `json:"applePay"`
+}
+
+// GooglePay is the Google Pay API's environment and the tokenization
+// parameters of its PAYMENT_GATEWAY specification.
+type GooglePay struct {
+	Environment  string            `json:"environment"` // TEST | PRODUCTION
+	Tokenization map[string]string `json:"tokenizationParameters"`
+	MerchantName string            `json:"merchantName"`
+}
+
+// stripeAPIVersion is the `stripe:version` tokenization parameter: the
+// version Stripe's own Google Pay integration guide passes.
+const stripeAPIVersion = "2018-10-31"
+
+// wallets is the Google Pay configuration of the merchant's stage: the
+// TEST environment with Google's `example` gateway in the sandbox (Google
+// returns a constant test token, which the sandbox approves), PRODUCTION with
+// the `stripe` gateway and the publishable key otherwise; nil when
+// production has no publishable key.
+func (h *handler) wallets(m *merchant.Merchant) *Wallets {
+	if m.Sandbox {
+		return &Wallets{ApplePay: true, GooglePay: GooglePay{Environment: "TEST", MerchantName: m.Name,
+			Tokenization: map[string]string{"gateway": "example", "gatewayMerchantId": m.ID}}}
+	}
+	if h.StripePublishableKey == "" {
+		return nil
+	}
+	return &Wallets{ApplePay: true, GooglePay: GooglePay{Environment: "PRODUCTION", MerchantName: m.Name,
+		Tokenization: map[string]string{"gateway": "stripe", "stripe:version": stripeAPIVersion,
+			"stripe:publishableKey": h.StripePublishableKey}}}
 }
 
 func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -387,6 +437,9 @@ func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) er
 		PaymentRequestStatusID: s.req.Status, Methods: h.served(methods(s.merchant), s.merchant, s.req.Unit), Sandbox: s.merchant.Sandbox,
 		SuccessURL: firstNonEmpty(s.req.SuccessURL, s.merchant.SuccessURL), FailureURL: firstNonEmpty(s.req.FailureURL, s.merchant.FailureURL),
 		ExpiresAt: time.Unix(s.claims.ExpiresAt, 0).UTC(),
+	}
+	if slices.Contains(out.Methods, string(provider.MethodWallet)) {
+		out.Wallets = h.wallets(s.merchant)
 	}
 	// The page posts results only to an origin the merchant registered
 	// (or this service's own origin, for the demo page).
@@ -425,11 +478,11 @@ func methods(m *merchant.Merchant) []string {
 
 // served drops the methods the configured connector does not take in the
 // request's currency (Stripe's QR is Pix in BRL, PromptPay in THB, ...).
-// Outside the sandbox the page shows no wallet tab: a shopper has no token
-// to type, and the wallets' own buttons are not on the page yet (the API
-// takes wallet tokens). The page's method names are the provider's.
+// The wallet tab holds the wallets' buttons, so production shows it only
+// with the publishable key they tokenize for. The page's method names are
+// the provider's.
 func (h *handler) served(names []string, m *merchant.Merchant, unit string) []string {
-	if !m.Sandbox {
+	if h.wallets(m) == nil {
 		names = slices.DeleteFunc(names, func(n string) bool { return n == string(provider.MethodWallet) })
 	}
 	ms, ok := h.Payments.(interface {

@@ -50,10 +50,14 @@ func Checkout(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 		challenges = acsPoster{base: b.cfg.PublicBaseURL, key: callbackKey, client: safehttp.NewClient(safehttp.Options{
 			Timeout: 10 * time.Second, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Local})}
 	}
+	publishable, err := b.stripePublishableKey(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("wire checkout: %w", err)
+	}
 	return checkout.New(checkout.Deps{
 		Store: b.store, Payments: svc, Limiter: b.store, Tokens: tokens, Links: links,
-		Challenges: challenges,
-		Log:        b.cfg.NewLogger().With("function", "checkout"), PublicBaseURL: b.cfg.PublicBaseURL, Sandbox: b.cfg.Sandbox(),
+		Challenges: challenges, StripePublishableKey: publishable,
+		Log: b.cfg.NewLogger().With("function", "checkout"), PublicBaseURL: b.cfg.PublicBaseURL, Sandbox: b.cfg.Sandbox(),
 	}), nil
 }
 

@@ -26,6 +26,7 @@ const (
 	envStripeSecretARN      = "STRIPE_SECRET_ARN"
 	envStripeSecretKey      = "STRIPE_SECRET_KEY"      // local only
 	envStripeWebhookSecrets = "STRIPE_WEBHOOK_SECRETS" // local only, comma-separated
+	envStripePublishable    = "STRIPE_PUBLISHABLE_KEY" // local only
 	envStripeAPIBase        = "STRIPE_API_BASE"        // local only (stripe-mock)
 	envStripeKeyPrefix      = "STRIPE_KEY_PREFIX"
 )
@@ -34,6 +35,9 @@ const (
 type stripeSecret struct {
 	SecretKey      string   `json:"secretKey"`
 	WebhookSecrets []string `json:"webhookSecrets"`
+	// PublishableKey (pk_…, optional) is what the hosted page's Google Pay
+	// button tokenizes for; without it production shows no wallet buttons.
+	PublishableKey string `json:"publishableKey"`
 	apiBase        string
 }
 
@@ -49,7 +53,7 @@ func (b *base) stripeConfig(getenv config.Getenv) (stripeSecret, bool, error) {
 		return getenv(name)
 	}
 	if key := local(envStripeSecretKey); key != "" {
-		s := stripeSecret{SecretKey: key, apiBase: local(envStripeAPIBase)}
+		s := stripeSecret{SecretKey: key, apiBase: local(envStripeAPIBase), PublishableKey: local(envStripePublishable)}
 		for _, w := range strings.Split(local(envStripeWebhookSecrets), ",") {
 			if w = strings.TrimSpace(w); w != "" {
 				s.WebhookSecrets = append(s.WebhookSecrets, w)
@@ -72,7 +76,7 @@ func (b *base) stripeConfig(getenv config.Getenv) (stripeSecret, bool, error) {
 	}
 	var s stripeSecret
 	if err := json.Unmarshal([]byte(aws.ToString(out.SecretString)), &s); err != nil || s.SecretKey == "" {
-		return stripeSecret{}, false, errors.New(envStripeSecretARN + `: the secret must be JSON {"secretKey": "sk_…", "webhookSecrets": ["whsec_…"]}`)
+		return stripeSecret{}, false, errors.New(envStripeSecretARN + `: the secret must be JSON {"secretKey": "sk_…", "webhookSecrets": ["whsec_…"], "publishableKey": "pk_…" (optional)}`)
 	}
 	stripeSecrets.Store(arn, s)
 	return s, true, nil
@@ -104,3 +108,16 @@ func (b *base) stripeWebhook(getenv config.Getenv) (*callbacks.StripeWebhook, er
 }
 
 var _ payments.ChallengeReader = (*stripeprov.Provider)(nil)
+
+// stripePublishableKey is the production stage's publishable key for the
+// hosted page's wallet buttons, "" in the sandbox or without one.
+func (b *base) stripePublishableKey(getenv config.Getenv) (string, error) {
+	if b.cfg.Sandbox() {
+		return "", nil
+	}
+	s, ok, err := b.stripeConfig(getenv)
+	if err != nil || !ok {
+		return "", err
+	}
+	return s.PublishableKey, nil
+}

@@ -405,7 +405,6 @@
       v = v.trim();
       return !v || (v.length <= 100 && /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v)) ? '' : 'err.email';
     },
-    token: (v) => (v.trim() ? '' : 'err.token'),
     upiId: (v) => (/^[\w.-]{2,256}@[a-zA-Z][a-zA-Z0-9]{1,63}$/.test(v.trim()) ? '' : 'err.upi')
   };
 
@@ -507,26 +506,141 @@
       first.focus();
       return;
     }
-    const fs = form.querySelector('fieldset'), btn = form.querySelector('.pay'), label = btn.textContent;
+    return attempt(form, collect(form));
+  }
+
+  // attempt posts one payment of the form's method and shows its outcome; it resolves to true when
+  // the API took the attempt (whatever its result), false when the form stays open with an error.
+  async function attempt(form, body) {
+    const fs = form.querySelector('fieldset'), btn = form.querySelector('.pay'), label = btn ? btn.textContent : '';
     busy = true;
     fs.disabled = true;
     $('cancel').disabled = true;
-    btn.textContent = t('processing');
+    if (btn) btn.textContent = t('processing');
     say(t('processingPayment'));
-    const r = await api('/checkout/api/pay/' + form.id, collect(form));
+    const r = await api('/checkout/api/pay/' + form.id, body);
     busy = false;
     fs.disabled = false;
     $('cancel').disabled = false;
-    btn.textContent = label;
+    if (btn) btn.textContent = label;
     say('');
-    if (r.status === 200 && r.data) return outcome(r.data, false);
-    if (r.status === 401) return expired();
-    if (r.status === 409) return closed(r.data);
-    if (r.status === 400 && r.data) return fieldErrors(form, r.data);
+    if (r.status === 200 && r.data) { outcome(r.data, false); return true; }
+    if (r.status === 401) { expired(); return false; }
+    if (r.status === 409) { closed(r.data); return false; }
+    if (r.status === 400 && r.data) { fieldErrors(form, r.data); return false; }
     if (r.status === 429) formErr(t('tooMany'));
     else if (r.status === 0) formErr(t('network'));
     else formErr((LANG === 'en' && str(r.data && r.data.detail)) || t('serverError'));
-    btn.focus();
+    if (btn) btn.focus();
+    return false;
+  }
+
+  // ---- wallets ------------------------------------------------------------------------------------
+
+  // The wallets' own buttons; the shopper never sees or types a token: the wallet hands it to this
+  // page, which passes it to the API as {"token": ...} like a merchant's server would.
+  const GPAY_JS = 'https://pay.google.com/gp/p/js/pay.js';
+  const GPAY_NETWORKS = ['AMEX', 'DISCOVER', 'JCB', 'MASTERCARD', 'VISA'];
+  let walletsShown = 0;
+
+  function gpayCard(cfg) {
+    return {
+      type: 'CARD',
+      parameters: { allowedAuthMethods: ['PAN_ONLY', 'CRYPTOGRAM_3DS'], allowedCardNetworks: GPAY_NETWORKS },
+      tokenizationSpecification: { type: 'PAYMENT_GATEWAY', parameters: cfg.tokenizationParameters || {} }
+    };
+  }
+
+  function walletShown(n) {
+    walletsShown += n;
+    $('wallet-none').hidden = walletsShown > 0;
+    reportHeight();
+  }
+
+  function loadScript(src) {
+    return new Promise((resolve, reject) => {
+      const el = document.createElement('script');
+      el.src = src;
+      el.async = true;
+      el.onload = resolve;
+      el.onerror = reject;
+      document.head.appendChild(el);
+    });
+  }
+
+  async function googlePay(cfg) {
+    try {
+      await loadScript(GPAY_JS);
+      const client = new window.google.payments.api.PaymentsClient({ environment: cfg.environment === 'PRODUCTION' ? 'PRODUCTION' : 'TEST' });
+      const base = { apiVersion: 2, apiVersionMinor: 0 };
+      const ready = await client.isReadyToPay(Object.assign({ allowedPaymentMethods: [gpayCard(cfg)] }, base));
+      if (!ready || !ready.result) return walletShown(0);
+      const request = Object.assign({
+        allowedPaymentMethods: [gpayCard(cfg)],
+        merchantInfo: { merchantName: str(cfg.merchantName) },
+        // The API's decimal string as is: Google Pay takes the total as a string too.
+        transactionInfo: { totalPriceStatus: 'FINAL', totalPrice: str(S.amount), currencyCode: str(S.unit) }
+      }, base);
+      const button = client.createButton({
+        buttonType: 'pay', buttonSizeMode: 'fill', buttonLocale: LANG,
+        onClick: () => {
+          if (busy || done) return;
+          formErr('');
+          client.loadPaymentData(request).then((data) => {
+            let tok = data && data.paymentMethodData && data.paymentMethodData.tokenizationData && data.paymentMethodData.tokenizationData.token;
+            // The stripe gateway's token is a Stripe Token object as JSON; the API takes its id (tok_…).
+            if (typeof tok === 'string' && (cfg.tokenizationParameters || {}).gateway === 'stripe') {
+              try { tok = str(JSON.parse(tok).id); } catch (e) { tok = ''; }
+            }
+            if (typeof tok !== 'string' || !tok) return formErr(t('wallet.failed'));
+            return attempt($('wallet'), { token: tok });
+          }, (err) => {
+            // A closed sheet is no failure: the shopper is back on the page, free to pay another way.
+            if (!(err && err.statusCode === 'CANCELED')) formErr(t('wallet.failed'));
+          });
+        }
+      });
+      $('gpay').appendChild(button);
+      walletShown(1);
+    } catch (e) {
+      walletShown(0); // pay.js unreachable or refused: no Google Pay button
+    }
+  }
+
+  // Apple Pay: the browser's own ApplePaySession, where it exists (Safari). Starting a session
+  // needs the merchant validation step on the server (Apple's merchant identity certificate),
+  // which this service does not have yet, so the session is aborted there and the page says so.
+  function applePay() {
+    const A = window.ApplePaySession;
+    let can = false;
+    try { can = !!(A && A.canMakePayments()); } catch (e) { can = false; }
+    if (!can) return;
+    $('applepay').hidden = false;
+    $('applepay').addEventListener('click', () => {
+      if (busy || done) return;
+      formErr('');
+      const session = new A(3, {
+        countryCode: 'US', currencyCode: str(S.unit), merchantCapabilities: ['supports3DS'],
+        supportedNetworks: ['amex', 'discover', 'jcb', 'masterCard', 'visa'],
+        total: { label: str(S.recipientName) || t('title'), amount: str(S.amount), type: 'final' }
+      });
+      session.onvalidatemerchant = () => { session.abort(); formErr(t('wallet.failed')); };
+      session.onpaymentauthorized = async (e) => {
+        const ok = await attempt($('wallet'), { token: JSON.stringify(e.payment.token.paymentData) });
+        session.completePayment(ok ? A.STATUS_SUCCESS : A.STATUS_FAILURE);
+      };
+      session.begin();
+    });
+    walletShown(1);
+  }
+
+  function wallets() {
+    const w = S.wallets;
+    if (!w) return walletShown(0);
+    if (w.applePay) applePay();
+    // "No wallet" is said once every wallet has answered (Google Pay last, asynchronously).
+    if (w.googlePay) googlePay(w.googlePay);
+    else walletShown(0);
   }
 
   // ---- tabs ---------------------------------------------------------------------------------------
@@ -659,6 +773,7 @@
     }
     select(methods[0], false);
     show('pay');
+    if (methods.includes('wallet')) wallets();
     post('payment.ready', {});
   }
 

@@ -10,6 +10,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -189,6 +190,9 @@ func effectOf(req provider.ChargeRequest) (effect, error) {
 		if r, ok := walletsByToken[strings.TrimSpace(req.WalletToken)]; ok {
 			return r.effect, nil
 		}
+		if googlePayTestToken(req.WalletToken) {
+			return approve(), nil
+		}
 		return decline(codes.InvalidToken), nil
 	case provider.MethodUPI:
 		id := strings.ToLower(strings.TrimSpace(req.UPIID))
@@ -366,4 +370,17 @@ func (s *Sandbox) Refund(ctx context.Context, req provider.RefundRequest) (provi
 		}
 	}
 	return provider.RefundOutcome{Status: stored.Status, Message: stored.Message, ProviderRef: stored.ProviderRef}, nil
+}
+
+// googlePayTestToken reports whether token is what Google Pay's TEST
+// environment hands the hosted page's button: a payment token (JSON with
+// protocolVersion and signedMessage) whose payload is the same whatever card
+// the payer picks, so the sandbox approves it like tok_success. The other
+// outcomes are reached by sending the tok_… tokens.
+func googlePayTestToken(token string) bool {
+	var t struct {
+		ProtocolVersion string `json:"protocolVersion"`
+		SignedMessage   string `json:"signedMessage"`
+	}
+	return json.Unmarshal([]byte(token), &t) == nil && t.ProtocolVersion != "" && t.SignedMessage != ""
 }

@@ -333,6 +333,9 @@ func TestWallets(t *testing.T) {
 		{"TOK_SUCCESS", provider.Declined, "048"}, // tokens are case-sensitive
 		{"anything-else", provider.Declined, "048"},
 		{"", provider.Declined, "048"},
+		// Google Pay's TEST environment: a constant payment token, approved.
+		{`{"signature":"MEQCIB…","protocolVersion":"ECv2","signedMessage":"{\"encryptedMessage\":\"…\"}"}`, provider.Approved, ""},
+		{`{"protocolVersion":"ECv2"}`, provider.Declined, "048"}, // no signed message
 	}
 	for _, tt := range tests {
 		r := baseRequest(provider.MethodWallet)
