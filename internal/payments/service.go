@@ -267,7 +267,12 @@ func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
 	if s.Sandbox || !ok {
 		return nil
 	}
-	err := ac.CheckAmount(amount, unit)
+	return acquirerProblem(ac.CheckAmount(amount, unit))
+}
+
+// acquirerProblem is the 400 of an acquirer's *provider.AmountError, on its
+// field with its code; other errors pass through.
+func acquirerProblem(err error) error {
 	var ae *provider.AmountError
 	if errors.As(err, &ae) {
 		return problem.Validation([]problem.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
@@ -285,15 +290,11 @@ func (s *Service) checkAttempt(a Attempt, amount decimal.Decimal, unit string) e
 	if s.Sandbox || !ok {
 		return nil
 	}
-	err := rc.CheckRoute(a.Method, a.Selector, unit)
-	var ae *provider.AmountError
-	if errors.As(err, &ae) {
-		return problem.Validation([]problem.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
+	err := acquirerProblem(rc.CheckRoute(a.Method, a.Selector, unit))
+	if err != nil && errors.Is(err, provider.ErrInvalidRequest) {
+		return MethodProblem(a.Method) // no route serves the method at all
 	}
-	if err != nil {
-		return MethodProblem(a.Method)
-	}
-	return nil
+	return err
 }
 
 // Offers reports whether an attempt of method (no selector: the hosted
