@@ -5,6 +5,8 @@
 // Reading streams: memory stays bounded whatever the file size, and a reader
 // can stop after any row and be resumed later from Offset over the remaining
 // byte range of the object.
+//
+// Not to be confused with internal/batchproc (the batch function) or internal/batchwire (its wiring).
 package batch
 
 import (

@@ -2,6 +2,9 @@
 // provider from their environment (the S3-facing functions; the payments
 // core comes from wire.PaymentService). functions/batch, functions/sftpauth
 // and the local stack call these builders directly.
+//
+// It differs from internal/wire only in which functions it builds: the
+// S3-facing ones here, the HTTP, queue and scheduled ones there.
 package batchwire
 
 import (

@@ -1,4 +1,6 @@
 // Package merchant is the merchant account: settings, limits and API keys.
+//
+// Not to be confused with internal/merchantapi, the HTTP API merchants call for payment requests.
 package merchant
 
 import (

@@ -1,6 +1,8 @@
 // Package merchantapi is the merchant-server API: payment requests and their
 // status. It is a plain http.Handler; functions/merchantapi wraps it for
 // Lambda and the local stack mounts the very same handler.
+//
+// Not to be confused with internal/merchant, the merchant account itself.
 package merchantapi
 
 import (

@@ -20,6 +20,8 @@
 // hops of at most 15 minutes, SQS's limit); when the schedule is exhausted
 // the event goes to the dead-letter queue, from which `payctl dlq redrive`
 // brings it back.
+//
+// Not to be confused with internal/notify, which builds and signs each notification.
 package notifier
 
 import (

@@ -4,6 +4,8 @@
 // storage are wired on top of it elsewhere.
 //
 // The merchant-facing contract is docs/notifications.md; keep the two in step.
+//
+// Not to be confused with internal/notifier, the function that delivers what this package builds.
 package notify
 
 import (

@@ -31,6 +31,8 @@
 // nothing, each under its own guard), and an attempt that creates its
 // request writes the leased request and the waiting transaction in one:
 // fewer round trips, the same states and guards (docs/payments.md).
+//
+// Not to be confused with internal/payment, which holds the entities (requests, transactions) it moves.
 package payments
 
 import (

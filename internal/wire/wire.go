@@ -2,6 +2,8 @@
 // place where configuration, AWS clients and handlers meet. main.go files and
 // the local stack call these, and tests run them against the emulators, so the
 // wiring that ships is the wiring that is tested.
+//
+// internal/batchwire does the same for the batch and SFTP identity functions.
 package wire
 
 import (
