@@ -90,7 +90,8 @@ var stripeRefused = func() map[string]bool {
 // it (with its rules) or the service refuses it for Stripe.
 func stripeDecided(code string) bool {
 	c, ok := currency.Lookup(code)
-	return ok && c.Crypto || stripeRefused[code] || stripeCurrencies[code] != stripeCurrency{}
+	_, charged := stripeCurrencies[code]
+	return ok && c.Crypto || stripeRefused[code] || charged
 }
 
 // MinorUnits converts an amount to Stripe's integer amount and lower-case
@@ -108,8 +109,10 @@ func MinorUnits(amount decimal.Decimal, unit string) (int64, string, error) {
 	if !amount.IsPositive() {
 		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount, Detail: "The amount must be greater than zero."}
 	}
+	// Whole minor units, in Stripe's steps (three-decimal currencies end in
+	// 0, ISK is whole krónur): else more decimals than Stripe takes.
 	minor := amount.Shift(sc.exponent)
-	if !minor.Equal(minor.Truncate(0)) {
+	if !minor.Equal(minor.Truncate(0)) || !minor.Mod(decimal.NewFromInt(sc.step)).IsZero() {
 		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount,
 			Detail: fmt.Sprintf("%s %s has more decimal places than the acquirer takes for %s (%d).", amount, code, code, sc.exponent-stepDigits(sc.step))}
 	}
@@ -117,12 +120,7 @@ func MinorUnits(amount decimal.Decimal, unit string) (int64, string, error) {
 		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount,
 			Detail: fmt.Sprintf("%s %s is above the largest amount the acquirer takes (%s %s).", amount, code, decimal.New(sc.maxMinor, -sc.exponent), code)}
 	}
-	n := minor.IntPart()
-	if n%sc.step != 0 {
-		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount,
-			Detail: fmt.Sprintf("%s %s has more decimal places than the acquirer takes for %s (%d).", amount, code, code, sc.exponent-stepDigits(sc.step))}
-	}
-	return n, strings.ToLower(code), nil
+	return minor.IntPart(), strings.ToLower(code), nil
 }
 
 // stepDigits is log10(step) for the steps of the table (1, 10, 100).
