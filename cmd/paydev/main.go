@@ -95,7 +95,10 @@ func startStripeMock(ctx context.Context, stateDir string, params map[string]str
 		return nil, err
 	}
 	params["LocalStripeSecretKey"] = "sk_test_paydev"
-	params["LocalStripePublishableKey"] = "pk_test_paydev" // the wallet buttons (Google Pay's stripe gateway)
+	params["LocalStripePublishableKey"] = "pk_test_paydev" // the wallet buttons (Google Pay's stripe gateway, Apple Pay's Stripe.js)
+	// A stand-in Google merchant id: Google Pay's PRODUCTION environment
+	// needs one, so the local production page shows its button.
+	params["GooglePayMerchantId"] = "PAYDEVLOCAL0000"
 	params["LocalStripeApiBase"] = url
 	params["LocalStripeWebhookSecrets"] = whsec
 	return stop, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/checkout"
 	"github.com/payreq/payreq/web"
 )
 
@@ -23,6 +24,7 @@ type fakeAPI struct {
 	methods        []string
 	amount         string         // the session's decimal amount ("10.50" unless a test sets another)
 	wallets        map[string]any // the session's wallet button configuration, when set
+	stripePolicy   bool           // serve the hosted page with the checkout handler's Stripe.js policy
 	sessionGate    chan struct{}  // when set, session answers wait until it is closed
 	successURL     string
 	failureURL     string
@@ -66,6 +68,10 @@ func (f *fakeAPI) lastRequest(path string) (apiRequest, bool) {
 }
 
 func (f *fakeAPI) csp() string {
+	if f.stripePolicy {
+		// The checkout handler's own policy of a page that offers Apple Pay through Stripe.js.
+		return checkout.PagePolicy(true, f.frameAncestors)
+	}
 	// Google Pay's script origin, as the checkout handler's CSP admits it.
 	return "default-src 'self'; script-src 'self' https://pay.google.com; style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors " + f.frameAncestors
 }

@@ -3,10 +3,12 @@ package browsertest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
@@ -51,9 +53,15 @@ func googlePayStandIn(token string, cancel bool) string {
 })();`
 }
 
-// standInGooglePay makes the tab answer every request for Google Pay's script with the stand-in
-// (the DevTools Fetch domain; the checkout iframe is same-site, so it is the tab's own target).
+// standInGooglePay makes the tab answer every request for Google Pay's script with the stand-in.
 func standInGooglePay(t *testing.T, tab context.Context, script string) {
+	t.Helper()
+	standInScripts(t, tab, map[string]string{googlePayJS: script})
+}
+
+// standInScripts makes the tab answer every request for one of the scripts' URLs with its stand-in
+// (the DevTools Fetch domain; the checkout iframe is same-site, so it is the tab's own target).
+func standInScripts(t *testing.T, tab context.Context, scripts map[string]string) {
 	t.Helper()
 	// Listen's callback must not run commands: answer from a goroutine.
 	err := chromedp.Listen(tab, func(ev any) {
@@ -65,7 +73,7 @@ func standInGooglePay(t *testing.T, tab context.Context, script string) {
 			ctx, cancel := context.WithTimeout(tab, 10*time.Second)
 			defer cancel()
 			var err error
-			if e.Request.URL == googlePayJS {
+			if script, ok := scripts[e.Request.URL]; ok {
 				_, err = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: e.RequestID, ResponseCode: 200,
 					Body: []byte(script), ResponseHeaders: []*fetch.HeaderEntry{
 						{Name: "Content-Type", Value: "text/javascript"}, {Name: "Cache-Control", Value: "no-store"}}})
@@ -80,9 +88,13 @@ func standInGooglePay(t *testing.T, tab context.Context, script string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var patterns []*fetch.RequestPattern
+	for u := range scripts {
+		patterns = append(patterns, &fetch.RequestPattern{URLPattern: u})
+	}
 	c, cancel := context.WithTimeout(tab, 10*time.Second)
 	defer cancel()
-	if _, err := chromedp.Call(c, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: googlePayJS}}}); err != nil {
+	if _, err := chromedp.Call(c, fetch.Enable, fetch.EnableParams{Patterns: patterns}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -226,4 +238,129 @@ func TestWalletButtonStripeGateway(t *testing.T) {
 	}
 	bt.WaitJS(t, tab, visible("#result"), 10*time.Second)
 	wantNoCSPViolations(t, tab)
+}
+
+// stripeJS is Stripe.js's URL; the Apple Pay button of a production page runs on its payment request.
+const stripeJS = "https://js.stripe.com/v3/"
+
+// stripeJSStandIn is the seam's stand-in for Stripe.js (Stripe(key).paymentRequest: canMakePayment,
+// on, show). It records the calls in <html data-stripe> and, when the sheet is shown, answers with
+// the card PaymentMethod pmID as Stripe.js does after Apple Pay authorizes, or fires "cancel" as
+// when the shopper closes the Apple Pay sheet. ev.complete's status is recorded too.
+func stripeJSStandIn(pmID string, cancel bool) string {
+	return `(() => {
+	const calls = [];
+	const rec = (c) => { calls.push(c); document.documentElement.setAttribute('data-stripe', JSON.stringify(calls)); };
+	window.Stripe = function (key) {
+		rec({fn: 'Stripe', arg: key});
+		return {paymentRequest(opts) {
+			rec({fn: 'paymentRequest', arg: opts});
+			const on = {};
+			return {
+				canMakePayment() { return Promise.resolve({applePay: true, googlePay: false, link: false}); },
+				on(name, fn) { on[name] = fn; },
+				show() {
+					rec({fn: 'show'});
+					setTimeout(() => {
+						if (` + bt.JS(cancel) + `) { if (on.cancel) on.cancel(); return; }
+						on.paymentmethod({paymentMethod: {id: ` + bt.JS(pmID) + `, type: 'card',
+							card: {brand: 'visa', last4: '4242', wallet: {type: 'apple_pay'}}},
+							complete: (status) => rec({fn: 'complete', arg: status})});
+					}, 0);
+				}
+			};
+		}};
+	};
+})();`
+}
+
+// applePaySession is the browser's side of the seam: Chromium has no ApplePaySession, so the
+// tab gets one that says Apple Pay is available, as Safari's does on a device with a card.
+const applePaySession = `window.ApplePaySession = function () {}; window.ApplePaySession.canMakePayments = () => true;`
+
+// stripeCalls evaluates expr with S bound to the Stripe.js stand-in's recorded calls.
+func stripeCalls(expr string) string {
+	return `(() => { const S = JSON.parse(document.documentElement.getAttribute('data-stripe') || '[]'); return (` + expr + `); })()`
+}
+
+// TestWalletButtonApplePayThroughStripe: a production page offers Apple Pay through Stripe.js's
+// payment request where the browser offers Apple Pay, under the checkout handler's own policy with
+// Stripe.js's origins; the total is in Stripe's minor units; the PaymentMethod Stripe.js hands the
+// page (pm_…) is what the page sends the API, and the sheet is completed with the outcome; a closed
+// sheet makes no attempt. Without ApplePaySession no Apple Pay button shows.
+func TestWalletButtonApplePayThroughStripe(t *testing.T) {
+	browser := bt.New(t)
+	applePayCfg := map[string]any{"publishableKey": "pk_test_123", "country": "DE", "currency": "eur", "amount": 1050, "label": "Acme Books"}
+	open := func(t *testing.T, pmID string, cancel, hasApplePay bool) (*fakeAPI, context.Context) {
+		t.Helper()
+		api := newFakeAPI(t, "'none'")
+		api.wallets = map[string]any{"applePay": applePayCfg}
+		api.stripePolicy = true
+		api.start()
+		tab := bt.NewTab(t, browser)
+		hookCSP(t, tab)
+		if hasApplePay {
+			c, cancelCtx := context.WithTimeout(tab, 10*time.Second)
+			defer cancelCtx()
+			if _, err := chromedp.Call(c, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: applePaySession}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		standInScripts(t, tab, map[string]string{stripeJS: stripeJSStandIn(pmID, cancel)})
+		bt.Navigate(t, tab, api.Origin+"/checkout?requestId=42&token="+api.token)
+		bt.WaitJS(t, tab, visible("#card .pay"), 10*time.Second)
+		bt.Eval[void](t, tab, `document.getElementById('tab-wallet').click()`)
+		return api, tab
+	}
+
+	t.Run("Apple Pay pays with the PaymentMethod Stripe.js returns", func(t *testing.T) {
+		api, tab := open(t, "pm_1ApplePayVisa", false, true)
+		bt.WaitJS(t, tab, visible("#applepay"), 10*time.Second)
+		got := bt.Eval[map[string]any](t, tab, stripeCalls(`{key: S[0].arg, request: JSON.stringify(S[1].arg), none: `+visible("#wallet-none")+`,
+			inputs: document.querySelectorAll('#wallet input').length}`))
+		want := map[string]any{"key": "pk_test_123", "none": false, "inputs": 0.0,
+			"request": `{"country":"DE","currency":"eur","total":{"label":"Acme Books","amount":1050},"disableWallets":["googlePay","browserCard","link"]}`}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("Stripe.js payment request:\n got %v\nwant %v", got, want)
+		}
+		bt.Eval[void](t, tab, `document.getElementById('applepay').click()`)
+		waitRequests(t, api, "/checkout/api/pay/wallet", 1, 10*time.Second)
+		if r, _ := api.lastRequest("/checkout/api/pay/wallet"); fmt.Sprint(r.Body) != "map[token:pm_1ApplePayVisa]" {
+			t.Errorf("POST /checkout/api/pay/wallet body %v, want {token: pm_1ApplePayVisa}", r.Body)
+		}
+		bt.WaitJS(t, tab, stripeCalls(`S.some(c => c.fn === 'complete')`), 10*time.Second)
+		if st := bt.Eval[string](t, tab, stripeCalls(`S.find(c => c.fn === 'complete').arg`)); st != "success" {
+			t.Errorf("Apple Pay sheet completed with %q, want success", st)
+		}
+		bt.WaitJS(t, tab, visible("#result"), 10*time.Second)
+		wantNoCSPViolations(t, tab)
+	})
+
+	t.Run("closing the Apple Pay sheet makes no attempt", func(t *testing.T) {
+		api, tab := open(t, "", true, true)
+		bt.WaitJS(t, tab, visible("#applepay"), 10*time.Second)
+		bt.Eval[void](t, tab, `document.getElementById('applepay').click()`)
+		bt.WaitJS(t, tab, stripeCalls(`S.some(c => c.fn === 'show')`), 10*time.Second)
+		time.Sleep(500 * time.Millisecond) // a wrongly made attempt would show up here
+		if n := len(api.requests()); n > 0 {
+			for _, r := range api.requests() {
+				if strings.HasPrefix(r.Path, "/checkout/api/pay/") {
+					t.Errorf("attempt %s after closing the sheet, want none", r.Path)
+				}
+			}
+		}
+		st := bt.Eval[map[string]any](t, tab, `({button: `+visible("#applepay")+`, error: document.getElementById('formerr').textContent})`)
+		if want := map[string]any{"button": true, "error": ""}; fmt.Sprint(st) != fmt.Sprint(want) {
+			t.Errorf("page after closing the sheet %v, want %v", st, want)
+		}
+		wantNoCSPViolations(t, tab)
+	})
+
+	t.Run("no Apple Pay button where the browser has no Apple Pay", func(t *testing.T) {
+		_, tab := open(t, "pm_unused", false, false)
+		bt.WaitJS(t, tab, visible("#wallet-none"), 10*time.Second)
+		if bt.Eval[bool](t, tab, visible("#applepay")) {
+			t.Error("Apple Pay button shown without ApplePaySession")
+		}
+	})
 }

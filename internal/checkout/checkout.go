@@ -28,6 +28,7 @@ import (
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
+	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/web"
 )
@@ -76,9 +77,17 @@ type Deps struct {
 	// MaxAttempts bounds payment attempts per request per 15 minutes.
 	MaxAttempts int
 	// StripePublishableKey (pk_…) is what Google Pay tokenizes for on a
-	// production stage (the `stripe` gateway). Without one, production shows
-	// no wallet buttons: the API still takes wallet tokens.
+	// production stage (the `stripe` gateway) and what the Apple Pay button's
+	// Stripe.js runs with. Without one, production shows no wallet buttons:
+	// the API still takes wallet tokens.
 	StripePublishableKey string
+	// StripeAccountCountry is the Stripe account's two-letter country, which
+	// Stripe.js's payment request (Apple Pay) requires; "US" when empty.
+	StripeAccountCountry string
+	// GooglePayMerchantID is the merchant id the Google Pay & Wallet Console
+	// issues; Google requires it in the PRODUCTION environment, so a
+	// production stage without one shows no Google Pay button.
+	GooglePayMerchantID string
 }
 
 // Routes are the method patterns this handler serves (CheckoutFunction).
@@ -147,11 +156,36 @@ func (h *handler) baseURL(r *http.Request) string {
 // (script), its payment sheet (a pay.google.com frame where the browser has
 // no native sheet), the calls pay.js makes (pay.google.com, and google.com
 // for Chrome's Payment Request method https://google.com/pay) and the
-// button's images (www.gstatic.com). Apple Pay needs none: it is the
-// browser's own ApplePaySession and a CSS-drawn button, no Apple script.
+// button's images (www.gstatic.com). Apple Pay on a production stage runs
+// through Stripe.js (stripeCSP), added only to pages that offer it.
 const pageCSP = "default-src 'self'; script-src 'self' https://pay.google.com; style-src 'self'; " +
 	"img-src 'self' data: https://www.gstatic.com; connect-src 'self' https://pay.google.com https://google.com; " +
 	"frame-src https://pay.google.com; form-action 'self'; object-src 'none'; base-uri 'none'; frame-ancestors "
+
+// stripeCSP are the origins Stripe's security guide lists for Stripe.js
+// (script, its frames, its API), by directive: the production page's Apple
+// Pay button (a Stripe.js payment request) needs them, no other page does.
+var stripeCSP = map[string]string{
+	"script-src":  "https://js.stripe.com https://*.js.stripe.com",
+	"frame-src":   "https://js.stripe.com https://*.js.stripe.com https://hooks.stripe.com",
+	"connect-src": "https://api.stripe.com",
+}
+
+// PagePolicy is the hosted page's Content-Security-Policy: pageCSP, with
+// Stripe.js's origins when the page offers Apple Pay through Stripe
+// (withStripe), and frame-ancestors. Exported for the browser tests.
+func PagePolicy(withStripe bool, ancestors string) string {
+	if !withStripe {
+		return pageCSP + ancestors
+	}
+	ds := strings.Split(pageCSP, ";")
+	for i, d := range ds {
+		if f := strings.Fields(d); len(f) > 0 && stripeCSP[f[0]] != "" {
+			ds[i] = d + " " + stripeCSP[f[0]]
+		}
+	}
+	return strings.Join(ds, ";") + ancestors
+}
 
 // page serves a hosted page with a CSP whose frame-ancestors lists the
 // registered origins of the merchant whose request the verified checkout
@@ -160,11 +194,12 @@ const pageCSP = "default-src 'self'; script-src 'self' https://pay.google.com; s
 // names another request than the token, only this service may frame the page.
 func (h *handler) page(file string) httpapi.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		ancestors := "'self'"
+		ancestors, withStripe := "'self'", false
 		if m := h.framingMerchant(r); m != nil {
 			for _, o := range m.AllowedOrigins {
 				ancestors += " " + o
 			}
+			withStripe = file == "checkout/index.html" && h.wallets(m) != nil && h.wallets(m).ApplePay != nil
 		}
 		var body *encodedFile
 		hd := w.Header()
@@ -186,7 +221,7 @@ func (h *handler) page(file string) httpapi.HandlerFunc {
 			body = newEncodedFile(raw, nil, nil)
 		}
 		hd.Set("Content-Type", "text/html; charset=utf-8")
-		hd.Set("Content-Security-Policy", pageCSP+ancestors)
+		hd.Set("Content-Security-Policy", PagePolicy(withStripe, ancestors))
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Cache-Control", "no-store")
@@ -390,11 +425,12 @@ type Session struct {
 	Wallets *Wallets `json:"wallets,omitempty"`
 }
 
-// Wallets is what the page needs to show the wallets' own buttons.
+// Wallets is what the page needs to show the wallets' own buttons; a
+// wallet the stage cannot offer is absent.
 type Wallets struct {
-	GooglePay GooglePay `json:"googlePay"`
-	// ApplePay: offer Apple Pay where the browser does (ApplePaySession).
-	ApplePay bool `json:"applePay"`
+	GooglePay *GooglePay `json:"googlePay,omitempty"`
+	// ApplePay: offer Apple Pay where the browser does, through Stripe.js.
+	ApplePay *ApplePay `json:"applePay,omitempty"`
 }
 
 // GooglePay is the Google Pay API's environment and the tokenization
@@ -403,28 +439,75 @@ type GooglePay struct {
 	Environment  string            `json:"environment"` // TEST | PRODUCTION
 	Tokenization map[string]string `json:"tokenizationParameters"`
 	MerchantName string            `json:"merchantName"`
+	MerchantID   string            `json:"merchantId,omitempty"`
+}
+
+// ApplePay is what Stripe.js's payment request needs: Stripe validates the
+// merchant with Apple for domains registered with Stripe and hands the page
+// a card PaymentMethod (pm_…), which the wallet route charges. The amount is
+// in Stripe's minor units of the request's currency.
+type ApplePay struct {
+	PublishableKey string `json:"publishableKey"`
+	Country        string `json:"country"`
+	Currency       string `json:"currency"`
+	Amount         int64  `json:"amount"`
+	Label          string `json:"label"`
 }
 
 // stripeAPIVersion is the `stripe:version` tokenization parameter: the
-// version Stripe's own Google Pay integration guide passes.
+// version Stripe's entry in Google's gateway table passes.
 const stripeAPIVersion = "2018-10-31"
 
-// wallets is the Google Pay configuration of the merchant's stage: the
-// TEST environment with Google's `example` gateway in the sandbox (Google
-// returns a constant test token, which the sandbox approves), PRODUCTION with
-// the `stripe` gateway and the publishable key otherwise; nil when
-// production has no publishable key.
+// wallets is the wallet configuration of the merchant's stage, nil when it
+// offers none:
+//   - sandbox: Google Pay's TEST environment with Google's `example` gateway
+//     (Google returns a constant test token, which the sandbox approves); no
+//     Apple Pay, whose merchant validation needs an acquirer's Apple merchant
+//     identity (the API takes the sandbox's Apple Pay test tokens).
+//   - production with a publishable key: Google Pay's PRODUCTION environment
+//     with the `stripe` gateway when Google's merchant id is configured, and
+//     Apple Pay through Stripe.js.
 func (h *handler) wallets(m *merchant.Merchant) *Wallets {
 	if m.Sandbox {
-		return &Wallets{ApplePay: true, GooglePay: GooglePay{Environment: "TEST", MerchantName: m.Name,
+		return &Wallets{GooglePay: &GooglePay{Environment: "TEST", MerchantName: m.Name, MerchantID: h.GooglePayMerchantID,
 			Tokenization: map[string]string{"gateway": "example", "gatewayMerchantId": m.ID}}}
 	}
 	if h.StripePublishableKey == "" {
 		return nil
 	}
-	return &Wallets{ApplePay: true, GooglePay: GooglePay{Environment: "PRODUCTION", MerchantName: m.Name,
-		Tokenization: map[string]string{"gateway": "stripe", "stripe:version": stripeAPIVersion,
-			"stripe:publishableKey": h.StripePublishableKey}}}
+	country := h.StripeAccountCountry
+	if country == "" {
+		country = "US"
+	}
+	w := &Wallets{ApplePay: &ApplePay{PublishableKey: h.StripePublishableKey, Country: country, Label: m.Name}}
+	if h.GooglePayMerchantID != "" {
+		w.GooglePay = &GooglePay{Environment: "PRODUCTION", MerchantName: m.Name, MerchantID: h.GooglePayMerchantID,
+			Tokenization: map[string]string{"gateway": "stripe", "stripe:version": stripeAPIVersion,
+				"stripe:publishableKey": h.StripePublishableKey}}
+	}
+	return w
+}
+
+// requestWallets is wallets for one request: Apple Pay's total in Stripe's
+// minor units, and no Apple Pay for an amount Stripe cannot take.
+func (h *handler) requestWallets(m *merchant.Merchant, req *payment.Request) *Wallets {
+	w := h.wallets(m)
+	if w == nil || w.ApplePay == nil {
+		return w
+	}
+	minor, cur, err := stripeprov.MinorUnits(req.Amount, req.Unit)
+	if err != nil {
+		if w.GooglePay == nil {
+			return nil
+		}
+		w.ApplePay = nil
+		return w
+	}
+	w.ApplePay.Amount, w.ApplePay.Currency = minor, cur
+	if req.RecipientName != "" {
+		w.ApplePay.Label = req.RecipientName
+	}
+	return w
 }
 
 func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -439,7 +522,7 @@ func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) er
 		ExpiresAt: time.Unix(s.claims.ExpiresAt, 0).UTC(),
 	}
 	if slices.Contains(out.Methods, string(provider.MethodWallet)) {
-		out.Wallets = h.wallets(s.merchant)
+		out.Wallets = h.requestWallets(s.merchant, s.req)
 	}
 	// The page posts results only to an origin the merchant registered
 	// (or this service's own origin, for the demo page).

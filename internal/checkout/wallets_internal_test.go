@@ -7,12 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
 )
 
 // The wallet buttons' configuration by stage: Google Pay's TEST environment
-// in the sandbox, the `stripe` gateway with the publishable key in
-// production, and no wallet tab in production without a key.
+// and no Apple Pay in the sandbox; in production, Apple Pay through Stripe.js
+// with the publishable key and Google Pay's `stripe` gateway only with
+// Google's merchant id; no wallet tab in production without a key.
 func TestWalletConfigByStage(t *testing.T) {
 	sandbox := &merchant.Merchant{ID: "m_sb", Name: "Sandbox Shop", Sandbox: true}
 	live := &merchant.Merchant{ID: "m_live", Name: "Live Shop"}
@@ -20,7 +24,7 @@ func TestWalletConfigByStage(t *testing.T) {
 
 	h := &handler{Deps{}}
 	w := h.wallets(sandbox)
-	if w == nil || w.GooglePay.Environment != "TEST" || !w.ApplePay ||
+	if w == nil || w.GooglePay == nil || w.GooglePay.Environment != "TEST" || w.ApplePay != nil ||
 		!reflect.DeepEqual(w.GooglePay.Tokenization, map[string]string{"gateway": "example", "gatewayMerchantId": "m_sb"}) {
 		t.Errorf("sandbox wallets = %+v", w)
 	}
@@ -34,14 +38,46 @@ func TestWalletConfigByStage(t *testing.T) {
 		t.Errorf("production without a publishable key offers %q, want no wallet tab", got)
 	}
 
+	// A key but no Google merchant id: Apple Pay only (Google requires the id in PRODUCTION).
 	h = &handler{Deps{StripePublishableKey: "pk_test_123"}}
 	w = h.wallets(live)
-	want := map[string]string{"gateway": "stripe", "stripe:version": stripeAPIVersion, "stripe:publishableKey": "pk_test_123"}
-	if w == nil || w.GooglePay.Environment != "PRODUCTION" || w.GooglePay.MerchantName != "Live Shop" || !maps.Equal(w.GooglePay.Tokenization, want) {
-		t.Errorf("production wallets = %+v", w)
+	if w == nil || w.GooglePay != nil || w.ApplePay == nil ||
+		*w.ApplePay != (ApplePay{PublishableKey: "pk_test_123", Country: "US", Label: "Live Shop"}) {
+		t.Errorf("production wallets without a Google merchant id = %+v", w)
 	}
 	if got := h.served(slices.Clone(all), live, "EUR"); !slices.Contains(got, "wallet") {
 		t.Errorf("production with a publishable key offers %q, want the wallet tab", got)
+	}
+
+	h = &handler{Deps{StripePublishableKey: "pk_test_123", StripeAccountCountry: "DE", GooglePayMerchantID: "BCR2DN4T0000"}}
+	w = h.wallets(live)
+	want := map[string]string{"gateway": "stripe", "stripe:version": stripeAPIVersion, "stripe:publishableKey": "pk_test_123"}
+	if w == nil || w.GooglePay == nil || w.GooglePay.Environment != "PRODUCTION" || w.GooglePay.MerchantName != "Live Shop" ||
+		w.GooglePay.MerchantID != "BCR2DN4T0000" || !maps.Equal(w.GooglePay.Tokenization, want) || w.ApplePay == nil || w.ApplePay.Country != "DE" {
+		t.Errorf("production wallets = %+v", w)
+	}
+}
+
+// Apple Pay's total is the request's amount in Stripe's minor units (not
+// ISO's: 5,000 MGA is 5000, 1.230 KWD is 1230), labelled with the request's
+// recipient; an amount Stripe cannot take gets no Apple Pay button.
+func TestApplePayTotalInStripesMinorUnits(t *testing.T) {
+	live := &merchant.Merchant{ID: "m_live", Name: "Live Shop"}
+	h := &handler{Deps{StripePublishableKey: "pk_test_123", GooglePayMerchantID: "BCR2DN4T0000"}}
+	for _, c := range []struct {
+		amount, unit string
+		minor        int64
+		currency     string
+	}{{"12.50", "EUR", 1250, "eur"}, {"5000", "MGA", 5000, "mga"}, {"1.23", "KWD", 1230, "kwd"}, {"1200", "ISK", 120000, "isk"}} {
+		req := &payment.Request{Amount: decimal.RequireFromString(c.amount), Unit: c.unit, RecipientName: "Acme Books"}
+		w := h.requestWallets(live, req)
+		if w == nil || w.ApplePay == nil || w.ApplePay.Amount != c.minor || w.ApplePay.Currency != c.currency || w.ApplePay.Label != "Acme Books" {
+			t.Errorf("%s %s: Apple Pay %+v, want %d %s", c.amount, c.unit, w.ApplePay, c.minor, c.currency)
+		}
+	}
+	w := h.requestWallets(live, &payment.Request{Amount: decimal.RequireFromString("1.235"), Unit: "KWD"})
+	if w == nil || w.ApplePay != nil || w.GooglePay == nil {
+		t.Errorf("1.235 KWD: wallets %+v, want Google Pay only", w)
 	}
 }
 
@@ -55,7 +91,7 @@ func TestPageCSPAdmitsOnlyTheWalletOrigins(t *testing.T) {
 		"img-src":     {"https://www.gstatic.com"},
 	}
 	got := map[string][]string{}
-	for _, d := range strings.Split(pageCSP+"'self'", ";") {
+	for _, d := range strings.Split(PagePolicy(false, "'self'"), ";") {
 		f := strings.Fields(d)
 		if len(f) == 0 {
 			continue
@@ -68,5 +104,31 @@ func TestPageCSPAdmitsOnlyTheWalletOrigins(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("foreign origins by directive = %v, want %v", got, want)
+	}
+}
+
+// A page that offers Apple Pay through Stripe.js admits Stripe.js's origins
+// as Stripe's security guide lists them, in their directives, and no more.
+func TestPagePolicyWithStripeJS(t *testing.T) {
+	want := map[string][]string{
+		"script-src":  {"https://pay.google.com", "https://js.stripe.com", "https://*.js.stripe.com"},
+		"connect-src": {"https://pay.google.com", "https://google.com", "https://api.stripe.com"},
+		"frame-src":   {"https://pay.google.com", "https://js.stripe.com", "https://*.js.stripe.com", "https://hooks.stripe.com"},
+		"img-src":     {"https://www.gstatic.com"},
+	}
+	got := map[string][]string{}
+	for _, d := range strings.Split(PagePolicy(true, "'self'"), ";") {
+		f := strings.Fields(d)
+		for _, src := range f[min(1, len(f)):] {
+			if strings.Contains(src, "://") || strings.Contains(src, "*") {
+				got[f[0]] = append(got[f[0]], src)
+			}
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("foreign origins by directive = %v, want %v", got, want)
+	}
+	if !strings.HasSuffix(PagePolicy(true, "'self' https://shop.example"), "frame-ancestors 'self' https://shop.example") {
+		t.Errorf("policy %q does not end in its frame-ancestors", PagePolicy(true, "'self' https://shop.example"))
 	}
 }

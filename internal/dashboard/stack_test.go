@@ -21,6 +21,7 @@ import (
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -559,5 +560,29 @@ func TestLocalStackSeedsADashboardAdmin(t *testing.T) {
 	}
 	if p := u.get("/dashboard/profile"); !strings.Contains(p.body, s.Info.Merchant.ID) || !strings.Contains(p.body, `id="rotate-key"`) {
 		t.Error("the seeded user is not an admin of the sandbox merchant")
+	}
+}
+
+// The profile shows the host-to-host methods the merchant has, by kind, as
+// operators set them (payctl merchant update --methods); a member sees them
+// too, and nothing on the page changes them.
+func TestProfileShowsTheMerchantsMethods(t *testing.T) {
+	m := testenv.NewMerchant(t, func(m *merchant.Merchant) { m.Methods = []int{1, 30, 44, 45, 27} })
+	u := newUser(t, m, dashboard.RoleMember)
+	u.mustSignIn()
+	prof := u.get("/dashboard/profile").body
+	i := strings.Index(prof, `id="methods"`)
+	if i < 0 {
+		t.Fatal("no payment methods section on the profile")
+	}
+	got := prof[i:]
+	got = got[:strings.Index(got, "</dl>")]
+	want := `id="methods"><dt>Wallet A (Google Pay)</dt><dd>selectors 44, 45</dd><dt>Wallet B (Apple Pay)</dt><dd>not enabled</dd>` +
+		`<dt>UPI</dt><dd>selectors 30</dd><dt>Alternative methods</dt><dd>selectors 27</dd><dt>Test selector</dt><dd>selectors 1</dd>`
+	if got != want {
+		t.Errorf("methods section\n got %s\nwant %s", got, want)
+	}
+	if strings.Contains(prof, `name="methods"`) {
+		t.Error("the profile offers to change the methods; operators set them")
 	}
 }

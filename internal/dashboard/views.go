@@ -1,10 +1,11 @@
 package dashboard
 
 import (
-	"time"
-
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
@@ -160,6 +161,8 @@ func viewProfile(p *pw, d map[string]any) {
 		p.raw(`<button type="submit">Save settings</button>`)
 	}
 	p.raw("</form></section>\n")
+
+	viewMethods(p, m)
 
 	p.f(`<section aria-labelledby="h-key"><h2 id="h-key">API key</h2><p>Current key: <code id="key-prefix">%s…</code></p>`, m.APIKeyPrefix)
 	if k := str(d, "NewKey"); k != "" {
@@ -421,4 +424,37 @@ func viewAudit(p *pw, d map[string]any) {
 		p.raw(`<tr><td colspan="4">No change recorded yet.</td></tr>`)
 	}
 	p.raw("</tbody></table></div>")
+}
+
+// viewMethods lists the host-to-host method selectors the merchant has, by
+// the spec's method kinds; operators change them (payctl merchant update
+// --methods), so the page only shows them.
+func viewMethods(p *pw, m *merchant.Merchant) {
+	p.raw(`<section aria-labelledby="h-methods"><h2 id="h-methods">Payment methods</h2><dl class="facts" id="methods">`)
+	groups := []struct {
+		name string
+		sel  []int
+	}{{"Wallet A (Google Pay)", merchant.WalletASelectors}, {"Wallet B (Apple Pay)", merchant.WalletBSelectors},
+		{"UPI", merchant.UPISelectors}, {"Alternative methods", merchant.AlternativeSelectors}}
+	if m.Sandbox {
+		groups = append(groups, struct {
+			name string
+			sel  []int
+		}{"Test selector", []int{merchant.SandboxSelector}})
+	}
+	for _, g := range groups {
+		var on []string
+		for _, n := range g.sel {
+			if slices.Contains(m.Methods, n) {
+				on = append(on, strconv.Itoa(n))
+			}
+		}
+		enabled := "not enabled"
+		if len(on) > 0 {
+			enabled = "selectors " + strings.Join(on, ", ")
+		}
+		p.f(`<dt>%s</dt><dd>%s</dd>`, g.name, enabled)
+	}
+	p.raw(`</dl><p class="hint">Cards and the hosted page's methods follow these and your currency. To change them, ask your account manager.</p></section>
+`)
 }

@@ -57,6 +57,7 @@ func Checkout(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 	return checkout.New(checkout.Deps{
 		Store: b.store, Payments: svc, Limiter: b.store, Tokens: tokens, Links: links,
 		Challenges: challenges, StripePublishableKey: publishable,
+		StripeAccountCountry: getenv("STRIPE_ACCOUNT_COUNTRY"), GooglePayMerchantID: getenv("GOOGLE_PAY_MERCHANT_ID"),
 		Log: b.cfg.NewLogger().With("function", "checkout"), PublicBaseURL: b.cfg.PublicBaseURL, Sandbox: b.cfg.Sandbox(),
 	}), nil
 }

@@ -577,7 +577,7 @@
       if (!ready || !ready.result) return walletShown(0);
       const request = Object.assign({
         allowedPaymentMethods: [gpayCard(cfg)],
-        merchantInfo: { merchantName: str(cfg.merchantName) },
+        merchantInfo: Object.assign({ merchantName: str(cfg.merchantName) }, cfg.merchantId ? { merchantId: str(cfg.merchantId) } : {}),
         // The API's decimal string as is: Google Pay takes the total as a string too.
         transactionInfo: { totalPriceStatus: 'FINAL', totalPrice: str(S.amount), currencyCode: str(S.unit) }
       }, base);
@@ -607,40 +607,45 @@
     }
   }
 
-  // Apple Pay: the browser's own ApplePaySession, where it exists (Safari). Starting a session
-  // needs the merchant validation step on the server (Apple's merchant identity certificate),
-  // which this service does not have yet, so the session is aborted there and the page says so.
-  function applePay() {
-    const A = window.ApplePaySession;
-    let can = false;
-    try { can = !!(A && A.canMakePayments()); } catch (e) { can = false; }
-    if (!can) return;
-    $('applepay').hidden = false;
-    $('applepay').addEventListener('click', () => {
-      if (busy || done) return;
-      formErr('');
-      const session = new A(3, {
-        countryCode: 'US', currencyCode: str(S.unit), merchantCapabilities: ['supports3DS'],
-        supportedNetworks: ['amex', 'discover', 'jcb', 'masterCard', 'visa'],
-        total: { label: str(S.recipientName) || t('title'), amount: str(S.amount), type: 'final' }
+  // Apple Pay through Stripe.js's payment request, where the browser offers Apple Pay: Stripe
+  // validates the merchant with Apple (for domains registered with Stripe) and hands the page a
+  // card PaymentMethod (pm_…), which the API charges like any wallet token.
+  const STRIPE_JS = 'https://js.stripe.com/v3/';
+  async function applePay(cfg) {
+    try {
+      if (!window.ApplePaySession) return walletShown(0);
+      await loadScript(STRIPE_JS);
+      const pr = window.Stripe(str(cfg.publishableKey)).paymentRequest({
+        country: str(cfg.country), currency: str(cfg.currency),
+        total: { label: str(cfg.label) || t('title'), amount: cfg.amount },
+        disableWallets: ['googlePay', 'browserCard', 'link']
       });
-      session.onvalidatemerchant = () => { session.abort(); formErr(t('wallet.failed')); };
-      session.onpaymentauthorized = async (e) => {
-        const ok = await attempt($('wallet'), { token: JSON.stringify(e.payment.token.paymentData) });
-        session.completePayment(ok ? A.STATUS_SUCCESS : A.STATUS_FAILURE);
-      };
-      session.begin();
-    });
-    walletShown(1);
+      const can = await pr.canMakePayment();
+      if (!can || !can.applePay) return walletShown(0);
+      pr.on('paymentmethod', async (ev) => {
+        const id = str(ev.paymentMethod && ev.paymentMethod.id);
+        const ok = id ? await attempt($('wallet'), { token: id }) : (formErr(t('wallet.failed')), false);
+        ev.complete(ok ? 'success' : 'fail');
+      });
+      // A closed sheet ('cancel') is no failure: the shopper stays, free to pay another way.
+      $('applepay').hidden = false;
+      $('applepay').addEventListener('click', () => {
+        if (busy || done) return;
+        formErr('');
+        pr.show();
+      });
+      walletShown(1);
+    } catch (e) {
+      walletShown(0); // Stripe.js unreachable or refused: no Apple Pay button
+    }
   }
 
   function wallets() {
     const w = S.wallets;
-    if (!w) return walletShown(0);
-    if (w.applePay) applePay();
-    // "No wallet" is said once every wallet has answered (Google Pay last, asynchronously).
+    if (!w || (!w.applePay && !w.googlePay)) return walletShown(0);
+    // "No wallet" is said once every wallet has answered (both asynchronously).
+    if (w.applePay) applePay(w.applePay);
     if (w.googlePay) googlePay(w.googlePay);
-    else walletShown(0);
   }
 
   // ---- tabs ---------------------------------------------------------------------------------------

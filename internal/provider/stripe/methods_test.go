@@ -223,6 +223,24 @@ func TestProductionMethodsThroughStripe(t *testing.T) {
 		t.Fatalf("wallet intent: %v", pi)
 	}
 
+	// Apple Pay on the hosted page reaches the API as the card PaymentMethod
+	// Stripe.js made (pm_…): the intent charges it as is (wallet B, 48).
+	body = payer("token", "pm_card_visa")
+	body["amount"], body["unit"] = 31, "EUR"
+	wr = testenv.Do(t, "POST", base+"/payments/h2h/48", key, body)
+	if v := wr.JSON(t); wr.Status != 200 || v["transactionStatusId"] != 1.0 {
+		t.Fatalf("Apple Pay PaymentMethod: %d %s", wr.Status, wr.Body)
+	}
+	if pi := lastIntent(); pi["payment_method"] != "pm_card_visa" || pi["amount"] != "3100" || pi["payment_method_types[0]"] != "card" {
+		t.Fatalf("Apple Pay intent: %v", pi)
+	}
+	// One Stripe does not know is the spec's invalid token (048), and the
+	// request stays payable.
+	wr = testenv.Do(t, "POST", base+"/payments/walletA/"+strconv.FormatInt(create("32", "EUR"), 10), key, payer("token", unknownPaymentMethod))
+	if v := wr.JSON(t); wr.Status != 200 || v["transactionStatusId"] != 2.0 || v["paymentRequestStatusId"] != 2.0 || fmt.Sprint(v["lastLog"]) != "map[code:048 message:Invalid token transactionStatusId:2]" {
+		t.Fatalf("unknown PaymentMethod: %d %s, want declined 048 and the request unpaid", wr.Status, wr.Body)
+	}
+
 	// Routing by currency, before any Stripe call: QR in EUR, UPI in EUR,
 	// Cash App in EUR are 400 020.
 	sent := len(front.created())

@@ -95,3 +95,41 @@ func TestStripeMockThreeDSRedirect(t *testing.T) {
 		t.Fatalf("batch 3-D Secure: %+v %v", out, err)
 	}
 }
+
+// A wallet card the issuer wants authenticated goes through the same
+// challenge step as a card: from a Google Pay token (tok_…, one
+// PaymentMethod created from it) and from Stripe.js's Apple Pay
+// PaymentMethod (pm_…, charged as is), the shopper gets the 3-D Secure
+// redirect; with nobody to answer (no cardholder present) it is declined 004.
+func TestStripeMockWalletThreeDSRedirect(t *testing.T) {
+	t.Parallel()
+	const acs = "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_1&payment_intent=pi_1"
+	base := stripemock.Start(t, func(r map[string]map[string]any) {
+		pi := r["payment_intent"]
+		pi["status"], pi["last_payment_error"] = "requires_action", nil
+		pi["next_action"] = map[string]any{"type": "redirect_to_url",
+			"redirect_to_url": map[string]any{"url": acs, "return_url": "https://pay.example/back"}}
+	})
+	p, calls := newProvider(t, base)
+	for _, c := range []struct {
+		token string
+		calls int64 // Stripe calls: the PaymentMethod from a token, then the intent
+	}{{"tok_visa", 2}, {"pm_card_visa", 1}} {
+		req := chargeReq("", true)
+		req.Method, req.Card, req.CVV, req.WalletToken = provider.MethodWallet, nil, "", c.token
+		before := calls.n.Load()
+		out, err := p.Charge(context.Background(), req)
+		if err != nil || out.Status != provider.Pending || out.NextAction == nil || out.NextAction.URL != acs ||
+			out.NextAction.Type != provider.ActionThreeDSRedirect {
+			t.Fatalf("%s: 3-D Secure wallet charge: %+v %v", c.token, out, err)
+		}
+		if n := calls.n.Load() - before; n != c.calls {
+			t.Errorf("%s: %d Stripe calls, want %d", c.token, n, c.calls)
+		}
+		req = chargeReq("", false)
+		req.Method, req.Card, req.CVV, req.WalletToken = provider.MethodWallet, nil, "", c.token
+		if out, err := p.Charge(context.Background(), req); err != nil || out.Status != provider.Declined || out.Code != codes.ThreeDSDecline {
+			t.Fatalf("%s: 3-D Secure wallet charge with nobody to answer: %+v %v", c.token, out, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,11 +90,29 @@ func startRecordingFront(t *testing.T, mock string) *recordingFront {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
 		return nil
 	}
-	srv := httptest.NewServer(proxy)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Stripe's answer to a PaymentMethod it does not know (stripe-mock
+		// accepts any id): 400 invalid_request_error on payment_method.
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" && r.Body != nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+			if form, _ := url.ParseQuery(string(b)); form.Get("payment_method") == unknownPaymentMethod {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `{"error":{"type":"invalid_request_error","code":"resource_missing","param":"payment_method","message":"No such PaymentMethod: '%s'"}}`, unknownPaymentMethod)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	f.URL = srv.URL
 	return f
 }
+
+// unknownPaymentMethod is a PaymentMethod id the recording front answers as
+// Stripe answers one it does not know.
+const unknownPaymentMethod = "pm_unknown_to_stripe"
 
 // startProductionStack runs the local stack in the production stage
 // against the Stripe API at apiBase, accepting webhooks signed with whsec.

@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	sg "github.com/stripe/stripe-go/v83"
@@ -202,6 +203,11 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 		if out, ok := cardError(err); ok {
 			return out, nil
 		}
+		if errors.As(err, &se) && se.Type == sg.ErrorTypeInvalidRequest && se.Param == "payment_method" && strings.HasPrefix(req.WalletToken, "pm_") {
+			// A wallet PaymentMethod Stripe does not know or will not charge
+			// again (unattached ones are single-use): the spec's invalid token.
+			return provider.Final(provider.Declined, codes.InvalidToken, ""), nil
+		}
 		return provider.Outcome{}, fmt.Errorf("stripe: create payment intent: %w", redact(err))
 	}
 	return p.outcome(ctx, pi, req.CardholderPresent), nil
@@ -212,6 +218,11 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 // for Stripe, "tok_…"), which Stripe charges as a card. An empty id with a
 // nil error is a card Stripe refused before any intent (out says how).
 func (p *Provider) cardPaymentMethod(ctx context.Context, req provider.ChargeRequest, key string) (string, provider.Outcome, error) {
+	if req.Method == provider.MethodWallet && strings.HasPrefix(req.WalletToken, "pm_") {
+		// A card PaymentMethod Stripe.js made from an Apple Pay payment on the
+		// hosted page: Stripe holds the card, the intent charges it as is.
+		return req.WalletToken, provider.Outcome{}, nil
+	}
 	cp := &sg.PaymentMethodCreateCardParams{}
 	switch {
 	case req.Method == provider.MethodWallet && req.WalletToken != "":

@@ -43,8 +43,17 @@ func createRequest(t *testing.T, p *proc) int64 {
 // approved payment, and the invariants must hold.
 func crashThenRetry(t *testing.T, point string, pay func(p *proc, key string) response) int64 {
 	t.Helper()
+	id, p := crashThenRetryOn(t, point, nil, pay)
+	checkPaidOnce(t, p, id)
+	return id
+}
+
+// crashThenRetryOn is crashThenRetry on a stack started with the paydev
+// arguments extra, leaving the checks of the books to the caller.
+func crashThenRetryOn(t *testing.T, point string, extra []string, pay func(p *proc, key string) response) (int64, *proc) {
+	t.Helper()
 	dir := t.TempDir()
-	p := startStack(t, dir, point)
+	p := startStack(t, dir, point, extra...)
 	key := "order-" + point
 	first := pay(p, key)
 	if first.err == nil {
@@ -52,7 +61,7 @@ func crashThenRetry(t *testing.T, point string, pay func(p *proc, key string) re
 	}
 	p.died()
 
-	p = startStack(t, dir, "")
+	p = startStack(t, dir, "", extra...)
 	retry := pay(p, key)
 	for i := 0; i < 20 && retry.err == nil && retry.status == http.StatusConflict; i++ {
 		// As the docs say: 409 while the first request's key is still held,
@@ -72,8 +81,7 @@ func crashThenRetry(t *testing.T, point string, pay func(p *proc, key string) re
 	if again := pay(p, key); again.err != nil || again.status != http.StatusOK || again.json(t)["transactionId"] != res["transactionId"] {
 		t.Fatalf("second retry: %v %d %s", again.err, again.status, again.body)
 	}
-	checkPaidOnce(t, p, id)
-	return id
+	return id, p
 }
 
 // The payment of an existing request (wallet, host-to-host), killed at each

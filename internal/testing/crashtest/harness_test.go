@@ -89,7 +89,7 @@ type proc struct {
 
 // startStack runs the stack on stateDir (kept across restarts: same seal
 // key, same merchant) and dies at crashAt ("" = never).
-func startStack(t *testing.T, stateDir, crashAt string) *proc {
+func startStack(t *testing.T, stateDir, crashAt string, extra ...string) *proc {
 	t.Helper()
 	port, err := devstack.FreePort()
 	if err != nil {
@@ -99,7 +99,7 @@ func startStack(t *testing.T, stateDir, crashAt string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startStackOn(t, stateDir, crashAt, port, sftpPort)
+	return startStackOn(t, stateDir, crashAt, port, sftpPort, extra...)
 }
 
 // startStackOn is startStack on fixed ports (restarts keep the address).
