@@ -20,8 +20,8 @@ import (
 
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
