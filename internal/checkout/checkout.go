@@ -199,7 +199,9 @@ func (h *handler) page(file string) httpapi.HandlerFunc {
 			for _, o := range m.AllowedOrigins {
 				ancestors += " " + o
 			}
-			withStripe = file == "checkout/index.html" && h.wallets(m) != nil && h.wallets(m).ApplePay != nil
+			if w := h.wallets(m); file == "checkout/index.html" && w != nil {
+				withStripe = w.ApplePay != nil
+			}
 		}
 		var body *encodedFile
 		hd := w.Header()

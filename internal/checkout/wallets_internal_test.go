@@ -1,7 +1,10 @@
 package checkout
 
 import (
+	"context"
 	"maps"
+	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -130,5 +134,57 @@ func TestPagePolicyWithStripeJS(t *testing.T) {
 	}
 	if !strings.HasSuffix(PagePolicy(true, "'self' https://shop.example"), "frame-ancestors 'self' https://shop.example") {
 		t.Errorf("policy %q does not end in its frame-ancestors", PagePolicy(true, "'self' https://shop.example"))
+	}
+}
+
+type pageStore struct {
+	req *payment.Request
+	m   *merchant.Merchant
+}
+
+func (s pageStore) PaymentRequest(context.Context, int64) (*payment.Request, error) {
+	return s.req, nil
+}
+func (s pageStore) Merchant(context.Context, string) (*merchant.Merchant, error) { return s.m, nil }
+
+// The hosted page's policy admits Stripe.js only where the page offers Apple
+// Pay through it: a production merchant's page with a publishable key, not
+// the sandbox's, not production's without a key, not the 3-D Secure page.
+func TestHostedPagePolicyAdmitsStripeJSOnlyWithApplePay(t *testing.T) {
+	tokens, err := checkouttoken.New("0123456789abcdef0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(key string, m *merchant.Merchant, file string) string {
+		t.Helper()
+		h := &handler{Deps{Tokens: tokens, StripePublishableKey: key,
+			Store: pageStore{req: &payment.Request{ID: 42, MerchantID: m.ID, Amount: decimal.RequireFromString("10"), Unit: "EUR"}, m: m}}}
+		tok, _ := tokens.Mint(42, m.ID)
+		rec := httptest.NewRecorder()
+		if err := h.page(file)(rec, httptest.NewRequest("GET", "/checkout?requestId=42&token="+url.QueryEscape(tok), nil)); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Header().Get("Content-Security-Policy")
+	}
+	live := &merchant.Merchant{ID: "m_live", Name: "Live Shop", AllowedOrigins: []string{"https://shop.example"}}
+	sandbox := &merchant.Merchant{ID: "m_sb", Name: "Sandbox Shop", Sandbox: true}
+	for _, c := range []struct {
+		name, key string
+		m         *merchant.Merchant
+		file      string
+		stripe    bool
+	}{
+		{"production with a publishable key", "pk_test_123", live, "checkout/index.html", true},
+		{"production without a key", "", live, "checkout/index.html", false},
+		{"sandbox", "pk_test_123", sandbox, "checkout/index.html", false},
+		{"3-D Secure page", "pk_test_123", live, "checkout/acs.html", false},
+	} {
+		got := serve(c.key, c.m, c.file)
+		if strings.Contains(got, "js.stripe.com") != c.stripe {
+			t.Errorf("%s: policy %q, want Stripe.js admitted: %v", c.name, got, c.stripe)
+		}
+		if c.m == live && !strings.HasSuffix(got, "frame-ancestors 'self' https://shop.example") {
+			t.Errorf("%s: policy %q, want the merchant's frame-ancestors", c.name, got)
+		}
 	}
 }
