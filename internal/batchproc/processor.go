@@ -493,6 +493,11 @@ type jobRun struct {
 	hashed int64 // bytes hashed in this run
 	log    *slog.Logger
 
+	// throttled: a row came back not processed (the acquirer rate limited
+	// it); no new line starts and the job continues after delay.
+	throttled atomic.Bool
+	delay     time.Duration
+
 	doneMu   sync.Mutex
 	doneRows []*dynamo.BatchRow // charged rows whose results are not stored yet
 	crashed  atomic.Bool        // a simulated crash: no clean-up at all
@@ -503,6 +508,9 @@ type jobRun struct {
 func (r *jobRun) outOfBudget() bool {
 	if r.lines == 0 {
 		return false
+	}
+	if r.throttled.Load() {
+		return true
 	}
 	if r.p.cfg.MaxLinesPerRun > 0 && r.lines >= r.p.cfg.MaxLinesPerRun {
 		return true
@@ -554,7 +562,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 	r.log.Info("batch job continues in a new invocation", "state", r.job.State, "offset", r.job.Offset,
 		"nextLine", r.job.NextLine, "hashOffset", r.job.HashOffset)
 	// If this fails the invocation fails and is retried, which continues the job.
-	return r.p.schedule(ctx, r.job, 0, false)
+	return r.p.schedule(ctx, r.job, r.delay, false)
 }
 
 // save writes the job's progress while this run holds its lease.
