@@ -114,6 +114,25 @@ type Config struct {
 	// abandons it: the remaining lines are then reported, not charged
 	// (default 3).
 	MaxRecoveries int
+
+	// Sharing the acquirer (docs/batch.md, "Shoppers first, merchants
+	// fair"). Slice ends a run after this long (0: at the deadline): the
+	// job re-queues its continuation at the back of the queue, so the jobs
+	// of all merchants take turns at the queue's bounded concurrency.
+	Slice time.Duration
+	// RowsPerSecond paces the rows this invocation sends to the acquirer
+	// (0: unpaced). The template sets it to the batch share of the
+	// acquirer's budget divided by the queue's maximum concurrency, so all
+	// invocations together stay within the share without a shared counter.
+	RowsPerSecond float64
+	// QueueCharging: only continuation-queue invocations charge. An upload
+	// event's or the recovery schedule's run hashes, then queues the job, so
+	// every acquirer call happens under the queue's maximum concurrency.
+	QueueCharging bool
+	// MerchantOrder: a job starts charging only when no older file of its
+	// merchant is still open; it looks again after OrderWait (default 2 s).
+	MerchantOrder bool
+	OrderWait     time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -138,6 +157,7 @@ func (c *Config) setDefaults() {
 	if c.PartSize <= 0 {
 		c.PartSize = 1 << 20
 	}
+	def(&c.OrderWait, 2*time.Second)
 }
 
 // Store is the persistence the processor needs (*dynamo.Store).
@@ -158,6 +178,7 @@ type Store interface {
 	ReleaseBatchRow(ctx context.Context, r *dynamo.BatchRow) error
 	ForgetBatchRow(ctx context.Context, r *dynamo.BatchRow) error
 	ReassignBatchRow(ctx context.Context, r *dynamo.BatchRow, newID int64) error
+	OpenBatchJobsOf(ctx context.Context, merchantID string) ([]dynamo.OpenBatchJob, error)
 }
 
 // Sender queues a message (internal/queue).
@@ -442,7 +463,14 @@ func (p *Processor) run(ctx context.Context, j *dynamo.BatchJob, create, check b
 		p.Log.Info("batch job already finished", "merchantId", job.MerchantID, "jobId", job.JobID, "state", job.State)
 		return nil
 	}
-	return p.runJob(ctx, job, owner, until, deadline)
+	return p.runJob(withQueued(ctx, !create), job, owner, until, deadline)
+}
+
+type queuedKey struct{}
+
+// withQueued marks a run of a continuation-queue invocation.
+func withQueued(ctx context.Context, q bool) context.Context {
+	return context.WithValue(ctx, queuedKey{}, q)
 }
 
 // runJob works on a job whose lease owner holds until `until`.
@@ -450,6 +478,13 @@ func (p *Processor) runJob(ctx context.Context, job *dynamo.BatchJob, owner stri
 	job.Owner, job.LeaseUntil = owner, until.UnixMilli()
 	r := p.newRun(job)
 	r.stopAt = deadline.Add(-p.cfg.TimeReserve)
+	if s := p.cfg.Slice; s > 0 && p.Now().Add(s).Before(r.stopAt) {
+		r.stopAt = p.Now().Add(s)
+	}
+	r.queued, _ = ctx.Value(queuedKey{}).(bool)
+	if p.cfg.RowsPerSecond > 0 {
+		r.pace = newPacer(p.cfg.RowsPerSecond)
+	}
 	err := r.work(ctx)
 	if isCrash(err) {
 		return err // a dead process cleans nothing up
@@ -493,6 +528,9 @@ type jobRun struct {
 	hashed int64 // bytes hashed in this run
 	log    *slog.Logger
 
+	queued bool   // a continuation-queue invocation (QueueCharging)
+	pace   *pacer // RowsPerSecond; nil: unpaced
+
 	// throttled: a row came back not processed (the acquirer rate limited
 	// it); no new line starts and the job continues after delay.
 	throttled atomic.Bool
@@ -532,6 +570,17 @@ func (r *jobRun) work(ctx context.Context) error {
 		case dynamo.BatchHashing:
 			finished, err = r.hash(ctx)
 		case dynamo.BatchCharging, dynamo.BatchReporting:
+			if r.p.cfg.QueueCharging && !r.queued {
+				// Acquirer calls only under the queue's concurrency.
+				return r.pause(ctx)
+			}
+			if wait, werr := r.behindOlderFile(ctx); werr != nil || wait {
+				if werr != nil {
+					return werr
+				}
+				r.delay = r.p.cfg.OrderWait
+				return r.pause(ctx)
+			}
 			finished, err = r.charge(ctx, m)
 		case dynamo.BatchAssembling:
 			finished, err = true, r.assemble(ctx)

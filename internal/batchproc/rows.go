@@ -843,6 +843,9 @@ func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row 
 			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 			}
 		}
+		if err := r.pace.wait(ctx); err != nil {
+			return batch.Result{}, err
+		}
 		var res batch.Result
 		res, err = r.p.Charger.ChargeRow(ctx, m, row, RowRef{PaymentRequestID: rec.PaymentRequestID})
 		if errors.Is(err, ErrPaymentRequestIDTaken) && reassigned < 5 {

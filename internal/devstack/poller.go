@@ -93,6 +93,12 @@ func (r *Resources) SQSSources() ([]SQSSource, error) {
 			maxConc := ""
 			if n := cfn.Path(ev.Properties, "ScalingConfig", "MaximumConcurrency"); n != nil {
 				maxConc = n.Value
+				if r.resolver != nil {
+					// A !Ref to a per-stage parameter (BatchQueueConcurrency).
+					if v, err := r.resolver.String(n); err == nil {
+						maxConc = v
+					}
+				}
 			}
 			for _, n := range []string{maxConc, r.functionProperty(f.LogicalID, "ReservedConcurrentExecutions")} {
 				if v, err := strconv.Atoi(n); err == nil && v > 0 {
