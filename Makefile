@@ -49,6 +49,8 @@ test: $(EMULATORS)
 # docs/testing.md), then every Benchmark (the 100,000-row batch file among them).
 bench: $(EMULATORS)
 	go test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./internal/testing/bench/
+	@# The acquirer's budget under batch load (docs/batch.md): 5 merchants x 20,000 rows.
+	go test -tags bench -count=1 -run '^TestBenchAcquirerShare$$' -v -timeout 90m ./internal/testing/bench/
 	go test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 # Soak: the local stack under mixed load, SIGKILLed 10 times at random

@@ -65,6 +65,8 @@ func TestSmallFileIsNotStuckBehindALargeOne(t *testing.T) {
 		}
 		m := *seed
 		m.ID, m.Name = merchant.NewID(), "Shop "+tag
+		key := merchant.NewAPIKey(false) // never the seed's key: keys identify merchants
+		m.APIKeyHash, m.APIKeyPrefix = merchant.HashAPIKey(key), merchant.KeyPrefix(key)
 		if err := stack.Store.CreateMerchant(context.Background(), &m); err != nil {
 			t.Fatal(err)
 		}
