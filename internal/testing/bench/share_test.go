@@ -199,7 +199,7 @@ func TestBenchAcquirerShare(t *testing.T) {
 	dir := t.TempDir()
 	type bm struct {
 		id, user, password, file, path string
-		uploaded, done               time.Time
+		uploaded, done                 time.Time
 	}
 	bms := make([]*bm, merchants)
 	for i := range bms {
