@@ -22,11 +22,11 @@ import (
 // its own (the Stripe connector against stripe-mock) with the template's
 // sharing controls at small values: an acquirer budget of 20 requests a
 // second of which batch gets 50% (5 rows a second), a continuation queue of
-// maximum concurrency 2 (so 2.5 rows a second per invocation) and slices of
-// 2 s. The local stack's poller keeps the queue's MaximumConcurrency as
-// Lambda does.
+// maximum concurrency 2 (so 2.5 rows a second per invocation while two
+// merchants have files open, 5 for a lone one) and slices of 2 s. The local
+// stack's poller keeps the queue's MaximumConcurrency as Lambda does.
 //
-// Merchant A uploads a 60-row file (about 24 s alone at 2.5 rows a second)
+// Merchant A uploads a 60-row file (at least 12 s at 5 rows a second)
 // and then a 3-row file; merchant B uploads a 5-row file right after A's
 // large one. B's file must finish while A's large file is still running,
 // within the bound docs/batch.md states (⌈J/Q⌉ slices of waiting, J jobs

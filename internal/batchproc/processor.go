@@ -120,11 +120,14 @@ type Config struct {
 	// job re-queues its continuation at the back of the queue, so the jobs
 	// of all merchants take turns at the queue's bounded concurrency.
 	Slice time.Duration
-	// RowsPerSecond paces the rows this invocation sends to the acquirer
-	// (0: unpaced). The template sets it to the batch share of the
-	// acquirer's budget divided by the queue's maximum concurrency, so all
-	// invocations together stay within the share without a shared counter.
-	RowsPerSecond float64
+	// RowsPerSecond is the batch share of the acquirer's budget in rows a
+	// second, all invocations together (0: unpaced). A run paces its rows at
+	// RowsPerSecond / min(M, QueueConcurrency), M the merchants with open
+	// files (only a merchant's oldest file charges): with M ≥ Q the queue's
+	// Q invocations split the share, with fewer merchants each running job
+	// gets a bigger part, so a lone large file still uses the whole share.
+	RowsPerSecond    float64
+	QueueConcurrency int
 	// QueueCharging: only continuation-queue invocations charge. An upload
 	// event's or the recovery schedule's run hashes, then queues the job, so
 	// every acquirer call happens under the queue's maximum concurrency.
@@ -483,7 +486,7 @@ func (p *Processor) runJob(ctx context.Context, job *dynamo.BatchJob, owner stri
 	}
 	r.queued, _ = ctx.Value(queuedKey{}).(bool)
 	if p.cfg.RowsPerSecond > 0 {
-		r.pace = newPacer(p.cfg.RowsPerSecond)
+		r.pace = newPacer(p.cfg.RowsPerSecond / float64(p.sharers(ctx)))
 	}
 	err := r.work(ctx)
 	if isCrash(err) {

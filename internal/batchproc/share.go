@@ -86,3 +86,21 @@ func (r *jobRun) behindOlderFile(ctx context.Context) (bool, error) {
 	}
 	return false, nil
 }
+
+// sharers is how many runs split the batch share now: the merchants with
+// open files (one query of the open-job markers per slice), at least 1 and
+// at most the queue's concurrency. When the markers cannot be read it
+// assumes the queue is full (the smallest pace: never over the share).
+func (p *Processor) sharers(ctx context.Context) int {
+	q := max(1, p.cfg.QueueConcurrency)
+	open, err := p.Store.OpenBatchJobs(ctx)
+	if err != nil {
+		p.Log.Warn("open batch jobs unreadable; pacing for a full queue", "error", err.Error())
+		return q
+	}
+	merchants := map[string]bool{}
+	for _, o := range open {
+		merchants[o.MerchantID] = true
+	}
+	return min(q, max(1, len(merchants)))
+}

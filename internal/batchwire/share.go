@@ -21,9 +21,9 @@ const RowLatency = 2 * time.Second
 // BatchShare is the batch function's part of the acquirer's budget, from
 // the template's per-stage parameters (docs/batch.md):
 //
-//	rows/s for batch   = share% × min(global/CallsPerRow, perEndpoint)
-//	rows/s per invocation = that / queue maximum concurrency
-//	rows in flight     = ceil(rows/s per invocation × RowLatency)
+//	rows/s for batch      = share% × min(global/CallsPerRow, perEndpoint)
+//	rows/s per invocation = that / min(merchants with open files, queue concurrency)
+//	rows in flight        = ceil(rows/s for batch × RowLatency), at most 64
 //
 // The global limit counts both of a row's requests; the per-endpoint limit
 // one (each of the two goes to its own endpoint).
@@ -42,10 +42,10 @@ func (b BatchShare) RowsPerSecond() float64 {
 	return perRow * b.SharePercent / 100
 }
 
-// PerInvocation is the pace and concurrency of one invocation.
-func (b BatchShare) PerInvocation() (rowsPerSecond float64, concurrency int) {
-	r := b.RowsPerSecond() / float64(max(1, b.QueueConcurrency))
-	return r, min(64, max(1, int(math.Ceil(r*RowLatency.Seconds()))))
+// Concurrency is the rows one invocation keeps in flight: enough for the
+// whole share (a lone merchant's job paces at all of it) at RowLatency.
+func (b BatchShare) Concurrency() int {
+	return min(64, max(1, int(math.Ceil(b.RowsPerSecond()*RowLatency.Seconds()))))
 }
 
 // shareOfAcquirer applies BATCH_ACQUIRER_RPS (0 or unset: the acquirer is
@@ -79,10 +79,9 @@ func shareOfAcquirer(getenv config.Getenv, cfg *batchproc.Config) error {
 		if b.SharePercent <= 0 || b.SharePercent > 100 || b.QueueConcurrency < 1 {
 			return fmt.Errorf("BATCH_ACQUIRER_SHARE (1-100) and BATCH_QUEUE_CONCURRENCY (≥1) are required with BATCH_ACQUIRER_RPS")
 		}
-		rate, conc := b.PerInvocation()
-		cfg.RowsPerSecond = rate
+		cfg.RowsPerSecond, cfg.QueueConcurrency = b.RowsPerSecond(), b.QueueConcurrency
 		if cfg.Concurrency <= 0 {
-			cfg.Concurrency = conc
+			cfg.Concurrency = b.Concurrency()
 		}
 	}
 	if v := getenv("BATCH_SLICE"); v != "" {

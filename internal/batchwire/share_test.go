@@ -11,7 +11,8 @@ import (
 // The template's defaults (Stripe live: 100 requests a second in all, 25
 // per endpoint; batch 50%; 4 queue invocations) give batch 12.5 rows a
 // second: the per-endpoint limit binds (a row is one request on each of two
-// endpoints), 3.125 rows a second and 7 rows in flight per invocation.
+// endpoints); an invocation keeps up to 25 rows in flight (the whole share
+// at 2 s a row) and paces at its part of the share.
 func TestBatchShareOfTheAcquirer(t *testing.T) {
 	env := map[string]string{"BATCH_ACQUIRER_RPS": "100", "BATCH_ACQUIRER_ENDPOINT_RPS": "25", "BATCH_ACQUIRER_SHARE": "50",
 		"BATCH_QUEUE_CONCURRENCY": "4", "BATCH_SLICE": "30s", "BATCH_QUEUE_CHARGING": "1", "BATCH_MERCHANT_ORDER": "1"}
@@ -19,7 +20,7 @@ func TestBatchShareOfTheAcquirer(t *testing.T) {
 	if err := shareOfAcquirer(func(k string) string { return env[k] }, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(cfg.RowsPerSecond-3.125) > 1e-9 || cfg.Concurrency != 7 || cfg.Slice != 30*time.Second || !cfg.QueueCharging || !cfg.MerchantOrder {
+	if math.Abs(cfg.RowsPerSecond-12.5) > 1e-9 || cfg.QueueConcurrency != 4 || cfg.Concurrency != 25 || cfg.Slice != 30*time.Second || !cfg.QueueCharging || !cfg.MerchantOrder {
 		t.Fatalf("config %+v", cfg)
 	}
 	// Without a per-endpoint limit the global one binds: 20/2 × 50% = 5.
