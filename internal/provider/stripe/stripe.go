@@ -234,7 +234,13 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 		if errors.As(err, &se) && se.Type == sg.ErrorTypeIdempotency {
 			// The reference was spent by Lookup (or charged with other
 			// parameters): answer with what became of it, charge nothing.
-			return p.find(ctx, req.Reference, true)
+			out, err := p.find(ctx, req.Reference, true)
+			if errors.Is(err, provider.ErrNotProcessed) {
+				// The search was rate limited, not the charge: the key was
+				// used, so the outcome is unknown, never "not processed".
+				err = fmt.Errorf("stripe: find the intent of a used key: %s", err.Error())
+			}
+			return out, err
 		}
 		if out, ok := cardError(err); ok {
 			return out, nil
