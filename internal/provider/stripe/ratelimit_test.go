@@ -3,7 +3,9 @@ package stripe
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +143,32 @@ func TestParseRetryAfter(t *testing.T) {
 		if got := parseRetryAfter(v, now); got != want {
 			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
 		}
+	}
+}
+
+// A charge whose key was already used (Stripe: idempotency_error) is looked
+// up by search; a search that stays rate limited leaves the outcome
+// unknown, never "not processed": the key's charge may exist.
+func TestRateLimitedSearchAfterAUsedKeyIsUnknown(t *testing.T) {
+	_, base := newFake(t)
+	limitSearch := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Path == "/v1/payment_intents/search" {
+			return &http.Response{StatusCode: http.StatusTooManyRequests, Request: r,
+				Header: http.Header{"Content-Type": {"application/json"}},
+				Body:   io.NopCloser(strings.NewReader(stripemock.RateLimitBody))}, nil
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	p, _ := newProvider(t, base, func(o *Options) {
+		o.HTTPClient.Transport = limitSearch
+		o.RateLimitBase, o.RateLimitRetries = time.Millisecond, 2
+	})
+	req := chargeReq("4242424242424242", true)
+	if _, err := p.Lookup(context.Background(), req.Reference); !errors.Is(err, provider.ErrUnknownReference) {
+		t.Fatalf("lookup: %v", err) // spends the key
+	}
+	_, err := p.Charge(context.Background(), req)
+	if err == nil || errors.Is(err, provider.ErrNotProcessed) {
+		t.Fatalf("charge of a used key, search rate limited: %v, want an unknown outcome", err)
 	}
 }
