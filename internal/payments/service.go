@@ -798,6 +798,10 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 func (s *Service) notProcessed(ctx context.Context, req *payment.Request, tx *payment.Transaction, cause error) error {
 	s.Log.Warn("acquirer rate limited the charge; nothing charged, attempt given back", "transaction_id", tx.ID,
 		"payment_request_id", req.ID, "error", cause.Error())
+	// The caller's deadline may be what ended the retries: the discard gets
+	// its own short budget.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
 	if err := s.Store.DiscardAttempt(ctx, req.ID, tx.ID); err != nil {
 		s.Log.Error("discarding the unprocessed attempt failed; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
 	} else if tx.Limits != nil {
