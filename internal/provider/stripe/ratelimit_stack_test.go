@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,49 @@ func TestAcquirer429IsNotADecline(t *testing.T) {
 		}
 		if keys := front.Charges()[strconv.FormatInt(id, 10)]; keys != 1 {
 			t.Fatalf("idempotency keys that confirmed request %d: %d, want 1", id, keys)
+		}
+	})
+
+	// The same request paid 30 times at once while Stripe rate limits: the
+	// attempt lease lets one charge run at a time, a discarded attempt frees
+	// it for the next; one is approved, the others are told it is busy, paid,
+	// or to try again; none is declined and the request is charged once.
+	t.Run("30 at once on one request", func(t *testing.T) {
+		id, tok := newSession(t)
+		front.SetRate(4)
+		defer front.SetRate(0)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		statuses := map[string]int{}
+		for range 30 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := pay(t, tok)
+				k := strconv.Itoa(r.Status)
+				if r.Status == 200 {
+					k += fmt.Sprintf("/tx%v", r.JSON(t)["transactionStatusId"])
+				}
+				mu.Lock()
+				statuses[k]++
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		t.Logf("30 payments of one request at 4 req/s: %v", statuses)
+		for k := range statuses {
+			if strings.HasPrefix(k, "200/") && k != "200/tx1" {
+				t.Errorf("a payment answered %s, want approved, busy or try again", k)
+			}
+		}
+		if statuses["200/tx1"] < 1 {
+			// All 30 may have been told to try again: the shopper does.
+			if r := pay(t, tok); r.Status != 200 || r.JSON(t)["transactionStatusId"] != 1.0 {
+				t.Fatalf("payment after the burst: %d %s", r.Status, r.Body)
+			}
+		}
+		if n := front.Charges()[strconv.FormatInt(id, 10)]; n != 1 {
+			t.Fatalf("request %d confirmed under %d keys, want 1", id, n)
 		}
 	})
 
