@@ -36,11 +36,18 @@ import (
 // is done (upload order). Every row is charged once.
 func TestSmallFileIsNotStuckBehindALargeOne(t *testing.T) {
 	if os.Getenv("PAYREQ_OWN_STACK") == "" {
-		// A process of its own: the package's other tests share a sandbox
-		// stack in this process, and two stacks in one process share its
-		// environment (the SDK's endpoint variables, the functions' wiring).
+		// A process of its own, without the endpoint variables the
+		// package's shared sandbox stack set in this one
+		// (devstack.UseEndpoints): with them the stack below runs on the
+		// shared stack's emulators, whose queue pollers then take this
+		// test's continuations (seen: 8 of 68 rows reached its Stripe).
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSmallFileIsNotStuckBehindALargeOne$", "-test.v", "-test.count=1", "-test.timeout=8m")
-		cmd.Env = append(os.Environ(), "PAYREQ_OWN_STACK=1")
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, "PAYREQ_OWN_STACK=1")
 		out, err := cmd.CombinedOutput()
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.Contains(l, "fairness_test.go") {
