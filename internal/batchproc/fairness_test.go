@@ -151,22 +151,24 @@ func TestSmallFileIsNotStuckBehindALargeOne(t *testing.T) {
 	t.Logf("results after: A large (60 rows) %.1fs, B small (5 rows) %.1fs, A small (3 rows) %.1fs",
 		done["a-big"].Seconds(), done["b-small"].Seconds(), done["a-small"].Seconds())
 
-	// B's small file finished while A's large one was still running, within
-	// the stated bound: J = 2 jobs with work (A's small one waits without
-	// charging), Q = 2, so ⌈J/Q⌉ = 1 slice (2 s) of waiting, plus 5 rows at
-	// 2.5 rows a second (2 s); plus what this machine and emulator take to
-	// bring an upload to its first charge (measured on A's large file in
-	// the same run: intake, hashing, queue polling) and again for the result
-	// file, and a second of slack.
+	// B's small file finished while A's large one was still running, and
+	// its wait for a turn is within the stated bound: J = 2 jobs with work
+	// (A's small one waits without charging), Q = 2, so ⌈J/Q⌉ = 1 slice
+	// (2 s) before its first row is charged; plus what this machine and
+	// emulator take to bring an upload to its first charge when nothing is
+	// in the way (measured on A's large file in the same run: intake,
+	// hashing, queue polling), counted twice for a loaded machine, and 1 s.
+	// How fast the rows then go is the machine's (a loaded moto runs below
+	// the pace), so the bound is on the wait, not on the rows.
 	if done["b-small"] >= done["a-big"] {
 		t.Errorf("B's small file finished after A's large one (%v ≥ %v)", done["b-small"], done["a-big"])
 	}
 	intake := firstCharge(t, f, aID, "a-big").Sub(start)
-	bound := 4*time.Second + 2*intake + time.Second
-	if w := done["b-small"] - bUploaded.Sub(start); w > bound {
-		t.Errorf("B's small file took %v after its upload, bound %v (4 s + 2 × %v intake + 1 s)", w, bound, intake)
+	bound := 2*time.Second + 2*intake + time.Second
+	if w := firstCharge(t, f, bID, "b-small").Sub(bUploaded); w > bound {
+		t.Errorf("B's small file waited %v for its first charge, bound %v (1 slice of 2 s + 2 × %v intake + 1 s)", w, bound, intake)
 	} else {
-		t.Logf("B's small file: %v after its upload, bound %v", w, bound)
+		t.Logf("B's small file: first charge %v after its upload (bound %v), result %v after it", w, bound, done["b-small"]-bUploaded.Sub(start))
 	}
 	// A's files in upload order: the small one after the large one.
 	if done["a-small"] < done["a-big"] {
