@@ -10,7 +10,7 @@ ARTIFACTS_DIR ?= bin/manual
 
 EMULATORS := infra/local/node_modules/.package-lock.json
 
-.PHONY: dev test bench chaos lint build clean api-lint api-docs
+.PHONY: dev test bench batch-million chaos lint build clean api-lint api-docs
 
 # Ports of `make dev` (127.0.0.1): PORT for the API, SFTP_PORT for the SFTP
 # server. Another PORT runs a second stack side by side: its SFTP port then
@@ -49,7 +49,16 @@ test: $(EMULATORS)
 # docs/testing.md), then every Benchmark (the 100,000-row batch file among them).
 bench: $(EMULATORS)
 	go test -tags bench -count=1 -run '^TestBench$$' -v -timeout 30m ./internal/testing/bench/
+	@# The acquirer's budget under batch load (docs/batch.md): 5 merchants x 20,000 rows.
+	go test -tags bench -count=1 -run '^TestBenchAcquirerShare$$' -v -timeout 90m ./internal/testing/bench/
 	go test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+# A 1,000,000-line file through the local emulators and the real payment
+# service (docs/batch.md, "A million rows"): one result line per input line,
+# every valid line charged exactly once; time and peak memory printed.
+# Hours long: run it on an otherwise idle machine.
+batch-million: $(EMULATORS)
+	PAYREQ_BENCH_ROWS=1000000 /usr/bin/time -v go test -run '^$$' -bench '^BenchmarkBatchFile100k$$' -benchtime 1x -benchmem -timeout 12h ./internal/batchproc/
 
 # Soak: the local stack under mixed load, SIGKILLed 10 times at random
 # moments and restarted; then the invariant audit must find nothing.

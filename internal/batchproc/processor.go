@@ -114,6 +114,28 @@ type Config struct {
 	// abandons it: the remaining lines are then reported, not charged
 	// (default 3).
 	MaxRecoveries int
+
+	// Sharing the acquirer (docs/batch.md, "Shoppers first, merchants
+	// fair"). Slice ends a run after this long (0: at the deadline): the
+	// job re-queues its continuation at the back of the queue, so the jobs
+	// of all merchants take turns at the queue's bounded concurrency.
+	Slice time.Duration
+	// RowsPerSecond is the batch share of the acquirer's budget in rows a
+	// second, all invocations together (0: unpaced). A run paces its rows at
+	// RowsPerSecond / min(M, QueueConcurrency), M the merchants with open
+	// files (only a merchant's oldest file charges): with M ≥ Q the queue's
+	// Q invocations split the share, with fewer merchants each running job
+	// gets a bigger part, so a lone large file still uses the whole share.
+	RowsPerSecond    float64
+	QueueConcurrency int
+	// QueueCharging: only continuation-queue invocations charge. An upload
+	// event's or the recovery schedule's run hashes, then queues the job, so
+	// every acquirer call happens under the queue's maximum concurrency.
+	QueueCharging bool
+	// MerchantOrder: a job starts charging only when no older file of its
+	// merchant is still open; it looks again after OrderWait (default 2 s).
+	MerchantOrder bool
+	OrderWait     time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -138,6 +160,7 @@ func (c *Config) setDefaults() {
 	if c.PartSize <= 0 {
 		c.PartSize = 1 << 20
 	}
+	def(&c.OrderWait, 2*time.Second)
 }
 
 // Store is the persistence the processor needs (*dynamo.Store).
@@ -158,6 +181,7 @@ type Store interface {
 	ReleaseBatchRow(ctx context.Context, r *dynamo.BatchRow) error
 	ForgetBatchRow(ctx context.Context, r *dynamo.BatchRow) error
 	ReassignBatchRow(ctx context.Context, r *dynamo.BatchRow, newID int64) error
+	OpenBatchJobsOf(ctx context.Context, merchantID string) ([]dynamo.OpenBatchJob, error)
 }
 
 // Sender queues a message (internal/queue).
@@ -442,7 +466,14 @@ func (p *Processor) run(ctx context.Context, j *dynamo.BatchJob, create, check b
 		p.Log.Info("batch job already finished", "merchantId", job.MerchantID, "jobId", job.JobID, "state", job.State)
 		return nil
 	}
-	return p.runJob(ctx, job, owner, until, deadline)
+	return p.runJob(withQueued(ctx, !create), job, owner, until, deadline)
+}
+
+type queuedKey struct{}
+
+// withQueued marks a run of a continuation-queue invocation.
+func withQueued(ctx context.Context, q bool) context.Context {
+	return context.WithValue(ctx, queuedKey{}, q)
 }
 
 // runJob works on a job whose lease owner holds until `until`.
@@ -450,6 +481,13 @@ func (p *Processor) runJob(ctx context.Context, job *dynamo.BatchJob, owner stri
 	job.Owner, job.LeaseUntil = owner, until.UnixMilli()
 	r := p.newRun(job)
 	r.stopAt = deadline.Add(-p.cfg.TimeReserve)
+	if s := p.cfg.Slice; s > 0 && p.Now().Add(s).Before(r.stopAt) {
+		r.stopAt = p.Now().Add(s)
+	}
+	r.queued, _ = ctx.Value(queuedKey{}).(bool)
+	if p.cfg.RowsPerSecond > 0 {
+		r.pace = newPacer(p.cfg.RowsPerSecond / float64(p.sharers(ctx)))
+	}
 	err := r.work(ctx)
 	if isCrash(err) {
 		return err // a dead process cleans nothing up
@@ -493,6 +531,14 @@ type jobRun struct {
 	hashed int64 // bytes hashed in this run
 	log    *slog.Logger
 
+	queued bool   // a continuation-queue invocation (QueueCharging)
+	pace   *pacer // RowsPerSecond; nil: unpaced
+
+	// throttled: a row came back not processed (the acquirer rate limited
+	// it); no new line starts and the job continues after delay.
+	throttled atomic.Bool
+	delay     time.Duration
+
 	doneMu   sync.Mutex
 	doneRows []*dynamo.BatchRow // charged rows whose results are not stored yet
 	crashed  atomic.Bool        // a simulated crash: no clean-up at all
@@ -503,6 +549,9 @@ type jobRun struct {
 func (r *jobRun) outOfBudget() bool {
 	if r.lines == 0 {
 		return false
+	}
+	if r.throttled.Load() {
+		return true
 	}
 	if r.p.cfg.MaxLinesPerRun > 0 && r.lines >= r.p.cfg.MaxLinesPerRun {
 		return true
@@ -524,6 +573,17 @@ func (r *jobRun) work(ctx context.Context) error {
 		case dynamo.BatchHashing:
 			finished, err = r.hash(ctx)
 		case dynamo.BatchCharging, dynamo.BatchReporting:
+			if r.p.cfg.QueueCharging && !r.queued {
+				// Acquirer calls only under the queue's concurrency.
+				return r.pause(ctx)
+			}
+			if wait, werr := r.behindOlderFile(ctx); werr != nil || wait {
+				if werr != nil {
+					return werr
+				}
+				r.delay = r.p.cfg.OrderWait
+				return r.pause(ctx)
+			}
 			finished, err = r.charge(ctx, m)
 		case dynamo.BatchAssembling:
 			finished, err = true, r.assemble(ctx)
@@ -554,7 +614,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 	r.log.Info("batch job continues in a new invocation", "state", r.job.State, "offset", r.job.Offset,
 		"nextLine", r.job.NextLine, "hashOffset", r.job.HashOffset)
 	// If this fails the invocation fails and is retried, which continues the job.
-	return r.p.schedule(ctx, r.job, 0, false)
+	return r.p.schedule(ctx, r.job, r.delay, false)
 }
 
 // save writes the job's progress while this run holds its lease.

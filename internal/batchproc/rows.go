@@ -20,6 +20,7 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/provider"
 )
 
 type hashState interface {
@@ -286,6 +287,14 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 		}
 		if t.err != nil {
 			firstErr = t.err
+			if errors.Is(t.err, provider.ErrNotProcessed) {
+				// The acquirer is rate limiting: start no new line, but let
+				// the charges in flight finish (cutting them off would leave
+				// unknown outcomes to look up, more requests into the same
+				// exhausted budget). The job pauses below.
+				r.throttled.Store(true)
+				continue
+			}
 			if isCrash(t.err) {
 				// A simulated death (tests): from here on nothing starts,
 				// claims or cleans up. A charge in flight is cut off, as a
@@ -311,6 +320,14 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 		// the job can save nothing: the new holder replays its rows.
 		if errors.Is(firstErr, errLeaseLost) {
 			return false, firstErr
+		}
+		if errors.Is(firstErr, provider.ErrNotProcessed) {
+			// Rows take what the shoppers leave of the acquirer's budget:
+			// keep what is done and continue after the acquirer's hint;
+			// the row that was refused is charged then, as a first try.
+			r.delay = provider.RetryAfterOf(firstErr)
+			r.log.Info("acquirer rate limited a batch row; the job pauses", "line", r.job.NextLine, "retryAfter", r.delay.String())
+			return false, r.checkpoint(ctx, pb)
 		}
 		return false, errors.Join(firstErr, r.checkpoint(ctx, pb))
 	}
@@ -826,6 +843,9 @@ func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row 
 			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 			}
 		}
+		if err := r.pace.wait(ctx); err != nil {
+			return batch.Result{}, err
+		}
 		var res batch.Result
 		res, err = r.p.Charger.ChargeRow(ctx, m, row, RowRef{PaymentRequestID: rec.PaymentRequestID})
 		if errors.Is(err, ErrPaymentRequestIDTaken) && reassigned < 5 {
@@ -837,6 +857,9 @@ func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row 
 				"takenId", old, "paymentRequestId", rec.PaymentRequestID)
 			attempt, reassigned = attempt-1, reassigned+1
 			continue
+		}
+		if errors.Is(err, provider.ErrNotProcessed) {
+			return batch.Result{}, err // not retried at once: the job backs off
 		}
 		if err == nil {
 			if res.PaymentRequestID == "" {

@@ -80,6 +80,9 @@ func Batch(ctx context.Context, getenv config.Getenv, opts Options) (*batchproc.
 			}
 		}
 	}
+	if err := shareOfAcquirer(getenv, &cfg); err != nil {
+		return nil, fmt.Errorf("wire batch: %w", err)
+	}
 	svc, err := b.paymentService(ctx, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("wire batch: %w", err)

@@ -93,6 +93,12 @@ func (r *Resources) SQSSources() ([]SQSSource, error) {
 			maxConc := ""
 			if n := cfn.Path(ev.Properties, "ScalingConfig", "MaximumConcurrency"); n != nil {
 				maxConc = n.Value
+				if r.resolver != nil {
+					// A !Ref to a per-stage parameter (BatchQueueConcurrency).
+					if v, err := r.resolver.String(n); err == nil {
+						maxConc = v
+					}
+				}
 			}
 			for _, n := range []string{maxConc, r.functionProperty(f.LogicalID, "ReservedConcurrentExecutions")} {
 				if v, err := strconv.Atoi(n); err == nil && v > 0 {
@@ -187,7 +193,12 @@ type poller struct {
 	// to visibility once in hand; lease 0: no lease, the queue's own.
 	lease, visibility int32
 	active            atomic.Int32 // pollers running
-	wg                sync.WaitGroup
+	// busy: pollers invoking the function. While fewer than max are busy one
+	// more keeps receiving, as Lambda's pollers go on polling while an
+	// invocation runs: a message sent meanwhile starts at once (up to
+	// MaximumConcurrency) instead of waiting for a running invocation.
+	busy atomic.Int32
+	wg   sync.WaitGroup
 }
 
 // scaleUp starts one more poller unless max are running.
@@ -205,11 +216,11 @@ func (p *poller) scaleUp(ctx context.Context) {
 	}
 }
 
-// retire stops the calling poller unless it is the last one.
+// retire stops the calling poller unless it is the last one receiving.
 func (p *poller) retire() bool {
 	for {
 		n := p.active.Load()
-		if n <= 1 {
+		if n <= 1 || n-p.busy.Load() <= 1 {
 			return false
 		}
 		if p.active.CompareAndSwap(n, n-1) {
@@ -258,11 +269,13 @@ func (p *poller) run(ctx context.Context) {
 			}
 			continue
 		}
-		if len(out.Messages) == int(src.BatchSize) {
-			p.scaleUp(ctx) // a full batch: more may be waiting
+		busy := p.busy.Add(1)
+		if len(out.Messages) == int(src.BatchSize) || p.active.Load()-busy <= 0 {
+			p.scaleUp(ctx) // a full batch (more may be waiting), or nobody left receiving
 		}
 		p.extend(ctx, out.Messages)
 		p.handle(ctx, out.Messages)
+		p.busy.Add(-1)
 	}
 	p.active.Add(-1)
 }

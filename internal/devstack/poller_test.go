@@ -95,7 +95,11 @@ func TestSQSSourcesFollowTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{"Notifications": 10, "BatchNotifications": 5}
+	batchQueue := 0
 	for _, src := range sources {
+		if src.FunctionID == "BatchFunction" && src.EventName == "Continue" {
+			batchQueue = src.MaxConcurrency
+		}
 		limit, ok := want[src.EventName]
 		if !ok || src.FunctionID != "NotifierFunction" {
 			continue
@@ -116,6 +120,11 @@ func TestSQSSourcesFollowTheTemplate(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Fatalf("sources missing: %v", want)
+	}
+	// MaximumConcurrency: !Ref BatchQueueConcurrency (default 4) bounds the
+	// batch rows' acquirer traffic locally as on AWS.
+	if batchQueue != 4 {
+		t.Errorf("batch continuation queue concurrency %d, want the parameter's 4", batchQueue)
 	}
 }
 

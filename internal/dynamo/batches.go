@@ -680,7 +680,11 @@ func batchOpenKey(merchantID, jobID string) map[string]types.AttributeValue {
 func (s *Store) markBatchJobOpen(ctx context.Context, merchantID, jobID string, now time.Time) error {
 	item := batchOpenKey(merchantID, jobID)
 	item["since"] = numberAV(now.UnixMilli())
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item}); err != nil {
+	// Written once: a redelivered upload event keeps the job's place in its
+	// merchant's upload order (OpenBatchJobsOf).
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item,
+		ConditionExpression: aws.String("attribute_not_exists(pk)")})
+	if err != nil && !isConditionFailed(err) {
 		return fmt.Errorf("mark batch job open: %w", err)
 	}
 	return nil

@@ -71,6 +71,7 @@ type Store interface {
 	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
 	CommitAndSettle(ctx context.Context, c dynamo.AttemptCommit, st dynamo.Settlement) error
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
+	DiscardAttempt(ctx context.Context, requestID, txID int64) error
 	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
 	CreateTransaction(ctx context.Context, t *payment.Transaction) error
 	Transaction(ctx context.Context, id int64) (*payment.Transaction, error)
@@ -758,7 +759,8 @@ func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *paym
 // outcome. When the provider gives no answer the outcome is unknown: the
 // reference is looked up, and if that fails too the transaction stays
 // waiting for the reconciler (the payer gets 503 and may retry with the same
-// Idempotency-Key); it is never guessed.
+// Idempotency-Key); it is never guessed. An acquirer that refused the
+// charge unprocessed (rate limited) is not an unknown outcome: notProcessed.
 func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.Transaction, a Attempt, det *card.Details) (Result, error) {
 	email := ""
 	if a.Payer != nil {
@@ -769,6 +771,9 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		Method: a.Method, Selector: a.Selector, Card: det, CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
 		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo,
 	})
+	if errors.Is(err, provider.ErrNotProcessed) {
+		return Result{}, s.notProcessed(ctx, req, tx, err)
+	}
 	if err != nil {
 		s.Log.Error("provider charge failed; looking the reference up", "transaction_id", tx.ID, "error", err.Error())
 		out, err = s.lookup(ctx, tx)
@@ -779,6 +784,38 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 	}
 	crashpoint.Hit(crashpoint.AfterCharge)
 	return s.record(ctx, req, tx, out, a)
+}
+
+// notProcessed ends an attempt the acquirer refused before processing it
+// (rate limited within its whole retry budget): nothing was charged and the
+// reference was never used, so this is neither an unknown outcome (no
+// lookup: it would be one more request into the exhausted budget) nor a
+// decline (no declined transaction, no notification). The write-ahead
+// transaction is deleted and the lease released in one write, the limit
+// counters it held are given back, and the payer gets 503 with Retry-After:
+// the request is payable again at once. If the discard cannot be written
+// the attempt stays waiting and the reconciler resolves it as usual.
+func (s *Service) notProcessed(ctx context.Context, req *payment.Request, tx *payment.Transaction, cause error) error {
+	s.Log.Warn("acquirer rate limited the charge; nothing charged, attempt given back", "transaction_id", tx.ID,
+		"payment_request_id", req.ID, "error", cause.Error())
+	// The caller's deadline may be what ended the retries: the discard gets
+	// its own short budget.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := s.Store.DiscardAttempt(ctx, req.ID, tx.ID); err != nil {
+		s.Log.Error("discarding the unprocessed attempt failed; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
+	} else if tx.Limits != nil {
+		w := dynamo.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
+		if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
+			s.Log.Error("release limit counters failed", "transaction_id", tx.ID, "error", err.Error())
+		}
+	}
+	wait := provider.RetryAfterOf(cause)
+	p := problem.Unavailable(fmt.Sprintf("The payment provider is busy and did not process the payment; nothing was charged. Try again in %d seconds.", int64((wait+time.Second-1)/time.Second)))
+	p.Headers = map[string][]string{"Retry-After": {strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10)}}
+	// Both: the HTTP layer answers the problem, a batch row sees that
+	// nothing was processed (errors.Is provider.ErrNotProcessed).
+	return fmt.Errorf("%w (%w)", p, cause)
 }
 
 // lookup asks the provider what became of tx's charge. A reference it never

@@ -19,6 +19,9 @@
 //     its metadata (Search API). The residual risks are in docs/stripe.md.
 //   - Every call is bounded: the HTTP client has a timeout and stripe-go
 //     retries a failed call at most MaxNetworkRetries times with the same key.
+//     A rate-limited call (429), which stripe-go does not retry, is retried
+//     here with back-off and jitter; one that stays rate limited is
+//     provider.ErrNotProcessed (ratelimit.go).
 //   - No card number, CVV or secret key is logged or kept: the card goes to
 //     Stripe as a PaymentMethod and only its id is used afterwards.
 package stripe
@@ -31,6 +34,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sg "github.com/stripe/stripe-go/v83"
@@ -79,12 +83,22 @@ type Options struct {
 	// settles it. returnTo is ChargeRequest.ReturnURL. Nil: no return_url is
 	// sent, so a card needing 3-D Secure is declined with 004.
 	ReturnURL func(transactionID int64, returnTo string) string
+	// Rate-limited calls (HTTP 429) are sent again up to RateLimitRetries
+	// times, after a full-jitter back-off from RateLimitBase doubling up to
+	// RateLimitCap (or Stripe's Retry-After when longer), for at most
+	// RateLimitWait in all and never past the caller's deadline. Defaults:
+	// the DefaultRateLimit* constants; a negative RateLimitRetries is 0.
+	RateLimitRetries int
+	RateLimitBase    time.Duration
+	RateLimitCap     time.Duration
+	RateLimitWait    time.Duration
 }
 
 // Provider implements provider.Provider on Stripe. Safe for concurrent use.
 type Provider struct {
-	c    *sg.Client
-	opts Options
+	c           *sg.Client
+	opts        Options
+	rateLimited atomic.Int64
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -107,8 +121,30 @@ func New(opts Options) (*Provider, error) {
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = DefaultKeyPrefix
 	}
+	switch {
+	case opts.RateLimitRetries == 0:
+		opts.RateLimitRetries = DefaultRateLimitRetries
+	case opts.RateLimitRetries < 0:
+		opts.RateLimitRetries = 0
+	}
+	if opts.RateLimitBase <= 0 {
+		opts.RateLimitBase = DefaultRateLimitBase
+	}
+	if opts.RateLimitCap <= 0 {
+		opts.RateLimitCap = DefaultRateLimitCap
+	}
+	if opts.RateLimitWait <= 0 {
+		opts.RateLimitWait = DefaultRateLimitWait
+	}
+	// Every send passes watchTransport, which tells a 429 that proves
+	// nothing was processed from one after an unanswered send.
+	hc := *opts.HTTPClient
+	if hc.Transport == nil {
+		hc.Transport = http.DefaultTransport
+	}
+	hc.Transport = watchTransport{next: hc.Transport}
 	telemetry := false
-	cfg := &sg.BackendConfig{HTTPClient: opts.HTTPClient, MaxNetworkRetries: opts.MaxNetworkRetries,
+	cfg := &sg.BackendConfig{HTTPClient: &hc, MaxNetworkRetries: opts.MaxNetworkRetries,
 		EnableTelemetry: &telemetry, LeveledLogger: &sg.LeveledLogger{Level: sg.LevelError}}
 	if opts.APIBase != "" {
 		cfg.URL = sg.String(opts.APIBase)
@@ -192,16 +228,26 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 		}
 	}
 	pip.SetIdempotencyKey(key)
-	pi, err := p.c.V1PaymentIntents.Create(ctx, pip)
+	var pi *sg.PaymentIntent
+	err = p.do(ctx, func(ctx context.Context) (err error) { pi, err = p.c.V1PaymentIntents.Create(ctx, pip); return })
 	if err != nil {
 		var se *sg.Error
 		if errors.As(err, &se) && se.Type == sg.ErrorTypeIdempotency {
 			// The reference was spent by Lookup (or charged with other
 			// parameters): answer with what became of it, charge nothing.
-			return p.find(ctx, req.Reference, true)
+			out, err := p.find(ctx, req.Reference, true)
+			if errors.Is(err, provider.ErrNotProcessed) {
+				// The search was rate limited, not the charge: the key was
+				// used, so the outcome is unknown, never "not processed".
+				err = fmt.Errorf("stripe: find the intent of a used key: %s", err.Error())
+			}
+			return out, err
 		}
 		if out, ok := cardError(err); ok {
 			return out, nil
+		}
+		if errors.Is(err, provider.ErrNotProcessed) {
+			return provider.Outcome{}, err
 		}
 		if errors.As(err, &se) && se.Type == sg.ErrorTypeInvalidRequest && se.Param == "payment_method" && strings.HasPrefix(req.WalletToken, "pm_") {
 			// A wallet PaymentMethod Stripe does not know or will not charge
@@ -235,10 +281,15 @@ func (p *Provider) cardPaymentMethod(ctx context.Context, req provider.ChargeReq
 	}
 	pmp := &sg.PaymentMethodCreateParams{Type: sg.String(string(sg.PaymentMethodTypeCard)), Card: cp}
 	pmp.SetIdempotencyKey(key + ":pm")
-	pm, err := p.c.V1PaymentMethods.Create(ctx, pmp)
+	var pm *sg.PaymentMethod
+	err := p.do(ctx, func(ctx context.Context) (err error) { pm, err = p.c.V1PaymentMethods.Create(ctx, pmp); return })
 	if err != nil {
 		if out, ok := cardError(err); ok {
 			return "", out, nil // refused before any intent: nothing to charge
+		}
+		if errors.Is(err, provider.ErrNotProcessed) {
+			// No intent exists yet: nothing can have been charged.
+			return "", provider.Outcome{}, err
 		}
 		if req.Method == provider.MethodWallet {
 			var se *sg.Error
@@ -311,7 +362,7 @@ func (p *Provider) metadata(ref string, txID, prID int64) map[string]string {
 func (p *Provider) cancel(ctx context.Context, id, ref string) {
 	cp := &sg.PaymentIntentCancelParams{}
 	cp.SetIdempotencyKey(p.chargeKey(ref) + ":cancel")
-	_, _ = p.c.V1PaymentIntents.Cancel(ctx, id, cp)
+	_ = p.do(ctx, func(ctx context.Context) error { _, err := p.c.V1PaymentIntents.Cancel(ctx, id, cp); return err })
 }
 
 // Lookup reports what became of reference; see the package doc for how it
@@ -327,7 +378,8 @@ func (p *Provider) Lookup(ctx context.Context, reference string) (provider.Outco
 		Description:        sg.String("payreq: reference closed unused, never confirmed"),
 	}
 	params.SetIdempotencyKey(p.chargeKey(reference))
-	pi, err := p.c.V1PaymentIntents.Create(ctx, params)
+	var pi *sg.PaymentIntent
+	err := p.do(ctx, func(ctx context.Context) (err error) { pi, err = p.c.V1PaymentIntents.Create(ctx, params); return })
 	if err == nil {
 		// Stripe accepted these parameters under the key, so no charge used
 		// it (a charge's parameters differ): the key now belongs to this
@@ -339,6 +391,9 @@ func (p *Provider) Lookup(ctx context.Context, reference string) (provider.Outco
 	if errors.As(err, &se) && se.Type == sg.ErrorTypeIdempotency {
 		return p.find(ctx, reference, false)
 	}
+	if errors.Is(err, provider.ErrNotProcessed) {
+		return provider.Outcome{}, err
+	}
 	return provider.Outcome{}, fmt.Errorf("stripe: close reference: %w", redact(err))
 }
 
@@ -348,12 +403,20 @@ var ErrNotYetVisible = errors.New("stripe: the intent of this reference is not s
 
 // find reads the intent of reference through the Search API. A closed
 // reference is ErrUnknownReference for Lookup and a 012 decline for Charge.
-func (p *Provider) find(ctx context.Context, reference string, forCharge bool) (provider.Outcome, error) {
+func (p *Provider) find(ctx context.Context, reference string, forCharge bool) (out provider.Outcome, err error) {
+	err = p.do(ctx, func(ctx context.Context) (err error) { out, err = p.search(ctx, reference, forCharge); return })
+	return out, err
+}
+
+func (p *Provider) search(ctx context.Context, reference string, forCharge bool) (provider.Outcome, error) {
 	sp := &sg.PaymentIntentSearchParams{SearchParams: sg.SearchParams{
 		Query: fmt.Sprintf("metadata['%s']:'%s'", MetaReference, reference), Limit: sg.Int64(10)}}
 	var found *sg.PaymentIntent
 	for pi, err := range p.c.V1PaymentIntents.Search(ctx, sp) {
 		if err != nil {
+			if rateLimited(err) {
+				return provider.Outcome{}, err // retried by find
+			}
 			return provider.Outcome{}, fmt.Errorf("stripe: search payment intent: %w", redact(err))
 		}
 		if pi.Metadata[MetaReference] != reference {
@@ -380,7 +443,11 @@ func (p *Provider) CompleteChallenge(ctx context.Context, res provider.Challenge
 	if res.ProviderRef == "" {
 		return provider.Outcome{}, provider.ErrUnknownChallenge
 	}
-	pi, err := p.c.V1PaymentIntents.Retrieve(ctx, res.ProviderRef, &sg.PaymentIntentRetrieveParams{})
+	var pi *sg.PaymentIntent
+	err := p.do(ctx, func(ctx context.Context) (err error) {
+		pi, err = p.c.V1PaymentIntents.Retrieve(ctx, res.ProviderRef, &sg.PaymentIntentRetrieveParams{})
+		return
+	})
 	if err != nil {
 		return provider.Outcome{}, fmt.Errorf("stripe: retrieve payment intent: %w", redact(err))
 	}
@@ -431,7 +498,8 @@ func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (prov
 		rp.Reason = sg.String(string(sg.RefundReasonRequestedByCustomer))
 	}
 	rp.SetIdempotencyKey(p.opts.KeyPrefix + ":refund:" + req.RefundID)
-	r, err := p.c.V1Refunds.Create(ctx, rp)
+	var r *sg.Refund
+	err = p.do(ctx, func(ctx context.Context) (err error) { r, err = p.c.V1Refunds.Create(ctx, rp); return })
 	if err != nil {
 		var se *sg.Error
 		if req.Void && errors.As(err, &se) && se.Type == sg.ErrorTypeInvalidRequest {
@@ -461,7 +529,11 @@ func RefundOutcomeOf(r *sg.Refund) provider.RefundOutcome {
 // call), next action included; the service's challenge page uses it to send
 // the payer to the issuer and to settle when Stripe sends the payer back.
 func (p *Provider) ChallengeStatus(ctx context.Context, providerRef string) (provider.Outcome, error) {
-	pi, err := p.c.V1PaymentIntents.Retrieve(ctx, providerRef, &sg.PaymentIntentRetrieveParams{})
+	var pi *sg.PaymentIntent
+	err := p.do(ctx, func(ctx context.Context) (err error) {
+		pi, err = p.c.V1PaymentIntents.Retrieve(ctx, providerRef, &sg.PaymentIntentRetrieveParams{})
+		return
+	})
 	if err != nil {
 		return provider.Outcome{}, fmt.Errorf("stripe: retrieve payment intent: %w", redact(err))
 	}
