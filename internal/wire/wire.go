@@ -62,7 +62,7 @@ func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, er
 	if err != nil {
 		return nil, fmt.Errorf("seal key: %w", err)
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Tables)
+	store := dynamo.New(dynamodb.NewFromConfig(awsCfg), dynamo.Tables(cfg.Tables))
 	return &base{cfg: cfg, aws: awsCfg, store: store, sealer: sealer}, nil
 }
 
