@@ -26,7 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
@@ -34,6 +33,7 @@ import (
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // MaxBody is the largest callback body read.

@@ -14,13 +14,13 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
 )

@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // 3-D Secure in this service:

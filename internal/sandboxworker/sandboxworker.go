@@ -25,8 +25,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // Job kinds.

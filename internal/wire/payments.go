@@ -10,12 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // Payments wires PaymentsFunction.
