@@ -58,7 +58,7 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxworker"
+	"github.com/payreq/payreq/internal/sandboxjob"
 )
 
 // Store is the persistence the service needs (*dynamo.Store).
@@ -897,15 +897,15 @@ func (s *Service) schedule(ctx context.Context, tx *payment.Transaction, out pro
 	if !s.Sandbox || s.Queue == nil {
 		return
 	}
-	job := sandboxworker.Job{TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID, ProviderRef: tx.ProviderRef}
+	job := sandboxjob.Job{TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID, ProviderRef: tx.ProviderRef}
 	after := s.ChallengeWindow
 	if out.Async != nil {
 		after = out.Async.After
-		job.Kind, job.Status, job.Code = sandboxworker.KindResult, int(out.Async.Status), string(out.Async.Code)
+		job.Kind, job.Status, job.Code = sandboxjob.KindResult, int(out.Async.Status), string(out.Async.Code)
 	} else {
-		job.Kind = sandboxworker.KindThreeDSTimeout
+		job.Kind = sandboxjob.KindThreeDSTimeout
 	}
-	job.EventID = sandboxworker.EventIDFor(job.Kind, tx.ID)
+	job.EventID = sandboxjob.EventIDFor(job.Kind, tx.ID)
 	job.DueAt = now.Add(after).UTC()
 	if err := s.Queue.Send(ctx, s.SandboxQueueURL, job, after); err != nil {
 		// The reconciler resolves the attempt once its window has passed.
