@@ -5,9 +5,9 @@
 // transaction through their states with conditional writes only. Every step
 // may be repeated after a crash (recover.go): see docs/payments.md for the
 // state machine and what each crash point leaves behind. It is
-// transport-independent: the payments function's HTTP handler (this
-// package's Handler), the hosted checkout and the batch processor all call
-// Service.
+// transport-independent (no HTTP import): the payments function's HTTP
+// edge (internal/paymentsapi), the hosted checkout and the batch processor
+// all call Service.
 //
 // States (spec "States and transitions"):
 //
@@ -206,8 +206,8 @@ var ErrUnknownTransaction = errors.New("unknown transaction")
 
 // ---- validation ------------------------------------------------------------
 
-// payerKind is the payer-data rule set of a method.
-func payerKind(m provider.Method) payer.Kind {
+// PayerKind is the payer-data rule set of a method.
+func PayerKind(m provider.Method) payer.Kind {
 	switch m {
 	case provider.MethodWallet:
 		return payer.Wallet
@@ -332,7 +332,7 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 	}
 	if a.Payer != nil {
 		a.Payer.Normalize()
-		errs = append(errs, a.Payer.Validate(payerKind(a.Method))...)
+		errs = append(errs, a.Payer.Validate(PayerKind(a.Method))...)
 		if a.WalletToken == "" && a.Payer.Token != nil {
 			a.WalletToken = *a.Payer.Token
 		}

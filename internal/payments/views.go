@@ -78,7 +78,7 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 		CreatedAt:  tx.CreatedAt.UTC(), UpdatedAt: tx.UpdatedAt.UTC(), SettledAt: tx.SettledAt,
 	}
 	if tx.ThreeDS != "" {
-		tds := s.threeDSView(tx, baseURL)
+		tds := s.ThreeDSView(tx, baseURL)
 		v.ThreeDS = &tds
 	}
 	if tx.Refund != nil {
@@ -88,7 +88,7 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 	return v
 }
 
-func (s *Service) threeDSView(tx *payment.Transaction, baseURL string) ThreeDSView {
+func (s *Service) ThreeDSView(tx *payment.Transaction, baseURL string) ThreeDSView {
 	v := ThreeDSView{Transaction3dsID: ThreeDSID(tx.ID), TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID,
 		Status: tx.ThreeDS, TransactionStatusID: tx.Status}
 	if tx.Status == payment.TxPending && tx.ThreeDS == payment.ThreeDSChallenge {
@@ -120,7 +120,7 @@ func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id in
 
 // TransactionByRef loads a transaction of m by id or by transactionNumber.
 func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, ref string) (*payment.Transaction, error) {
-	if id, ok := parsePositive(ref); ok {
+	if id, ok := ParseID(ref); ok {
 		return s.TransactionOf(ctx, m, id)
 	}
 	if !strings.HasPrefix(ref, "TX") || len(ref) != 18 {

@@ -12,6 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
@@ -33,7 +34,7 @@ func Payments(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 	if err != nil {
 		return nil, fmt.Errorf("wire payments: %w", err)
 	}
-	return payments.NewHandler(payments.HandlerDeps{
+	return paymentsapi.NewHandler(paymentsapi.HandlerDeps{
 		Service:       svc,
 		Guard:         guard,
 		Log:           b.cfg.NewLogger().With("function", "payments"),
