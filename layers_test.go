@@ -43,6 +43,7 @@ var layerOf = map[string]int{
 	"internal/crashpoint":    layerDomain,
 	"internal/currency":      layerDomain,
 	"internal/dashuser":      layerDomain,
+	"internal/errkind":       layerDomain,
 	"internal/emf":           layerDomain, // metrics are log lines: no I/O beyond the logger
 	"internal/ids":           layerDomain,
 	"internal/merchant":      layerDomain,
