@@ -52,11 +52,11 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/sandboxjob"
 )
@@ -277,7 +277,7 @@ func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
 func acquirerProblem(err error) error {
 	var ae *provider.AmountError
 	if errors.As(err, &ae) {
-		return problem.Validation([]problem.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
+		return errkind.Validation([]errkind.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
 	}
 	return err
 }
@@ -307,13 +307,13 @@ func (s *Service) Offers(method provider.Method, unit string) bool {
 }
 
 // MethodProblem is the 400 045 of a method no configured connector serves.
-func MethodProblem(method provider.Method) *problem.Problem {
-	return problem.BadRequest("Payment method "+strconv.Quote(string(method))+" is not enabled for this merchant.", codes.InvalidPaymentMethod)
+func MethodProblem(method provider.Method) *errkind.Error {
+	return errkind.BadInput("Payment method "+strconv.Quote(string(method))+" is not enabled for this merchant.", codes.InvalidPaymentMethod)
 }
 
 // SelectorProblem is the 400 045 of a selector the merchant cannot use.
-func SelectorProblem(n int) *problem.Problem {
-	return problem.BadRequest(fmt.Sprintf("Payment method selector %d is not enabled for this merchant.", n), codes.InvalidPaymentMethod)
+func SelectorProblem(n int) *errkind.Error {
+	return errkind.BadInput(fmt.Sprintf("Payment method selector %d is not enabled for this merchant.", n), codes.InvalidPaymentMethod)
 }
 
 // validate checks an attempt before anything is written.
@@ -321,11 +321,11 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 	if a.Selector != 0 && !s.SelectorEnabled(m, a.Selector) {
 		return nil, SelectorProblem(a.Selector)
 	}
-	var errs []problem.FieldError
+	var errs []errkind.FieldError
 	switch a.Method {
 	case provider.MethodCard, provider.MethodWallet, provider.MethodQR, provider.MethodUPI, provider.MethodAlternative:
 	default:
-		return nil, problem.BadRequest("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
+		return nil, errkind.BadInput("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
 	}
 	if !s.Serves(a.Method) {
 		return nil, MethodProblem(a.Method)
@@ -340,12 +340,12 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 			a.UPIID = a.Payer.UPIID
 		}
 	} else if a.Method != provider.MethodCard && !a.Hosted {
-		errs = append(errs, problem.FieldError{Field: payer.FieldName, Code: codes.InvalidName, Detail: "payer data is required"})
+		errs = append(errs, errkind.FieldError{Field: payer.FieldName, Code: codes.InvalidName, Detail: "payer data is required"})
 	}
 	var det *card.Details
 	if a.Method == provider.MethodCard {
 		if a.Card == nil {
-			errs = append(errs, problem.FieldError{Field: "card", Code: codes.InvalidCardNumber, Detail: "card is required"})
+			errs = append(errs, errkind.FieldError{Field: "card", Code: codes.InvalidCardNumber, Detail: "card is required"})
 		} else {
 			in := *a.Card
 			if in.Holder == "" && a.Payer != nil {
@@ -362,13 +362,13 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 		}
 	}
 	if a.Method == provider.MethodWallet && a.Payer == nil && a.WalletToken == "" {
-		errs = append(errs, problem.FieldError{Field: payer.FieldToken, Code: codes.InvalidToken, Detail: "token is required"})
+		errs = append(errs, errkind.FieldError{Field: payer.FieldToken, Code: codes.InvalidToken, Detail: "token is required"})
 	}
 	if a.Method == provider.MethodUPI && a.Payer == nil && !payer.ValidUPI(a.UPIID) {
-		errs = append(errs, problem.FieldError{Field: payer.FieldUPIID, Code: codes.InvalidUPI, Detail: "upiId must be a UPI address such as name@bank"})
+		errs = append(errs, errkind.FieldError{Field: payer.FieldUPIID, Code: codes.InvalidUPI, Detail: "upiId must be a UPI address such as name@bank"})
 	}
 	if len(errs) > 0 {
-		return nil, problem.Validation(errs)
+		return nil, errkind.Validation(errs)
 	}
 	return det, nil
 }
@@ -378,7 +378,7 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 // Pay runs attempt a on payment request requestID of merchant m. A processed
 // attempt (approved, declined — limits included — or pending) is a Result;
 // invalid input, an unknown request, a paid or cancelled request and a
-// concurrent attempt are *problem.Problem errors (400, 404, 409).
+// concurrent attempt are *errkind.Error errors (invalid, not found, conflict).
 //
 // With an Idempotency-Key, the transaction id is derived from the key's
 // record (ids.SeedFrom), so a retry after a crash finds the attempt the first
@@ -516,7 +516,7 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, txID int64, a Attempt, det *card.Details, now time.Time) (Result, error) {
 	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
 	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
-		return Result{}, problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
+		return Result{}, errkind.NotFoundErr(fmt.Sprintf("Payment request %d does not exist.", id))
 	}
 	if err != nil {
 		return Result{}, err
@@ -526,14 +526,14 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 	}
 	switch {
 	case req.Status == payment.RequestPaid:
-		return Result{}, problem.Conflict(fmt.Sprintf("Payment request %d is already paid.", id), "")
+		return Result{}, errkind.ConflictErr(fmt.Sprintf("Payment request %d is already paid.", id), "")
 	case req.Status == payment.RequestCancelled:
-		return Result{}, problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
+		return Result{}, errkind.ConflictErr(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
 	case a.Amount != nil && !a.Amount.Equal(req.Amount):
-		return Result{}, problem.Validation([]problem.FieldError{{Field: "amount", Code: codes.InvalidAmount,
+		return Result{}, errkind.Validation([]errkind.FieldError{{Field: "amount", Code: codes.InvalidAmount,
 			Detail: "amount does not match the payment request's amount " + req.Amount.String()}})
 	case a.Unit != "" && a.Unit != req.Unit:
-		return Result{}, problem.Validation([]problem.FieldError{{Field: "unit", Code: codes.InvalidCurrency,
+		return Result{}, errkind.Validation([]errkind.FieldError{{Field: "unit", Code: codes.InvalidCurrency,
 			Detail: "unit does not match the payment request's unit " + req.Unit}})
 	case lease.Active(now):
 		superseded, after, err := s.supersedeChallenge(ctx, lease.TransactionID, a, now)
@@ -619,14 +619,10 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 }
 
 // busy is the 409 of a request another attempt holds, with the real wait.
-func busy(id int64, wait time.Duration) *problem.Problem {
-	p := problem.Conflict(fmt.Sprintf("Another payment attempt on payment request %d is in progress.", id), "")
-	secs := int64(wait.Round(time.Second) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	p.Headers = map[string][]string{"Retry-After": {strconv.FormatInt(secs, 10)}}
-	return p
+func busy(id int64, wait time.Duration) *errkind.Error {
+	e := errkind.ConflictErr(fmt.Sprintf("Another payment attempt on payment request %d is in progress.", id), "")
+	e.RetryAfter = max(wait, time.Second) // the edge's Retry-After: whole seconds, at least 1
+	return e
 }
 
 // stateProblem is the 409 of a request that changed under a takeover.
@@ -637,9 +633,9 @@ func (s *Service) stateProblem(ctx context.Context, id int64) error {
 	}
 	switch {
 	case req.Status == payment.RequestPaid:
-		return problem.Conflict(fmt.Sprintf("Payment request %d is already paid.", id), "")
+		return errkind.ConflictErr(fmt.Sprintf("Payment request %d is already paid.", id), "")
 	case req.Status == payment.RequestCancelled:
-		return problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
+		return errkind.ConflictErr(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
 	}
 	return busy(id, time.UnixMilli(lease.Until).Sub(s.Now()))
 }
@@ -774,7 +770,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		out, err = s.lookup(ctx, tx)
 		if err != nil {
 			s.Log.Error("charge outcome unknown; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
-			return Result{}, problem.Unavailable("The payment provider did not answer. Retry with the same Idempotency-Key; you will not be charged twice.")
+			return Result{}, errkind.UnavailableErr("The payment provider did not answer. Retry with the same Idempotency-Key; you will not be charged twice.")
 		}
 	}
 	crashpoint.Hit(crashpoint.AfterCharge)

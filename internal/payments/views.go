@@ -13,9 +13,9 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -104,8 +104,8 @@ func refundView(tx *payment.Transaction) RefundView {
 		Code: codes.Code(r.Code), CreatedAt: r.CreatedAt.UTC(), CompletedAt: r.CompletedAt}
 }
 
-func txNotFound(ref string) *problem.Problem {
-	return problem.NotFound("Transaction " + ref + " does not exist.")
+func txNotFound(ref string) *errkind.Error {
+	return errkind.NotFoundErr("Transaction " + ref + " does not exist.")
 }
 
 // TransactionOf loads transaction id of merchant m; another merchant's
@@ -124,7 +124,7 @@ func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, re
 		return s.TransactionOf(ctx, m, id)
 	}
 	if !strings.HasPrefix(ref, "TX") || len(ref) != 18 {
-		return nil, problem.BadRequest("The id must be a transaction id (a positive integer) or a transaction number (TX…), got "+strconv.Quote(ref)+".", "")
+		return nil, errkind.BadInput("The id must be a transaction id (a positive integer) or a transaction number (TX…), got "+strconv.Quote(ref)+".", "")
 	}
 	tx, err := s.Store.TransactionByNumber(ctx, ref)
 	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
@@ -145,17 +145,17 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 	now := s.Now().UTC()
 	if tx.Refund == nil {
 		if tx.Status != payment.TxApproved {
-			return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
+			return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
 		}
 		if rc, ok := s.Provider.(provider.RefundChecker); ok && !s.Sandbox {
 			if err := rc.CheckRefund(provider.Method(tx.Method), tx.Selector, tx.Unit); err != nil {
-				return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
+				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
 			}
 		}
 		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
 		if errors.Is(err, dynamo.ErrConflict) { // a concurrent call began it
 			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
-				return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
+				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
 			}
 		}
 		if err != nil {
