@@ -51,7 +51,6 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
@@ -63,26 +62,26 @@ import (
 
 // Store is the persistence the service needs (*dynamo.Store).
 type Store interface {
-	LeasePaymentRequest(ctx context.Context, l dynamo.Lease) (*payment.Request, error)
+	LeasePaymentRequest(ctx context.Context, l payment.Lease) (*payment.Request, error)
 	CreateLeasedPaymentRequest(ctx context.Context, r *payment.Request, txID int64, until time.Time) error
 	CreateLeasedRequestWithTransaction(ctx context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error
-	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, dynamo.AttemptLease, error)
+	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, payment.AttemptLease, error)
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
-	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
-	CommitAndSettle(ctx context.Context, c dynamo.AttemptCommit, st dynamo.Settlement) error
+	CommitAttempt(ctx context.Context, c payment.AttemptCommit) (*payment.Request, error)
+	CommitAndSettle(ctx context.Context, c payment.AttemptCommit, st payment.Settlement) error
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
 	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
 	CreateTransaction(ctx context.Context, t *payment.Transaction) error
 	Transaction(ctx context.Context, id int64) (*payment.Transaction, error)
 	TransactionByNumber(ctx context.Context, num string) (*payment.Transaction, error)
-	MarkPending(ctx context.Context, p dynamo.Pending) (*payment.Transaction, error)
-	SettleTransaction(ctx context.Context, s dynamo.Settlement) (*payment.Transaction, error)
+	MarkPending(ctx context.Context, p payment.Pending) (*payment.Transaction, error)
+	SettleTransaction(ctx context.Context, s payment.Settlement) (*payment.Transaction, error)
 	OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*payment.Transaction, error)
 	BeginRefund(ctx context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error)
 	CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error)
-	ReserveLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal, caps dynamo.LimitCaps) error
-	ReleaseLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal) error
-	LimitUsageOf(ctx context.Context, w dynamo.LimitWindow) (dynamo.LimitUsage, error)
+	ReserveLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal, caps payment.LimitCaps) error
+	ReleaseLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal) error
+	LimitUsageOf(ctx context.Context, w payment.LimitWindow) (payment.LimitUsage, error)
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 }
 
@@ -391,7 +390,7 @@ func (s *Service) Pay(ctx context.Context, m *merchant.Merchant, requestID int64
 	}
 	txID := attemptID(ctx, now)
 	req, err := s.Store.LeasePaymentRequest(ctx, s.lease(requestID, m.ID, txID, a, now))
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		return s.leaseRefused(ctx, m, requestID, txID, a, det, now)
 	}
 	if err != nil {
@@ -401,8 +400,8 @@ func (s *Service) Pay(ctx context.Context, m *merchant.Merchant, requestID int64
 	return s.run(ctx, m, req, txID, a, det)
 }
 
-func (s *Service) lease(requestID int64, merchantID string, txID int64, a Attempt, now time.Time) dynamo.Lease {
-	return dynamo.Lease{RequestID: requestID, MerchantID: merchantID, TransactionID: txID,
+func (s *Service) lease(requestID int64, merchantID string, txID int64, a Attempt, now time.Time) payment.Lease {
+	return payment.Lease{RequestID: requestID, MerchantID: merchantID, TransactionID: txID,
 		Now: now, Until: now.Add(s.SyncLease), Amount: a.Amount, Unit: a.Unit}
 }
 
@@ -441,7 +440,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			written bool
 		)
 		tx, written, err = s.createLeased(ctx, m, &r, txID, a, det)
-		if errors.Is(err, dynamo.ErrExists) && seed != nil && try == 0 {
+		if errors.Is(err, payment.ErrExists) && seed != nil && try == 0 {
 			// Created by an earlier try with this key (or, astronomically
 			// rarely, a collision: then the request is not ours).
 			cur, lease, gerr := s.Store.PaymentRequestLease(ctx, r.ID)
@@ -457,7 +456,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			crashpoint.Hit(crashpoint.AfterLease)
 			return s.attempt(ctx, m, &r, tx, a, det, written)
 		}
-		if !errors.Is(err, dynamo.ErrExists) || try == 3 {
+		if !errors.Is(err, payment.ErrExists) || try == 3 {
 			return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
 		}
 	}
@@ -465,7 +464,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 
 // PayNew creates payment request r (its id set by the caller) for merchant
 // m with the attempt lease already taken, and runs a on it: the batch's row
-// payments, whose request ids the batch fixed. ErrExists (dynamo) when the
+// payments, whose request ids the batch fixed. payment.ErrExists when the
 // request exists: nothing was written, the caller decides. The transaction
 // id comes from ctx's seed (ids.WithSeed) when there is one.
 func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a Attempt) (Result, error) {
@@ -492,7 +491,7 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 // write (written); limits reserve their counters in between (the hold is
 // part of the record), so with them only the request is written here. tx
 // is the attempt's transaction, stored or to be written ahead. ErrExists
-// (dynamo) when r's id is taken.
+// when r's id is taken (payment.ErrExists).
 func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *payment.Request, txID int64, a Attempt, det *card.Details) (tx *payment.Transaction, written bool, err error) {
 	until := s.Now().Add(s.SyncLease)
 	if Caps(m.Limits).Any() {
@@ -501,7 +500,7 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 	for try := 0; ; try++ {
 		tx = s.newTransaction(m, r, txID, a, det)
 		err = s.Store.CreateLeasedRequestWithTransaction(ctx, r, tx, until)
-		if !errors.Is(err, dynamo.ErrTransactionExists) || try == 3 {
+		if !errors.Is(err, payment.ErrTransactionExists) || try == 3 {
 			return tx, err == nil, err
 		}
 		// A collision of the transaction id only: nothing was written.
@@ -515,7 +514,7 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 // an expired attempt of someone else to its end before taking over.
 func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, txID int64, a Attempt, det *card.Details, now time.Time) (Result, error) {
 	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
 		return Result{}, errkind.NotFoundErr(fmt.Sprintf("Payment request %d does not exist.", id))
 	}
 	if err != nil {
@@ -548,7 +547,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 			return Result{}, busy(id, wait)
 		}
 		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
-		if errors.Is(err, dynamo.ErrConflict) {
+		if errors.Is(err, payment.ErrConflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
 		if err != nil {
@@ -563,7 +562,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 			return Result{}, err
 		}
 		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
-		if errors.Is(err, dynamo.ErrConflict) {
+		if errors.Is(err, payment.ErrConflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
 		if err != nil {
@@ -593,7 +592,7 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 		return false, 0, nil
 	}
 	tx, err := s.Store.Transaction(ctx, holder)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errors.Is(err, payment.ErrNotFound) {
 		return false, 0, nil
 	}
 	if err != nil {
@@ -696,7 +695,7 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 	}
 	limitCode := StaticLimitCode(m.Limits, req.Amount, req.Unit, country)
 	if caps := Caps(m.Limits); limitCode == "" && caps.Any() && !written {
-		w := dynamo.WindowAt(m.ID, req.Unit, now)
+		w := payment.WindowAt(m.ID, req.Unit, now)
 		code, err := s.reserve(ctx, w, req.Amount, caps)
 		if err != nil {
 			s.giveUp(req.ID, tx.ID)
@@ -729,7 +728,7 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) error {
 	for try := 0; ; try++ {
 		err := s.Store.CreateTransaction(ctx, tx)
-		if !errors.Is(err, dynamo.ErrExists) {
+		if !errors.Is(err, payment.ErrExists) {
 			return err
 		}
 		if try == 3 {
@@ -743,7 +742,7 @@ func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *paym
 			return err
 		}
 		now := s.Now()
-		if _, err := s.Store.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: req.ID, MerchantID: req.MerchantID,
+		if _, err := s.Store.LeasePaymentRequest(ctx, payment.Lease{RequestID: req.ID, MerchantID: req.MerchantID,
 			TransactionID: tx.ID, Now: now, Until: now.Add(s.SyncLease)}); err != nil {
 			return err
 		}
@@ -833,7 +832,7 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 	case out.Window > 0:
 		window = out.Window
 	}
-	p := dynamo.Pending{TransactionID: tx.ID, Message: out.Message, ProviderRef: out.ProviderRef,
+	p := payment.Pending{TransactionID: tx.ID, Message: out.Message, ProviderRef: out.ProviderRef,
 		PendingUntil: now.Add(window), Now: now.UTC()}
 	p.RecoverAfter = p.PendingUntil.Add(s.PendingGrace)
 	if p.Message == "" {
@@ -847,12 +846,12 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 		}
 	}
 	st, err := s.Store.MarkPending(ctx, p)
-	if errors.Is(err, dynamo.ErrConflict) && st.Status != payment.TxPending {
+	if errors.Is(err, payment.ErrConflict) && st.Status != payment.TxPending {
 		// Settled meanwhile (a fast callback, or a recovery).
 		req, err := s.Store.PaymentRequest(ctx, st.PaymentRequestID)
 		return req, st, err
 	}
-	if err != nil && !errors.Is(err, dynamo.ErrConflict) {
+	if err != nil && !errors.Is(err, payment.ErrConflict) {
 		return nil, nil, err
 	}
 	req, err := s.ensurePendingCommit(ctx, st)
@@ -882,7 +881,7 @@ func cvvOf(a Attempt) string {
 func (s *Service) giveUp(requestID, txID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, payment.ErrConflict) {
 		s.Log.Warn("release attempt lease failed", "payment_request_id", requestID, "error", err.Error())
 	}
 }
@@ -925,7 +924,7 @@ func (s *Service) release(ctx context.Context, tx *payment.Transaction) {
 	if tx.Limits == nil || tx.Status != payment.TxDeclined {
 		return
 	}
-	w := dynamo.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
+	w := payment.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
 	if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
 		s.Log.Error("release limit counters failed", "transaction_id", tx.ID, "error", err.Error())
 	}

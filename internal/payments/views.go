@@ -12,7 +12,6 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
@@ -112,7 +111,7 @@ func txNotFound(ref string) *errkind.Error {
 // transaction is a 404 (043) like a missing one.
 func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id int64) (*payment.Transaction, error) {
 	tx, err := s.Store.Transaction(ctx, id)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(strconv.FormatInt(id, 10))
 	}
 	return tx, err
@@ -127,7 +126,7 @@ func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, re
 		return nil, errkind.BadInput("The id must be a transaction id (a positive integer) or a transaction number (TX…), got "+strconv.Quote(ref)+".", "")
 	}
 	tx, err := s.Store.TransactionByNumber(ctx, ref)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(ref)
 	}
 	return tx, err
@@ -153,7 +152,7 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 			}
 		}
 		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
-		if errors.Is(err, dynamo.ErrConflict) { // a concurrent call began it
+		if errors.Is(err, payment.ErrConflict) { // a concurrent call began it
 			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
 				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
 			}
@@ -192,7 +191,7 @@ func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*p
 		return tx, nil
 	}
 	got, err := s.Store.CompleteRefund(ctx, tx.ID, tx.Refund.ID, status, out.ProviderRef, out.Code, s.Now())
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		got, err = s.Store.Transaction(ctx, tx.ID)
 	}
 	return got, err
