@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/problem"
 )
 
@@ -130,5 +131,46 @@ func TestDocLinksResolve(t *testing.T) {
 				t.Errorf("%s links %s, which does not exist", p, target)
 			}
 		}
+	}
+}
+
+// The "Error kinds" table of docs/errors.md is the one problem.From applies:
+// every kind is listed once with the status and problem type it gets.
+func TestErrorKindsTable(t *testing.T) {
+	b, err := os.ReadFile("errors.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "## Error kinds (inside the service)")
+	if !ok {
+		t.Fatal("errors.md has no Error kinds section")
+	}
+	row := regexp.MustCompile("(?m)^\\| ([a-z ()]+?) \\| (\\d{3}) \\| `([a-z-]+)`")
+	listed := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		name := strings.TrimSuffix(m[1], " (any other error)")
+		listed[name] = true
+		var k errkind.Kind = -1
+		for c := errkind.Unknown; c <= errkind.Unavailable; c++ {
+			if c.String() == name {
+				k = c
+			}
+		}
+		if k < 0 {
+			t.Errorf("errors.md lists kind %q, which errkind does not have", name)
+			continue
+		}
+		p := problem.From(errkind.New(k, "x", ""))
+		if strconv.Itoa(p.Status) != m[2] || p.Type != problem.TypeBase+m[3] {
+			t.Errorf("kind %s: errors.md says %s %s, problem.From gives %d %s", name, m[2], m[3], p.Status, p.Type)
+		}
+	}
+	for c := errkind.Unknown; c <= errkind.Unavailable; c++ {
+		if !listed[c.String()] {
+			t.Errorf("kind %s is not in errors.md's Error kinds table", c)
+		}
+	}
+	if p := problem.From(errkind.Validation([]errkind.FieldError{{Field: "amount"}})); p.Type != problem.TypeBase+"validation" || p.Status != http.StatusBadRequest {
+		t.Errorf("invalid with fields: %d %s", p.Status, p.Type)
 	}
 }

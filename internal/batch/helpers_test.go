@@ -11,7 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/currency"
-	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // testNow is the clock of every test: cards expiring 12/30 are valid,
@@ -28,7 +28,7 @@ const validLine = "Jane Doe;4111 1111 1111 1111;12/30;123;jane@example.com;41555
 type entry struct {
 	line   int
 	row    Row
-	errs   []problem.FieldError
+	errs   []errkind.FieldError
 	offset int64
 }
 

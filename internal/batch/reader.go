@@ -11,8 +11,8 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payer"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 const (
@@ -99,7 +99,7 @@ func (r *Reader) NextLine() int { return r.line }
 // row is not an error: it comes back with rowErrs describing why, so the
 // caller can report it and carry on. err is io.EOF after the last line, or the
 // error of the underlying reader; in both cases no row is returned.
-func (r *Reader) Next() (line int, row Row, rowErrs []problem.FieldError, err error) {
+func (r *Reader) Next() (line int, row Row, rowErrs []errkind.FieldError, err error) {
 	if r.err != nil {
 		return 0, Row{}, nil, r.err
 	}
@@ -172,7 +172,7 @@ func isBlank(line []byte) bool { return len(bytes.Trim(line, " \t")) == 0 }
 // parseRow splits a line into a Row. Only the layout is checked here: the
 // field count, and whether the amount is written as a plain decimal (the
 // Decimal in Row no longer shows how it was written). Validate checks values.
-func parseRow(line string) (row Row, amountOK bool, rowErrs []problem.FieldError) {
+func parseRow(line string) (row Row, amountOK bool, rowErrs []errkind.FieldError) {
 	n := strings.Count(line, ";") + 1
 	if n < minFields || n > maxFields {
 		return Row{}, false, rowError("expected 13 or 14 fields separated by \";\", found " + strconv.Itoa(n))
@@ -228,6 +228,6 @@ func upperASCII(s string) string {
 	return s
 }
 
-func rowError(detail string) []problem.FieldError {
-	return []problem.FieldError{{Field: FieldRow, Detail: detail}}
+func rowError(detail string) []errkind.FieldError {
+	return []errkind.FieldError{{Field: FieldRow, Detail: detail}}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // Status is the outcome of one input line in the result file.
@@ -52,7 +52,7 @@ type Result struct {
 // Rejected is the result of a line that Reader.Next returned with errors. Its
 // code is the first error's (like a 400 problem's top-level code) and its
 // message lists every field error.
-func Rejected(line int, errs []problem.FieldError) Result {
+func Rejected(line int, errs []errkind.FieldError) Result {
 	res := Result{Row: line, Status: StatusRejected}
 	parts := make([]string, 0, len(errs))
 	for _, e := range errs {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 func writeResults(t *testing.T, results ...Result) string {
@@ -51,11 +51,11 @@ func TestResultWriterFormat(t *testing.T) {
 		Result{Row: 2, Status: StatusDeclined, PaymentRequestID: "1002", TransactionID: "5002",
 			Code: codes.DeclinedContactIssuer, Message: codes.DeclinedContactIssuer.Message()},
 		Result{Row: 3, Status: StatusPending, PaymentRequestID: "1003", TransactionID: "5003"},
-		Rejected(4, []problem.FieldError{
+		Rejected(4, []errkind.FieldError{
 			{Field: "number", Code: codes.InvalidCardNumber, Detail: "number is not a valid card number"},
 			{Field: "email", Code: codes.InvalidEmail, Detail: "email must be an e-mail address such as payer@example.com"},
 		}),
-		Rejected(5, []problem.FieldError{{Field: FieldRow, Detail: "empty line"}}),
+		Rejected(5, []errkind.FieldError{{Field: FieldRow, Detail: "empty line"}}),
 		// Declined before any transaction existed: no transaction status.
 		Result{Row: 6, Status: StatusDeclined, PaymentRequestID: "1006", Code: codes.AmountAboveMaximum,
 			Message: codes.AmountAboveMaximum.Message()},

@@ -9,8 +9,8 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payer"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 // Field names of the amount, unit and reference errors: those of the create
@@ -31,27 +31,27 @@ const MaxReferenceLen = 100
 // the card package's, the payer rules the payer package's, so a batch row is
 // held to exactly what the API accepts. currencies decides unit and amount
 // precision; a nil lookup accepts no unit.
-func Validate(row Row, now time.Time, currencies CurrencyLookup) []problem.FieldError {
+func Validate(row Row, now time.Time, currencies CurrencyLookup) []errkind.FieldError {
 	return validate(row, true, now, currencies)
 }
 
 // validate is Validate for the reader, which knows whether the amount was
 // written as a plain decimal number (Row.Amount no longer shows it).
-func validate(row Row, amountOK bool, now time.Time, currencies CurrencyLookup) []problem.FieldError {
+func validate(row Row, amountOK bool, now time.Time, currencies CurrencyLookup) []errkind.FieldError {
 	_, cardErrs := card.Input{Holder: row.HolderName, Number: row.CardNumber, Expiry: row.CardExpiry, CVV: row.CVV}.Validate(now)
 	payerErrs := payer.Data{
 		Name: row.HolderName, Email: row.Email, PhoneNumber: row.Phone, Address: row.Address,
 		City: row.City, State: row.State, PostalCode: row.PostalCode, Country: row.Country,
 	}.Validate(payer.Other)
 
-	var errs []problem.FieldError
+	var errs []errkind.FieldError
 	// The holder is checked twice: by the card rules (required, length) and
 	// by the payer name rules, which also refuse control characters. Report
 	// it once, first, as the card holder.
 	holderErr := fieldErr(cardErrs, card.FieldHolder)
 	if holderErr == nil {
 		if e := fieldErr(payerErrs, payer.FieldName); e != nil {
-			holderErr = &problem.FieldError{Field: card.FieldHolder, Code: e.Code, Detail: e.Detail}
+			holderErr = &errkind.FieldError{Field: card.FieldHolder, Code: e.Code, Detail: e.Detail}
 		}
 	}
 	if holderErr != nil {
@@ -66,22 +66,22 @@ func validate(row Row, amountOK bool, now time.Time, currencies CurrencyLookup) 
 	}
 	switch {
 	case !amountOK:
-		errs = append(errs, problem.FieldError{Field: FieldAmount, Code: codes.InvalidAmount,
+		errs = append(errs, errkind.FieldError{Field: FieldAmount, Code: codes.InvalidAmount,
 			Detail: "amount must be a decimal number with a dot as separator, such as 10.50"})
 	case !row.Amount.IsPositive():
-		errs = append(errs, problem.FieldError{Field: FieldAmount, Code: codes.InvalidAmount,
+		errs = append(errs, errkind.FieldError{Field: FieldAmount, Code: codes.InvalidAmount,
 			Detail: "amount must be greater than 0"})
 	case unitOK && !row.Amount.Equal(row.Amount.Truncate(decimals)):
 		// Trailing zeros are fine ("10.50" EUR); more precision is not.
-		errs = append(errs, problem.FieldError{Field: FieldAmount, Code: codes.InvalidAmount,
+		errs = append(errs, errkind.FieldError{Field: FieldAmount, Code: codes.InvalidAmount,
 			Detail: "amount has more than " + strconv.Itoa(int(decimals)) + " decimal places for " + row.Unit})
 	}
 	if !unitOK {
-		errs = append(errs, problem.FieldError{Field: FieldUnit, Code: codes.InvalidCurrency,
+		errs = append(errs, errkind.FieldError{Field: FieldUnit, Code: codes.InvalidCurrency,
 			Detail: "unit must be an ISO 4217 currency or a supported crypto currency code"})
 	}
 	if d := referenceProblem(row.ReferenceID); d != "" {
-		errs = append(errs, problem.FieldError{Field: FieldReferenceID, Code: codes.InvalidReference, Detail: d})
+		errs = append(errs, errkind.FieldError{Field: FieldReferenceID, Code: codes.InvalidReference, Detail: d})
 	}
 	return errs
 }
@@ -100,7 +100,7 @@ func referenceProblem(s string) string {
 	return ""
 }
 
-func fieldErr(errs []problem.FieldError, field string) *problem.FieldError {
+func fieldErr(errs []errkind.FieldError, field string) *errkind.FieldError {
 	for i := range errs {
 		if errs[i].Field == field {
 			return &errs[i]
@@ -109,7 +109,7 @@ func fieldErr(errs []problem.FieldError, field string) *problem.FieldError {
 	return nil
 }
 
-func appendExcept(dst, errs []problem.FieldError, field string) []problem.FieldError {
+func appendExcept(dst, errs []errkind.FieldError, field string) []errkind.FieldError {
 	for _, e := range errs {
 		if e.Field != field {
 			dst = append(dst, e)

@@ -18,11 +18,11 @@ import (
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -112,7 +112,7 @@ func (l *losingAnswer) PayNew(ctx context.Context, m *merchant.Merchant, r payme
 		}
 		return payments.Result{}, dynamo.ErrExists
 	}
-	return payments.Result{}, problem.Unavailable("The payment provider did not answer.")
+	return payments.Result{}, errkind.UnavailableErr("The payment provider did not answer.")
 }
 
 // A row whose first try charged it but lost the answer is resumed from its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -12,12 +11,12 @@ import (
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -71,11 +70,10 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 	// second one.
 	ctx = ids.WithSeed(ctx, []byte("batch-row:"+strconv.FormatInt(id, 10)))
 	out, err := c.Service.PayNew(ctx, m, *req, attempt)
-	var p *problem.Problem
-	switch {
+	switch p, _ := errkind.As(err); {
 	case err == nil:
 		return resultOfAttempt(id, out), nil
-	case errors.As(err, &p) && p.Status == http.StatusBadRequest:
+	case p != nil && p.Kind == errkind.Invalid:
 		// The payment service's rules refused the row before anything was
 		// written (e.g. the card expired since the file was read): its
 		// request is still created (unpaid), declined before any attempt.
@@ -108,15 +106,16 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 		if err == nil {
 			return resultOfAttempt(id, out), nil
 		}
-		if !errors.As(err, &p) {
+		p, ok := errkind.As(err)
+		if !ok {
 			return batch.Result{}, err
 		}
-		switch p.Status {
-		case http.StatusBadRequest:
+		switch p.Kind {
+		case errkind.Invalid:
 			// The payment service's rules refused the row (e.g. the card
 			// expired since the file was read): declined before any attempt.
 			return declinedBeforeAttempt(id, p), nil
-		case http.StatusConflict:
+		case errkind.Conflict:
 			// Paid or settled meanwhile, or another attempt holds the lease.
 			res, done, err := c.existing(ctx, m, row, id)
 			if err != nil || done {
@@ -192,14 +191,14 @@ func resultOfAttempt(id int64, out payments.Result) batch.Result {
 	return res
 }
 
-func declinedBeforeAttempt(id int64, p *problem.Problem) batch.Result {
+func declinedBeforeAttempt(id int64, p *errkind.Error) batch.Result {
 	res := batch.Result{Status: batch.StatusDeclined, PaymentRequestID: strconv.FormatInt(id, 10), Code: p.Code, Message: p.Detail}
-	if len(p.Errors) > 0 {
-		parts := make([]string, 0, len(p.Errors))
-		for _, e := range p.Errors {
+	if len(p.Fields) > 0 {
+		parts := make([]string, 0, len(p.Fields))
+		for _, e := range p.Fields {
 			parts = append(parts, e.Field+": "+e.Detail)
 		}
-		res.Code, res.Message = p.Errors[0].Code, strings.Join(parts, ", ")
+		res.Code, res.Message = p.Fields[0].Code, strings.Join(parts, ", ")
 	}
 	return res
 }

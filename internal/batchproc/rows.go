@@ -18,8 +18,8 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -49,7 +49,7 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 type rowTask struct {
 	line int
 	row  batch.Row
-	errs []problem.FieldError
+	errs []errkind.FieldError
 	end  int64         // offset after the line
 	next int           // line number after the line
 	key  string        // dedupe key of a valid row

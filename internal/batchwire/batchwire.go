@@ -51,7 +51,7 @@ func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, er
 	} else if awsCfg, err = awsconfig.Load(ctx); err != nil {
 		return nil, err
 	}
-	return &base{cfg: cfg, aws: awsCfg, store: dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Tables)}, nil
+	return &base{cfg: cfg, aws: awsCfg, store: dynamo.New(dynamodb.NewFromConfig(awsCfg), dynamo.Tables(cfg.Tables))}, nil
 }
 
 // Batch builds BatchFunction's handler (both of its triggers: the S3 upload

@@ -26,14 +26,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // MaxBody is the largest callback body read.
@@ -349,12 +350,12 @@ func (h *handler) threeDSPost(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) threeDSBrowser(w http.ResponseWriter, r *http.Request) error {
 	v, err := h.signedFields(w, r)
 	if err != nil {
-		payments.WriteResultPage(w, http.StatusUnauthorized, nil, nil, "This authentication link is invalid or has expired. Go back and reload the page.")
+		paymentsapi.WriteResultPage(w, http.StatusUnauthorized, nil, nil, "This authentication link is invalid or has expired. Go back and reload the page.")
 		return nil
 	}
 	txID, prID, result, err := threeDSFields(v, "approve", "fail")
 	if err != nil {
-		payments.WriteResultPage(w, http.StatusBadRequest, nil, nil, "This authentication link is malformed.")
+		paymentsapi.WriteResultPage(w, http.StatusBadRequest, nil, nil, "This authentication link is malformed.")
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.Timeout)
@@ -364,7 +365,7 @@ func (h *handler) threeDSBrowser(w http.ResponseWriter, r *http.Request) error {
 	s, err := h.Service.CompleteChallenge(ctx, eventID, txID, prID, result == "approve")
 	if err != nil {
 		if errors.Is(err, payments.ErrUnknownTransaction) || errors.Is(err, payments.ErrMismatch) || errors.Is(err, payments.ErrUnbound) {
-			payments.WriteResultPage(w, http.StatusNotFound, nil, nil, "This authentication does not exist.")
+			paymentsapi.WriteResultPage(w, http.StatusNotFound, nil, nil, "This authentication does not exist.")
 			return nil
 		}
 		return err
@@ -385,7 +386,7 @@ func (h *handler) threeDSBrowser(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, target, http.StatusSeeOther)
 		return nil
 	}
-	payments.WriteResultPage(w, http.StatusOK, tx, h.Service.FrameOrigins(r, tx.MerchantID), "")
+	paymentsapi.WriteResultPage(w, http.StatusOK, tx, h.Service.FrameOrigins(r.Context(), tx.MerchantID), "")
 	return nil
 }
 

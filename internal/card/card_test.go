@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 func TestNormalize(t *testing.T) {
@@ -246,7 +246,7 @@ func TestInputValidate(t *testing.T) {
 	tests := []struct {
 		name string
 		in   Input
-		want []problem.FieldError // only Field and Code are compared
+		want []errkind.FieldError // only Field and Code are compared
 	}{
 		{"valid", valid, nil},
 		{"dashes", with(func(in *Input) { in.Number = "4111-1111-1111-1111" }), nil},
@@ -275,7 +275,7 @@ func TestInputValidate(t *testing.T) {
 		{"bad number, bad cvc", with(func(in *Input) { in.Number = "1"; in.CVV = "12" }),
 			append(fe("number", codes.InvalidCardNumber), fe("cvc", codes.InvalidCardCVV)...)},
 		{"everything wrong, in form order", Input{Number: "abc", Expiry: "x", CVV: "x"},
-			[]problem.FieldError{
+			[]errkind.FieldError{
 				{Field: "holderName", Code: codes.InvalidName},
 				{Field: "number", Code: codes.InvalidCardNumber},
 				{Field: "expiry", Code: codes.InvalidCardExpiration},
@@ -320,17 +320,17 @@ func TestInputValidateDetails(t *testing.T) {
 	}
 }
 
-func fe(field string, code codes.Code) []problem.FieldError {
-	return []problem.FieldError{{Field: field, Code: code}}
+func fe(field string, code codes.Code) []errkind.FieldError {
+	return []errkind.FieldError{{Field: field, Code: code}}
 }
 
-func stripDetail(errs []problem.FieldError) []problem.FieldError {
+func stripDetail(errs []errkind.FieldError) []errkind.FieldError {
 	if errs == nil {
 		return nil
 	}
-	out := make([]problem.FieldError, len(errs))
+	out := make([]errkind.FieldError, len(errs))
 	for i, e := range errs {
-		out[i] = problem.FieldError{Field: e.Field, Code: e.Code}
+		out[i] = errkind.FieldError{Field: e.Field, Code: e.Code}
 	}
 	return out
 }

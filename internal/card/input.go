@@ -10,14 +10,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payer"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 // MaxHolderLen is the longest accepted card holder name, in characters.
 const MaxHolderLen = 100
 
-// Field names used in problem.FieldError for card input.
+// Field names used in errkind.FieldError for card input.
 const (
 	FieldHolder = "holderName"
 	FieldNumber = "number"
@@ -49,10 +49,10 @@ type Details struct {
 // order. Details is the zero value whenever an error is returned, so partial
 // data cannot be charged by mistake. An unknown brand is accepted: the
 // provider decides whether it supports the card (code 008).
-func (in Input) Validate(now time.Time) (Details, []problem.FieldError) {
-	var errs []problem.FieldError
+func (in Input) Validate(now time.Time) (Details, []errkind.FieldError) {
+	var errs []errkind.FieldError
 	add := func(field string, code codes.Code, detail string) {
-		errs = append(errs, problem.FieldError{Field: field, Code: code, Detail: detail})
+		errs = append(errs, errkind.FieldError{Field: field, Code: code, Detail: detail})
 	}
 
 	holder := strings.TrimSpace(in.Holder)

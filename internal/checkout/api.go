@@ -12,6 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
@@ -122,11 +123,15 @@ func offered(list []string, m string) bool {
 
 // pageFields renames field errors to the page's form fields ("card.number" → "number").
 func pageFields(err error) error {
+	var fields []errkind.FieldError
 	var p *problem.Problem
-	if errors.As(err, &p) {
-		for i := range p.Errors {
-			p.Errors[i].Field = strings.TrimPrefix(p.Errors[i].Field, "card.")
-		}
+	if e, ok := errkind.As(err); ok {
+		fields = e.Fields
+	} else if errors.As(err, &p) {
+		fields = p.Errors
+	}
+	for i := range fields {
+		fields[i].Field = strings.TrimPrefix(fields[i].Field, "card.")
 	}
 	return err
 }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-
-	"github.com/payreq/payreq/internal/dynamo"
 )
 
 // Getenv looks up a variable; os.Getenv in Lambda, a map in tests.
@@ -19,13 +17,23 @@ type Config struct {
 	Stage         string // sandbox | production
 	LogLevel      slog.Level
 	PublicBaseURL string // empty: derive from the request host
-	Tables        dynamo.Tables
+	Tables        Tables
 	// SealKey is the key itself, set only on the local stack; on AWS it is
 	// empty and SealKeySecretARN names the secret to read at cold start.
 	SealKey          string
 	SealKeySecretARN string
 	// Local is true in the local stack (paydev): loopback URLs are allowed.
 	Local bool
+}
+
+// Tables are the DynamoDB table names. The fields are those of
+// dynamo.Tables, so the wiring converts with dynamo.Tables(cfg.Tables):
+// configuration imports no adapter.
+type Tables struct {
+	Merchants       string
+	PaymentRequests string
+	Operations      string
+	Transactions    string
 }
 
 // Sandbox reports whether outcomes are simulated.
@@ -39,7 +47,7 @@ func Load(getenv Getenv) (Config, error) {
 	c := Config{
 		Stage:         getenv("STAGE"),
 		PublicBaseURL: strings.TrimRight(getenv("PUBLIC_BASE_URL"), "/"),
-		Tables: dynamo.Tables{
+		Tables: Tables{
 			Merchants:       getenv("MERCHANTS_TABLE"),
 			PaymentRequests: getenv("PAYMENT_REQUESTS_TABLE"),
 			Operations:      getenv("OPERATIONS_TABLE"),

@@ -12,7 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/merchantapi"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/wire"
 )
 
@@ -37,7 +37,7 @@ type Function struct {
 // Functions are every function of the template, by logical id.
 var Functions = map[string]Function{
 	"MerchantApiFunction": {Entry: wire.MerchantAPILambda, Build: fromWire(wire.MerchantAPILambda), Routes: merchantapi.Routes},
-	"PaymentsFunction":    {Entry: wire.PaymentsLambda, Build: fromWire(wire.PaymentsLambda), Routes: payments.Routes},
+	"PaymentsFunction":    {Entry: wire.PaymentsLambda, Build: fromWire(wire.PaymentsLambda), Routes: paymentsapi.Routes},
 	"CallbacksFunction":   {Entry: wire.CallbacksLambda, Build: fromWire(wire.CallbacksLambda), Routes: callbacks.Routes},
 	"CheckoutFunction":    {Entry: wire.CheckoutLambda, Build: fromWire(wire.CheckoutLambda), Routes: checkout.Routes},
 	"NotifierFunction":    {Entry: wire.NotifierLambda, Build: fromWire(wire.NotifierLambda)},

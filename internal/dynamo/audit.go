@@ -15,7 +15,7 @@ import (
 	"github.com/payreq/payreq/internal/audit"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/provider/sandbox"
+	"github.com/payreq/payreq/internal/sandboxledger"
 )
 
 var _ audit.Source = (*Store)(nil)
@@ -72,7 +72,7 @@ func (s *Store) AuditData(ctx context.Context) (audit.Data, error) {
 				if err != nil {
 					return err
 				}
-				d.Ledger = append(d.Ledger, audit.LedgerEntry{Reference: e.Reference, Charge: e.Kind == sandbox.KindCharge,
+				d.Ledger = append(d.Ledger, audit.LedgerEntry{Reference: e.Reference, Charge: e.Kind == sandboxledger.KindCharge,
 					Approved: e.Status == provider.Approved, Voided: e.Voided, Abandoned: e.Abandoned, UpdatedAt: e.UpdatedAt})
 			case strings.HasPrefix(pk.Value, deliveryPrefix):
 				if exp, ok := item["expiresAt"].(*types.AttributeValueMemberN); ok {

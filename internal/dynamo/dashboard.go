@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/payment"
 )
 
@@ -67,14 +67,14 @@ func dashKey(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(pk), "sk": strAV(sk)}
 }
 
-func userRecord(u *dashboard.User, version int64) dashUserRecord {
+func userRecord(u *dashuser.User, version int64) dashUserRecord {
 	return dashUserRecord{PK: dashUserPrefix + u.MerchantID, SK: u.Email, Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
 		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, TOTPStep: u.TOTPStep, Failures: u.Failures, LockedUntil: u.LockedUntil.UTC(),
 		CredVersion: u.CredVersion, InviteHash: u.InviteHash, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: version}
 }
 
-func userOf(r *dashUserRecord) *dashboard.User {
-	return &dashboard.User{Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, PasswordHash: r.PasswordHash,
+func userOf(r *dashUserRecord) *dashuser.User {
+	return &dashuser.User{Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, PasswordHash: r.PasswordHash,
 		SealedTOTP: r.SealedTOTP, TOTPStep: r.TOTPStep, Failures: r.Failures, LockedUntil: r.LockedUntil,
 		CredVersion: r.CredVersion, InviteHash: r.InviteHash, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version}
 }
@@ -83,7 +83,7 @@ func userOf(r *dashUserRecord) *dashboard.User {
 // merchant has a user of the address (guard: attribute_not_exists(pk)).
 // Other merchants' users are never read: an address may be a user of
 // several merchants, each a separate identity.
-func (s *Store) CreateDashboardUser(ctx context.Context, u *dashboard.User) error {
+func (s *Store) CreateDashboardUser(ctx context.Context, u *dashuser.User) error {
 	u.Version = 1
 	item, err := attributevalue.MarshalMap(userRecord(u, 1))
 	if err != nil {
@@ -93,7 +93,7 @@ func (s *Store) CreateDashboardUser(ctx context.Context, u *dashboard.User) erro
 }
 
 // DashboardUser loads merchantID's user of an e-mail address.
-func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*dashboard.User, error) {
+func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*dashuser.User, error) {
 	if merchantID == "" || email == "" {
 		return nil, ErrNotFound
 	}
@@ -116,7 +116,7 @@ func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*d
 // (guard: attribute_exists(pk) AND version = :read); ErrConflict otherwise
 // (two sign-ins racing on the failure counter, a password set racing a new
 // link). Every change of a user goes through it.
-func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashboard.User) error {
+func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashuser.User) error {
 	prev := u.Version
 	item, err := attributevalue.MarshalMap(userRecord(u, prev+1))
 	if err != nil {
@@ -136,8 +136,8 @@ func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashboard.User) erro
 }
 
 // DashboardUsers lists a merchant's users, by address.
-func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashboard.User, error) {
-	var users []*dashboard.User
+func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashuser.User, error) {
+	var users []*dashuser.User
 	p := dynamodb.NewQueryPaginator(s.queryAPI(), &dynamodb.QueryInput{TableName: &s.t.Operations, ConsistentRead: aws.Bool(true),
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(dashUserPrefix + merchantID)}})
@@ -159,7 +159,7 @@ func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashb
 
 // DeleteDashboardUser removes a user if its version is still the one read
 // (guard: attribute_exists(pk) AND version = :read; ErrConflict otherwise).
-func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashboard.User) error {
+func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashuser.User) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+u.MerchantID, u.Email),
 		ConditionExpression:       aws.String("attribute_exists(pk) AND version = :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(u.Version)}})
@@ -284,7 +284,7 @@ type dashSessionRecord struct {
 }
 
 // PutSession creates a session; ErrExists on an id collision (never in practice).
-func (s *Store) PutSession(ctx context.Context, ss *dashboard.Session) error {
+func (s *Store) PutSession(ctx context.Context, ss *dashuser.Session) error {
 	item, err := attributevalue.MarshalMap(dashSessionRecord{PK: dashSessionPrefix + ss.IDHash, SK: "session", Email: ss.Email,
 		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, UserSince: ss.UserSince.UTC(), CredVersion: ss.CredVersion, CreatedAt: ss.CreatedAt.UTC(),
 		LastSeenMs: ss.LastSeen.UnixMilli(), Expires: ss.ExpiresAt.UTC(), ExpiresAt: ss.ExpiresAt.Unix()})
@@ -296,7 +296,7 @@ func (s *Store) PutSession(ctx context.Context, ss *dashboard.Session) error {
 
 // Session loads a session by id hash; an expired one is ErrNotFound (TTL
 // deletion is lazy, so expiry is checked here).
-func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*dashboard.Session, error) {
+func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*dashuser.Session, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashSessionPrefix+idHash, "session"),
 		ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -316,7 +316,7 @@ func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*das
 	if r.LastSeenMs > 0 {
 		seen = time.UnixMilli(r.LastSeenMs).UTC()
 	}
-	return &dashboard.Session{IDHash: idHash, Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, CSRF: r.CSRF,
+	return &dashuser.Session{IDHash: idHash, Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, CSRF: r.CSRF,
 		TOTPPending: r.TOTPPending, UserSince: r.UserSince, CredVersion: r.CredVersion, CreatedAt: r.CreatedAt, LastSeen: seen, ExpiresAt: r.Expires}, nil
 }
 
@@ -344,7 +344,7 @@ func (s *Store) DeleteSession(ctx context.Context, idHash string) error {
 }
 
 // PutInvite stores a set-password link.
-func (s *Store) PutInvite(ctx context.Context, inv *dashboard.Invite) error {
+func (s *Store) PutInvite(ctx context.Context, inv *dashuser.Invite) error {
 	item := dashKey(dashInvitePrefix+inv.TokenHash, "invite")
 	item["email"], item["merchantId"], item["createdBy"] = strAV(inv.Email), strAV(inv.MerchantID), strAV(inv.CreatedBy)
 	item["expiresAt"] = numberAV(inv.ExpiresAt.Unix())
@@ -352,7 +352,7 @@ func (s *Store) PutInvite(ctx context.Context, inv *dashboard.Invite) error {
 }
 
 // Invite reads a link without using it; expired is ErrNotFound.
-func (s *Store) Invite(ctx context.Context, tokenHash string, now time.Time) (*dashboard.Invite, error) {
+func (s *Store) Invite(ctx context.Context, tokenHash string, now time.Time) (*dashuser.Invite, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashInvitePrefix+tokenHash, "invite"),
 		ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -363,7 +363,7 @@ func (s *Store) Invite(ctx context.Context, tokenHash string, now time.Time) (*d
 
 // TakeInvite deletes a link and returns it: of two uses racing, one wins
 // (conditional delete); expired or used is ErrNotFound.
-func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*dashboard.Invite, error) {
+func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*dashuser.Invite, error) {
 	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashInvitePrefix+tokenHash, "invite"),
 		ConditionExpression:       aws.String("attribute_exists(pk) AND expiresAt > :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numberAV(now.Unix())},
@@ -377,7 +377,7 @@ func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time)
 	return inviteOf(out.Attributes, tokenHash, now)
 }
 
-func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.Time) (*dashboard.Invite, error) {
+func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.Time) (*dashuser.Invite, error) {
 	if item == nil {
 		return nil, ErrNotFound
 	}
@@ -394,27 +394,27 @@ func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.T
 	if !now.Before(exp) {
 		return nil, ErrNotFound
 	}
-	return &dashboard.Invite{TokenHash: tokenHash, Email: r.Email, MerchantID: r.MerchantID, CreatedBy: r.CreatedBy, ExpiresAt: exp}, nil
+	return &dashuser.Invite{TokenHash: tokenHash, Email: r.Email, MerchantID: r.MerchantID, CreatedBy: r.CreatedBy, ExpiresAt: exp}, nil
 }
 
 // AppendAudit records a change to a merchant's settings, keys or users.
-func (s *Store) AppendAudit(ctx context.Context, e dashboard.AuditEntry) error {
+func (s *Store) AppendAudit(ctx context.Context, e dashuser.AuditEntry) error {
 	at := e.At.UTC()
-	item := dashKey(dashAuditPrefix+e.MerchantID, at.Format("2006-01-02T15:04:05.000000000Z")+"#"+dashboard.NewToken()[:8])
+	item := dashKey(dashAuditPrefix+e.MerchantID, at.Format("2006-01-02T15:04:05.000000000Z")+"#"+dashuser.NewToken()[:8])
 	item["at"], item["actor"], item["action"], item["detail"] = strAV(at.Format(time.RFC3339Nano)), strAV(e.Actor), strAV(e.Action), strAV(e.Detail)
 	item["expiresAt"] = numberAV(at.Add(auditRetention).Unix())
 	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "audit entry")
 }
 
 // AuditEntries returns a merchant's newest audit entries first.
-func (s *Store) AuditEntries(ctx context.Context, merchantID string, limit int32) ([]dashboard.AuditEntry, error) {
+func (s *Store) AuditEntries(ctx context.Context, merchantID string, limit int32) ([]dashuser.AuditEntry, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{TableName: &s.t.Operations, KeyConditionExpression: aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(dashAuditPrefix + merchantID)},
 		ScanIndexForward:          aws.Bool(false), Limit: aws.Int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("query audit entries: %w", err)
 	}
-	entries := make([]dashboard.AuditEntry, 0, len(out.Items))
+	entries := make([]dashuser.AuditEntry, 0, len(out.Items))
 	for _, it := range out.Items {
 		var r struct {
 			At     time.Time `dynamodbav:"at"`
@@ -425,13 +425,13 @@ func (s *Store) AuditEntries(ctx context.Context, merchantID string, limit int32
 		if err := attributevalue.UnmarshalMap(it, &r); err != nil {
 			return nil, err
 		}
-		entries = append(entries, dashboard.AuditEntry{MerchantID: merchantID, At: r.At, Actor: r.Actor, Action: r.Action, Detail: r.Detail})
+		entries = append(entries, dashuser.AuditEntry{MerchantID: merchantID, At: r.At, Actor: r.Actor, Action: r.Action, Detail: r.Detail})
 	}
 	return entries, nil
 }
 
 // PaymentQuery selects a merchant's payment requests, newest first.
-type PaymentQuery = dashboard.PaymentQuery
+type PaymentQuery = payment.Query
 
 type pageCursor struct {
 	CreatedAt string `json:"c"`

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/payment"
 )
 
 // Per-merchant payment limit counters live in the operations table, one item
@@ -26,53 +28,30 @@ import (
 
 const limitsPrefix = "limits#"
 
-// LimitCaps are the limits a reservation must stay within; zero or nil means
-// no limit on that counter.
-type LimitCaps struct {
-	DailyCount    int64
-	MonthlyCount  int64
-	DailyAmount   *decimal.Decimal
-	MonthlyAmount *decimal.Decimal
-}
+// The limit types are domain types (package payment): the core's store
+// contract is written in them.
+type (
+	LimitCaps   = payment.LimitCaps
+	LimitUsage  = payment.LimitUsage
+	LimitWindow = payment.LimitWindow
+)
 
-// Any reports whether any counter is limited.
-func (c LimitCaps) Any() bool {
-	return c.DailyCount > 0 || c.MonthlyCount > 0 || c.DailyAmount != nil || c.MonthlyAmount != nil
-}
-
-// LimitUsage is what a merchant's counters hold for one day and month.
-type LimitUsage struct {
-	DailyCount    int64
-	MonthlyCount  int64
-	DailyAmount   decimal.Decimal
-	MonthlyAmount decimal.Decimal
-}
-
-// LimitWindow names the counters of one attempt.
-type LimitWindow struct {
-	MerchantID string
-	Month      string // YYYY-MM, UTC
-	Day        string // DD, UTC
-	Unit       string
-}
-
-// WindowAt returns the UTC month and day of t.
+// WindowAt returns the UTC month and day of t (payment.WindowAt).
 func WindowAt(merchantID, unit string, t time.Time) LimitWindow {
-	t = t.UTC()
-	return LimitWindow{MerchantID: merchantID, Month: t.Format("2006-01"), Day: t.Format("02"), Unit: unit}
+	return payment.WindowAt(merchantID, unit, t)
 }
 
-func (w LimitWindow) key() map[string]types.AttributeValue {
+func windowKey(w LimitWindow) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(limitsPrefix + w.MerchantID), "sk": strAV(w.Month)}
 }
 
-func (w LimitWindow) names() map[string]string {
+func windowNames(w LimitWindow) map[string]string {
 	return map[string]string{"#mc": "mc", "#ma": "ma_" + w.Unit, "#dc": "dc" + w.Day, "#da": "da" + w.Day + "_" + w.Unit}
 }
 
 // monthEnd is when the item may expire: the end of the month after, so a
 // late release still finds it.
-func (w LimitWindow) expiresAt() int64 {
+func windowExpiresAt(w LimitWindow) int64 {
 	t, err := time.Parse("2006-01", w.Month)
 	if err != nil {
 		return time.Now().Add(62 * 24 * time.Hour).Unix()
@@ -93,7 +72,7 @@ func (s *Store) ReserveLimits(ctx context.Context, w LimitWindow, amount decimal
 		cond += c
 	}
 	vals := map[string]types.AttributeValue{
-		":one": numberAV(1), ":amt": &types.AttributeValueMemberN{Value: amount.String()}, ":exp": numberAV(w.expiresAt()),
+		":one": numberAV(1), ":amt": &types.AttributeValueMemberN{Value: amount.String()}, ":exp": numberAV(windowExpiresAt(w)),
 	}
 	if caps.DailyCount > 0 {
 		and("(attribute_not_exists(#dc) OR #dc < :dcmax)")
@@ -113,9 +92,9 @@ func (s *Store) ReserveLimits(ctx context.Context, w LimitWindow, amount decimal
 	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.Operations,
-		Key:                       w.key(),
+		Key:                       windowKey(w),
 		UpdateExpression:          aws.String("SET expiresAt = :exp ADD #mc :one, #dc :one, #ma :amt, #da :amt"),
-		ExpressionAttributeNames:  w.names(),
+		ExpressionAttributeNames:  windowNames(w),
 		ExpressionAttributeValues: vals,
 	}
 	if cond != "" {
@@ -136,10 +115,10 @@ func (s *Store) ReserveLimits(ctx context.Context, w LimitWindow, amount decimal
 func (s *Store) ReleaseLimits(ctx context.Context, w LimitWindow, amount decimal.Decimal) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Operations,
-		Key:                      w.key(),
+		Key:                      windowKey(w),
 		UpdateExpression:         aws.String("ADD #mc :minus, #dc :minus, #ma :amt, #da :amt"),
 		ConditionExpression:      aws.String("attribute_exists(pk)"),
-		ExpressionAttributeNames: w.names(),
+		ExpressionAttributeNames: windowNames(w),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":minus": numberAV(-1), ":amt": &types.AttributeValueMemberN{Value: amount.Neg().String()},
 		},
@@ -156,7 +135,7 @@ func (s *Store) ReleaseLimits(ctx context.Context, w LimitWindow, amount decimal
 // LimitUsageOf reads the window's counters (to report which limit a refused
 // reservation hit).
 func (s *Store) LimitUsageOf(ctx context.Context, w LimitWindow) (LimitUsage, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: w.key(), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: windowKey(w), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return LimitUsage{}, fmt.Errorf("read payment limits of merchant %s: %w", w.MerchantID, err)
 	}
@@ -169,7 +148,7 @@ func (s *Store) LimitUsageOf(ctx context.Context, w LimitWindow) (LimitUsage, er
 		}
 		return decimal.Zero
 	}
-	names := w.names()
+	names := windowNames(w)
 	u.MonthlyCount = get(names["#mc"]).IntPart()
 	u.DailyCount = get(names["#dc"]).IntPart()
 	u.MonthlyAmount = get(names["#ma"])

@@ -12,7 +12,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/provider/sandbox"
+	"github.com/payreq/payreq/internal/sandboxledger"
 )
 
 // The sandbox acquirer's ledger lives in the operations table: pk
@@ -22,7 +22,7 @@ const (
 	ledgerRetention = 90 * 24 * time.Hour
 )
 
-var _ sandbox.Ledger = (*Store)(nil)
+var _ sandboxledger.Store = (*Store)(nil)
 
 type ledgerItem struct {
 	PK            string               `dynamodbav:"pk"`
@@ -53,7 +53,7 @@ func ledgerKey(ref string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(ledgerPrefix + ref), "sk": strAV("entry")}
 }
 
-func toLedgerItem(e sandbox.LedgerEntry) ledgerItem {
+func toLedgerItem(e sandboxledger.Entry) ledgerItem {
 	it := ledgerItem{
 		PK: ledgerPrefix + e.Reference, SK: "entry", Kind: e.Kind, TransactionID: e.TransactionID, Method: string(e.Method),
 		Amount: e.Amount, Unit: e.Unit, Status: int(e.Status), Code: string(e.Code), Message: e.Message,
@@ -67,8 +67,8 @@ func toLedgerItem(e sandbox.LedgerEntry) ledgerItem {
 	return it
 }
 
-func (it ledgerItem) entry() sandbox.LedgerEntry {
-	e := sandbox.LedgerEntry{
+func (it ledgerItem) entry() sandboxledger.Entry {
+	e := sandboxledger.Entry{
 		Reference: it.PK[len(ledgerPrefix):], Kind: it.Kind, TransactionID: it.TransactionID, Method: provider.Method(it.Method),
 		Amount: it.Amount, Unit: it.Unit, Status: provider.Status(it.Status), Code: codes.Code(it.Code), Message: it.Message,
 		ProviderRef: it.ProviderRef, Abandoned: it.Abandoned, NextAction: it.NextAction, AsyncStatus: provider.Status(it.AsyncStatus),
@@ -81,20 +81,20 @@ func (it ledgerItem) entry() sandbox.LedgerEntry {
 	return e
 }
 
-func unmarshalLedger(item map[string]types.AttributeValue) (sandbox.LedgerEntry, error) {
+func unmarshalLedger(item map[string]types.AttributeValue) (sandboxledger.Entry, error) {
 	var it ledgerItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return sandbox.LedgerEntry{}, fmt.Errorf("unmarshal ledger entry: %w", err)
+		return sandboxledger.Entry{}, fmt.Errorf("unmarshal ledger entry: %w", err)
 	}
 	return it.entry(), nil
 }
 
 // PutLedgerEntry books e unless its reference is booked already; it returns
 // the booked entry and whether it is e.
-func (s *Store) PutLedgerEntry(ctx context.Context, e sandbox.LedgerEntry) (sandbox.LedgerEntry, bool, error) {
+func (s *Store) PutLedgerEntry(ctx context.Context, e sandboxledger.Entry) (sandboxledger.Entry, bool, error) {
 	item, err := attributevalue.MarshalMap(toLedgerItem(e))
 	if err != nil {
-		return sandbox.LedgerEntry{}, false, fmt.Errorf("marshal ledger entry: %w", err)
+		return sandboxledger.Entry{}, false, fmt.Errorf("marshal ledger entry: %w", err)
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.t.Operations, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
@@ -104,26 +104,26 @@ func (s *Store) PutLedgerEntry(ctx context.Context, e sandbox.LedgerEntry) (sand
 		return cur, false, gerr
 	}
 	if err != nil {
-		return sandbox.LedgerEntry{}, false, fmt.Errorf("put ledger entry: %w", err)
+		return sandboxledger.Entry{}, false, fmt.Errorf("put ledger entry: %w", err)
 	}
 	return e, true, nil
 }
 
 // LedgerEntry reads a booked entry (strongly consistent).
-func (s *Store) LedgerEntry(ctx context.Context, ref string) (sandbox.LedgerEntry, error) {
+func (s *Store) LedgerEntry(ctx context.Context, ref string) (sandboxledger.Entry, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: ledgerKey(ref), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return sandbox.LedgerEntry{}, fmt.Errorf("get ledger entry: %w", err)
+		return sandboxledger.Entry{}, fmt.Errorf("get ledger entry: %w", err)
 	}
 	if out.Item == nil {
-		return sandbox.LedgerEntry{}, sandbox.ErrNoEntry
+		return sandboxledger.Entry{}, sandboxledger.ErrNoEntry
 	}
 	return unmarshalLedger(out.Item)
 }
 
 // SettleLedgerEntry moves a pending entry to its final status, once; a final
 // entry is returned as booked.
-func (s *Store) SettleLedgerEntry(ctx context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (sandbox.LedgerEntry, error) {
+func (s *Store) SettleLedgerEntry(ctx context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (sandboxledger.Entry, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.t.Operations, Key: ledgerKey(ref),
 		UpdateExpression:         aws.String("SET #status = :st, code = :code, message = :msg, updatedAt = :now REMOVE nextAction"),
@@ -139,7 +139,7 @@ func (s *Store) SettleLedgerEntry(ctx context.Context, ref string, st provider.S
 		return s.LedgerEntry(ctx, ref)
 	}
 	if err != nil {
-		return sandbox.LedgerEntry{}, fmt.Errorf("settle ledger entry: %w", err)
+		return sandboxledger.Entry{}, fmt.Errorf("settle ledger entry: %w", err)
 	}
 	return unmarshalLedger(out.Attributes)
 }
@@ -153,7 +153,7 @@ func (s *Store) VoidLedgerEntry(ctx context.Context, ref string, now time.Time) 
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}, ":now": timeAV(now)},
 	})
 	if isConditionFailed(err) {
-		return sandbox.ErrNoEntry
+		return sandboxledger.ErrNoEntry
 	}
 	if err != nil {
 		return fmt.Errorf("void ledger entry: %w", err)
@@ -163,8 +163,8 @@ func (s *Store) VoidLedgerEntry(ctx context.Context, ref string, now time.Time) 
 
 // LedgerEntries lists every booked entry (tests and checks; a full,
 // consistent scan of the operations table's ledger items).
-func (s *Store) LedgerEntries(ctx context.Context) ([]sandbox.LedgerEntry, error) {
-	var out []sandbox.LedgerEntry
+func (s *Store) LedgerEntries(ctx context.Context) ([]sandboxledger.Entry, error) {
+	var out []sandboxledger.Entry
 	err := s.consistentScan(ctx, s.t.Operations, "begins_with(pk, :p)", map[string]types.AttributeValue{":p": strAV(ledgerPrefix)},
 		func(item map[string]types.AttributeValue) error {
 			e, err := unmarshalLedger(item)

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/sftpuser"
 )
 
 // SFTP users live in the operations table, one item per user name:
@@ -30,16 +30,8 @@ const (
 // satisfies Transfer Family's user name rules ([A-Za-z0-9_][A-Za-z0-9_@.-]{2,99}).
 func SFTPUsername(merchantID string) string { return merchantID }
 
-// SFTPUser is the stored form of a merchant's SFTP login.
-type SFTPUser struct {
-	Username          string     `dynamodbav:"-"`
-	MerchantID        string     `dynamodbav:"merchantId"`
-	PasswordHash      string     `dynamodbav:"passwordHash,omitempty"` // Argon2id PHC string, never the password
-	PublicKeys        []string   `dynamodbav:"publicKeys,omitempty"`   // authorized_keys lines
-	PasswordUpdatedAt *time.Time `dynamodbav:"passwordUpdatedAt,omitempty"`
-	CreatedAt         time.Time  `dynamodbav:"createdAt"`
-	UpdatedAt         time.Time  `dynamodbav:"updatedAt"`
-}
+// SFTPUser is the stored form of a merchant's SFTP login (a domain type).
+type SFTPUser = sftpuser.User
 
 func sftpUserKey(username string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
@@ -67,17 +59,17 @@ func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*SFTPUser,
 	return &u, nil
 }
 
-// SFTPUser implements sftpauth.UserStore: *Store is the identity provider's
+// SFTPUser implements sftpuser.Store: *Store is the identity provider's
 // user store in Lambda and in the local SFTP server.
-func (s *Store) SFTPUser(ctx context.Context, username string) (sftpauth.User, error) {
+func (s *Store) SFTPUser(ctx context.Context, username string) (sftpuser.User, error) {
 	u, err := s.SFTPUserRecord(ctx, username)
 	if errors.Is(err, ErrNotFound) {
-		return sftpauth.User{}, sftpauth.ErrNotFound
+		return sftpuser.User{}, sftpuser.ErrNotFound
 	}
 	if err != nil {
-		return sftpauth.User{}, err
+		return sftpuser.User{}, err
 	}
-	return sftpauth.User{MerchantID: u.MerchantID, Username: username, PasswordHash: u.PasswordHash, PublicKeys: u.PublicKeys}, nil
+	return *u, nil
 }
 
 // SetSFTPPassword creates the merchant's user or replaces its password hash

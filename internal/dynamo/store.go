@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/payreq/payreq/internal/payment"
 )
 
 // Tables names the physical tables.
@@ -43,12 +45,13 @@ type Store struct {
 // conflicts alone are sent again (retryConflicts).
 func New(db API, t Tables) *Store { return &Store{db: withConflictRetries(db), t: t} }
 
-// Errors callers branch on.
+// Errors callers branch on (domain values, package payment, so the core
+// branches on them without importing storage).
 var (
-	ErrNotFound = errors.New("not found")
-	ErrExists   = errors.New("already exists")
+	ErrNotFound = payment.ErrNotFound
+	ErrExists   = payment.ErrExists
 	// ErrConflict: a conditional write lost a race or found another state.
-	ErrConflict = errors.New("conditional write failed")
+	ErrConflict = payment.ErrConflict
 )
 
 func isConditionFailed(err error) bool {

@@ -29,7 +29,7 @@ const (
 	// (when the reconciler may step in), so the reconciler finds every
 	// attempt a crash left mid-way with one query per shard.
 	OpenAttemptsIndex = "byOpenAttempt"
-	OpenShards        = 8
+	OpenShards        = payment.OpenShards
 )
 
 // The stored forms of a transaction's parts (payment.Transaction is the
@@ -262,18 +262,7 @@ func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*
 	}
 }
 
-// Pending moves a waiting transaction to pending (status 3) with what the
-// payer must do next.
-type Pending struct {
-	TransactionID int64
-	Message       string
-	ProviderRef   string // written once: kept when one is stored
-	NextAction    *payment.TxNextAction
-	ThreeDS       string
-	PendingUntil  time.Time
-	RecoverAfter  time.Time
-	Now           time.Time
-}
+type Pending = payment.Pending
 
 // MarkPending applies p if the transaction is still waiting. ErrConflict
 // (with the current transaction) otherwise.
@@ -298,19 +287,7 @@ func (s *Store) MarkPending(ctx context.Context, p Pending) (*payment.Transactio
 		map[string]types.AttributeValue{":waiting": numberAV(int64(payment.TxWaiting))})
 }
 
-// Settlement moves an open (waiting or pending) transaction to its final
-// state and puts its merchant notification in the outbox, in one write.
-type Settlement struct {
-	TransactionID int64
-	Status        payment.TransactionStatus // TxApproved or TxDeclined
-	Code          codes.Code
-	Message       string
-	ProviderRef   string // written once: kept when empty, and when one is stored
-	ThreeDS       string // kept when empty
-	// Event is the notification of this final state (outbox entry).
-	Event payment.NotifyEvent
-	Now   time.Time
-}
+type Settlement = payment.Settlement
 
 // SettleTransaction applies st if the transaction is still waiting or
 // pending and returns the updated transaction. A transaction that is already
@@ -482,28 +459,11 @@ func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status
 
 // ---- Payment request side of an attempt ----------------------------------
 
-// AttemptLease is the attempt lease on a payment request: the transaction
-// that may currently charge it, and until when.
-type AttemptLease struct {
-	TransactionID int64 `dynamodbav:"attemptTx"`
-	Until         int64 `dynamodbav:"leaseUntil"` // unix ms
-}
-
-// Active reports whether the lease still blocks other attempts at now.
-func (l AttemptLease) Active(now time.Time) bool {
-	return l.TransactionID != 0 && l.Until >= now.UnixMilli()
-}
-
-// Lease asks for the attempt lease of a payment request.
-type Lease struct {
-	RequestID     int64
-	MerchantID    string
-	TransactionID int64
-	Now, Until    time.Time
-	// Amount and Unit, when set, must equal the request's.
-	Amount *decimal.Decimal
-	Unit   string
-}
+// The attempt's types are domain types (package payment).
+type (
+	AttemptLease = payment.AttemptLease
+	Lease        = payment.Lease
+)
 
 // LeasePaymentRequest takes the attempt lease with one conditional write and
 // returns the request: it must belong to the merchant, be unpaid, match the
@@ -591,18 +551,7 @@ func unmarshalRequest(item map[string]types.AttributeValue) (*payment.Request, e
 	return rec.request(), nil
 }
 
-// AttemptCommit records the result of the attempt holding a request's lease.
-type AttemptCommit struct {
-	RequestID         int64
-	TransactionID     int64
-	TransactionNumber string                    // kept when empty
-	Status            payment.TransactionStatus // 1, 2 or 3
-	Code              codes.Code
-	Message           string
-	Now               time.Time
-	// LeaseUntil extends the lease of a pending attempt (Status 3).
-	LeaseUntil time.Time
-}
+type AttemptCommit = payment.AttemptCommit
 
 // CommitAttempt is the state transition of a payment request for one
 // attempt, in one conditional write guarded by "#status = unpaid AND
@@ -739,7 +688,7 @@ func (s *Store) CreateLeasedRequestWithTransaction(ctx context.Context, r *payme
 }
 
 // ErrTransactionExists: a combined write found its transaction id taken.
-var ErrTransactionExists = errors.New("transaction id already exists")
+var ErrTransactionExists = payment.ErrTransactionExists
 
 // cancelled reports whether err is a cancelled TransactWriteItems, and
 // which of its items failed their condition.

@@ -149,10 +149,10 @@ func (f HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Error writes err: a *problem.Problem as is, anything else as a logged 500.
+// Error writes err: a *problem.Problem as is, an errkind error as its
+// kind's problem (problem.From), anything else as a logged 500.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
-	var p *problem.Problem
-	if errors.As(err, &p) {
+	if p, ok := problem.Of(err); ok {
 		problem.Write(w, r, p)
 		return
 	}

@@ -51,7 +51,7 @@ type Deps struct {
 	// (payments.Service.CheckAmount: 400 026 or 020); nil takes every
 	// amount the service accepts. Sandbox merchants are not asked.
 	CheckAmount func(amount decimal.Decimal, unit string) error
-	// Transactions serves GET /transactions/{id} (payments.TransactionLookup).
+	// Transactions serves GET /transactions/{id} (paymentsapi.TransactionLookup).
 	Transactions  httpapi.HandlerFunc
 	Log           *slog.Logger
 	PublicBaseURL string // empty: https://<request host>

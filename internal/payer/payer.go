@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // BrowserInfo describes the payer's browser for 3-D Secure (wallet operation
@@ -79,7 +79,7 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// JSON names of the payer fields, as used in problem.FieldError.Field.
+// JSON names of the payer fields, as used in errkind.FieldError.Field.
 const (
 	FieldName        = "name"
 	FieldEmail       = "email"
@@ -100,11 +100,11 @@ func (d *Data) Normalize() { d.Country = NormalizeCountry(d.Country) }
 
 // Validate checks d for operation k and returns one error per invalid field,
 // in the order of the spec's payer table (upiId, which the table lacks, last).
-func (d Data) Validate(k Kind) []problem.FieldError {
-	var errs []problem.FieldError
+func (d Data) Validate(k Kind) []errkind.FieldError {
+	var errs []errkind.FieldError
 	check := func(field string, code codes.Code, detail string) {
 		if detail != "" {
-			errs = append(errs, problem.FieldError{Field: field, Code: code, Detail: detail})
+			errs = append(errs, errkind.FieldError{Field: field, Code: code, Detail: detail})
 		}
 	}
 

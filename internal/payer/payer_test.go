@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -31,7 +31,7 @@ type fieldCode struct {
 	Code  codes.Code
 }
 
-func fieldCodes(errs []problem.FieldError) []fieldCode {
+func fieldCodes(errs []errkind.FieldError) []fieldCode {
 	var out []fieldCode
 	for _, e := range errs {
 		out = append(out, fieldCode{e.Field, e.Code})

@@ -12,8 +12,8 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payer"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 // Field limits for POST /payment-requests.
@@ -52,10 +52,10 @@ type CreateRules struct {
 
 // Validate checks every field and returns the request to store (without id
 // and timestamps) or the complete list of field errors, in body order.
-func (in CreateInput) Validate(rules CreateRules) (Request, []problem.FieldError) {
-	var errs []problem.FieldError
+func (in CreateInput) Validate(rules CreateRules) (Request, []errkind.FieldError) {
+	var errs []errkind.FieldError
 	add := func(field string, code codes.Code, detail string) {
-		errs = append(errs, problem.FieldError{Field: field, Code: code, Detail: detail})
+		errs = append(errs, errkind.FieldError{Field: field, Code: code, Detail: detail})
 	}
 	r := Request{Status: RequestUnpaid}
 

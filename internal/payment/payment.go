@@ -94,3 +94,13 @@ type Request struct {
 // the provider's idempotency key, so the same attempt can never be charged
 // twice.
 func ChargeReference(txID int64) string { return "ptx_" + strconv.FormatInt(txID, 10) }
+
+// Query selects a merchant's payment requests, newest first.
+type Query struct {
+	MerchantID string
+	Status     int // 0: any
+	From, To   time.Time
+	Reference  string
+	Cursor     string // opaque, from the previous page
+	Limit      int
+}

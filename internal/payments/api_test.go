@@ -14,13 +14,14 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
 )
@@ -665,7 +666,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	// GET /transactions/{id} (mounted by the merchant API function).
 	svc := service(t)
-	h := payments.TransactionLookup(svc, "https://api.example")
+	h := paymentsapi.TransactionLookup(svc, "https://api.example")
 	for _, ref := range []string{tx, r.TransactionNumber} {
 		for _, who := range []testenv.Merchant{a, b} {
 			req := httptest.NewRequest("GET", "/transactions/"+ref, nil)

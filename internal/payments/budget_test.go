@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
+	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
 )

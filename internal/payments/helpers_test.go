@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testenv"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
 )
 
 // StaticLimitCode checks the limits that need no counter, in this order:
@@ -32,8 +32,8 @@ func StaticLimitCode(l merchant.Limits, amount decimal.Decimal, unit, country st
 }
 
 // Caps are the counter limits of l (zero or nil: unlimited).
-func Caps(l merchant.Limits) dynamo.LimitCaps {
-	c := dynamo.LimitCaps{DailyCount: l.DailyCount, MonthlyCount: l.MonthlyCount}
+func Caps(l merchant.Limits) payment.LimitCaps {
+	c := payment.LimitCaps{DailyCount: l.DailyCount, MonthlyCount: l.MonthlyCount}
 	if l.DailyAmount != nil && l.DailyAmount.IsPositive() {
 		c.DailyAmount = l.DailyAmount
 	}
@@ -46,7 +46,7 @@ func Caps(l merchant.Limits) dynamo.LimitCaps {
 // ExceededCode is the first limit that one more attempt of amount would
 // break given usage: daily count 021, monthly count 022, daily total 023,
 // monthly total 024; "" when none would.
-func ExceededCode(u dynamo.LimitUsage, caps dynamo.LimitCaps, amount decimal.Decimal) codes.Code {
+func ExceededCode(u payment.LimitUsage, caps payment.LimitCaps, amount decimal.Decimal) codes.Code {
 	switch {
 	case caps.DailyCount > 0 && u.DailyCount+1 > caps.DailyCount:
 		return codes.DailyCountExceeded
@@ -62,9 +62,9 @@ func ExceededCode(u dynamo.LimitUsage, caps dynamo.LimitCaps, amount decimal.Dec
 
 // reserve adds the attempt to the merchant's counters with one conditional
 // UpdateItem, or returns the code of the limit it would break.
-func (s *Service) reserve(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal, caps dynamo.LimitCaps) (codes.Code, error) {
+func (s *Service) reserve(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal, caps payment.LimitCaps) (codes.Code, error) {
 	// An amount above a total on its own can never fit.
-	if code := ExceededCode(dynamo.LimitUsage{}, dynamo.LimitCaps{DailyAmount: caps.DailyAmount, MonthlyAmount: caps.MonthlyAmount}, amount); code != "" {
+	if code := ExceededCode(payment.LimitUsage{}, payment.LimitCaps{DailyAmount: caps.DailyAmount, MonthlyAmount: caps.MonthlyAmount}, amount); code != "" {
 		return code, nil
 	}
 	for try := 0; try < 3; try++ {
@@ -72,7 +72,7 @@ func (s *Service) reserve(ctx context.Context, w dynamo.LimitWindow, amount deci
 		if err == nil {
 			return "", nil
 		}
-		if !errors.Is(err, dynamo.ErrConflict) {
+		if !errors.Is(err, payment.ErrConflict) {
 			return "", err
 		}
 		u, err := s.Store.LimitUsageOf(ctx, w)

@@ -9,7 +9,6 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
@@ -39,9 +38,9 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	if tx.Status.Final() {
 		status, code, msg = tx.Status, tx.Code, tx.Message // the settle already decided
 	}
-	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
+	req, err := s.Store.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: status, Code: code, Message: msg, Now: now})
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		if req, err = s.Store.PaymentRequest(ctx, tx.PaymentRequestID); err != nil {
 			return nil, nil, false, err
 		}
@@ -77,9 +76,9 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 		return nil, nil, false, err
 	}
 	ev.PaymentRequestStatusID, ev.Channel = reqStatus, tx.Channel
-	st, err := s.Store.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: status, Code: code,
+	st, err := s.Store.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: status, Code: code,
 		Message: msg, ProviderRef: out.ProviderRef, ThreeDS: threeDS, Event: ev, Now: now})
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		if st.Status != status {
 			s.Log.Error("transaction final status differs from its request commit", "transaction_id", tx.ID,
 				"transaction_status", int(st.Status), "commit_status", int(status))
@@ -94,7 +93,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	if req.Status == payment.RequestCancelled && req.TransactionID == tx.ID {
 		// Cancelled while this attempt was pending: the request shows how it
 		// ended, not "pending" forever.
-		if err := s.Store.RecordCancelledAttempt(ctx, req.ID, tx.ID, st.Status, st.Code, st.Message, now); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+		if err := s.Store.RecordCancelledAttempt(ctx, req.ID, tx.ID, st.Status, st.Code, st.Message, now); err != nil && !errors.Is(err, payment.ErrConflict) {
 			s.Log.Warn("recording the end of a cancelled request's attempt failed", "transaction_id", tx.ID, "error", err.Error())
 		}
 	}
@@ -130,11 +129,11 @@ func (s *Service) completeSync(ctx context.Context, req *payment.Request, tx *pa
 	}
 	ev.PaymentRequestStatusID, ev.Channel = reqStatus, tx.Channel
 	err = s.Store.CommitAndSettle(ctx,
-		dynamo.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID, TransactionNumber: tx.Number,
+		payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID, TransactionNumber: tx.Number,
 			Status: status, Code: code, Message: msg, Now: now},
-		dynamo.Settlement{TransactionID: tx.ID, Status: status, Code: code, Message: msg, ProviderRef: out.ProviderRef,
+		payment.Settlement{TransactionID: tx.ID, Status: status, Code: code, Message: msg, ProviderRef: out.ProviderRef,
 			Event: ev, Now: now})
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		return s.complete(ctx, tx, out, "")
 	}
 	if err != nil {
@@ -196,7 +195,7 @@ type outboxMarker interface {
 // pending or final → finish what is left and answer with it.
 func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
 	tx, err := s.Store.Transaction(ctx, txID)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errors.Is(err, payment.ErrNotFound) {
 		return s.run(ctx, m, req, txID, a, det)
 	}
 	if err != nil {
@@ -223,9 +222,9 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 // ensurePendingCommit makes the request show a pending transaction (a crash
 // may have come between the transaction's pending write and the request's).
 func (s *Service) ensurePendingCommit(ctx context.Context, tx *payment.Transaction) (*payment.Request, error) {
-	req, err := s.Store.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
+	req, err := s.Store.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: payment.TxPending, Message: tx.Message, Now: s.Now(), LeaseUntil: tx.RecoverAfter})
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		return s.Store.PaymentRequest(ctx, tx.PaymentRequestID)
 	}
 	return req, err
@@ -275,8 +274,8 @@ func (s *Service) Recover(ctx context.Context, tx *payment.Transaction) error {
 // provider (the record is written first): its lease is simply released.
 func (s *Service) RecoverTransactionOf(ctx context.Context, requestID, txID int64) error {
 	tx, err := s.Store.Transaction(ctx, txID)
-	if errors.Is(err, dynamo.ErrNotFound) {
-		if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrNotFound) {
+		if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, payment.ErrConflict) {
 			return err
 		}
 		return nil
@@ -292,7 +291,7 @@ func (s *Service) RecoverTransactionOf(ctx context.Context, requestID, txID int6
 func (s *Service) RecoverOpen(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	var errs []error
-	for shard := 0; shard < dynamo.OpenShards; shard++ {
+	for shard := 0; shard < payment.OpenShards; shard++ {
 		txs, err := s.Store.OpenAttempts(ctx, shard, now, 200)
 		if err != nil {
 			errs = append(errs, err)

@@ -5,9 +5,9 @@
 // transaction through their states with conditional writes only. Every step
 // may be repeated after a crash (recover.go): see docs/payments.md for the
 // state machine and what each crash point leaves behind. It is
-// transport-independent: the payments function's HTTP handler (this
-// package's Handler), the hosted checkout and the batch processor all call
-// Service.
+// transport-independent (no HTTP import): the payments function's HTTP
+// edge (internal/paymentsapi), the hosted checkout and the batch processor
+// all call Service.
 //
 // States (spec "States and transitions"):
 //
@@ -51,39 +51,38 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxworker"
+	"github.com/payreq/payreq/internal/sandboxjob"
 )
 
 // Store is the persistence the service needs (*dynamo.Store).
 type Store interface {
-	LeasePaymentRequest(ctx context.Context, l dynamo.Lease) (*payment.Request, error)
+	LeasePaymentRequest(ctx context.Context, l payment.Lease) (*payment.Request, error)
 	CreateLeasedPaymentRequest(ctx context.Context, r *payment.Request, txID int64, until time.Time) error
 	CreateLeasedRequestWithTransaction(ctx context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error
-	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, dynamo.AttemptLease, error)
+	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, payment.AttemptLease, error)
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
-	CommitAttempt(ctx context.Context, c dynamo.AttemptCommit) (*payment.Request, error)
-	CommitAndSettle(ctx context.Context, c dynamo.AttemptCommit, st dynamo.Settlement) error
+	CommitAttempt(ctx context.Context, c payment.AttemptCommit) (*payment.Request, error)
+	CommitAndSettle(ctx context.Context, c payment.AttemptCommit, st payment.Settlement) error
 	ReleaseLease(ctx context.Context, requestID, txID int64) error
 	DiscardAttempt(ctx context.Context, requestID, txID int64) error
 	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
 	CreateTransaction(ctx context.Context, t *payment.Transaction) error
 	Transaction(ctx context.Context, id int64) (*payment.Transaction, error)
 	TransactionByNumber(ctx context.Context, num string) (*payment.Transaction, error)
-	MarkPending(ctx context.Context, p dynamo.Pending) (*payment.Transaction, error)
-	SettleTransaction(ctx context.Context, s dynamo.Settlement) (*payment.Transaction, error)
+	MarkPending(ctx context.Context, p payment.Pending) (*payment.Transaction, error)
+	SettleTransaction(ctx context.Context, s payment.Settlement) (*payment.Transaction, error)
 	OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*payment.Transaction, error)
 	BeginRefund(ctx context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error)
 	CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error)
-	ReserveLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal, caps dynamo.LimitCaps) error
-	ReleaseLimits(ctx context.Context, w dynamo.LimitWindow, amount decimal.Decimal) error
-	LimitUsageOf(ctx context.Context, w dynamo.LimitWindow) (dynamo.LimitUsage, error)
+	ReserveLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal, caps payment.LimitCaps) error
+	ReleaseLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal) error
+	LimitUsageOf(ctx context.Context, w payment.LimitWindow) (payment.LimitUsage, error)
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 }
 
@@ -207,8 +206,8 @@ var ErrUnknownTransaction = errors.New("unknown transaction")
 
 // ---- validation ------------------------------------------------------------
 
-// payerKind is the payer-data rule set of a method.
-func payerKind(m provider.Method) payer.Kind {
+// PayerKind is the payer-data rule set of a method.
+func PayerKind(m provider.Method) payer.Kind {
 	switch m {
 	case provider.MethodWallet:
 		return payer.Wallet
@@ -278,7 +277,7 @@ func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
 func acquirerProblem(err error) error {
 	var ae *provider.AmountError
 	if errors.As(err, &ae) {
-		return problem.Validation([]problem.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
+		return errkind.Validation([]errkind.FieldError{{Field: ae.Field, Code: ae.Code, Detail: ae.Detail}})
 	}
 	return err
 }
@@ -308,13 +307,13 @@ func (s *Service) Offers(method provider.Method, unit string) bool {
 }
 
 // MethodProblem is the 400 045 of a method no configured connector serves.
-func MethodProblem(method provider.Method) *problem.Problem {
-	return problem.BadRequest("Payment method "+strconv.Quote(string(method))+" is not enabled for this merchant.", codes.InvalidPaymentMethod)
+func MethodProblem(method provider.Method) *errkind.Error {
+	return errkind.BadInput("Payment method "+strconv.Quote(string(method))+" is not enabled for this merchant.", codes.InvalidPaymentMethod)
 }
 
 // SelectorProblem is the 400 045 of a selector the merchant cannot use.
-func SelectorProblem(n int) *problem.Problem {
-	return problem.BadRequest(fmt.Sprintf("Payment method selector %d is not enabled for this merchant.", n), codes.InvalidPaymentMethod)
+func SelectorProblem(n int) *errkind.Error {
+	return errkind.BadInput(fmt.Sprintf("Payment method selector %d is not enabled for this merchant.", n), codes.InvalidPaymentMethod)
 }
 
 // validate checks an attempt before anything is written.
@@ -322,18 +321,18 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 	if a.Selector != 0 && !s.SelectorEnabled(m, a.Selector) {
 		return nil, SelectorProblem(a.Selector)
 	}
-	var errs []problem.FieldError
+	var errs []errkind.FieldError
 	switch a.Method {
 	case provider.MethodCard, provider.MethodWallet, provider.MethodQR, provider.MethodUPI, provider.MethodAlternative:
 	default:
-		return nil, problem.BadRequest("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
+		return nil, errkind.BadInput("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
 	}
 	if !s.Serves(a.Method) {
 		return nil, MethodProblem(a.Method)
 	}
 	if a.Payer != nil {
 		a.Payer.Normalize()
-		errs = append(errs, a.Payer.Validate(payerKind(a.Method))...)
+		errs = append(errs, a.Payer.Validate(PayerKind(a.Method))...)
 		if a.WalletToken == "" && a.Payer.Token != nil {
 			a.WalletToken = *a.Payer.Token
 		}
@@ -341,12 +340,12 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 			a.UPIID = a.Payer.UPIID
 		}
 	} else if a.Method != provider.MethodCard && !a.Hosted {
-		errs = append(errs, problem.FieldError{Field: payer.FieldName, Code: codes.InvalidName, Detail: "payer data is required"})
+		errs = append(errs, errkind.FieldError{Field: payer.FieldName, Code: codes.InvalidName, Detail: "payer data is required"})
 	}
 	var det *card.Details
 	if a.Method == provider.MethodCard {
 		if a.Card == nil {
-			errs = append(errs, problem.FieldError{Field: "card", Code: codes.InvalidCardNumber, Detail: "card is required"})
+			errs = append(errs, errkind.FieldError{Field: "card", Code: codes.InvalidCardNumber, Detail: "card is required"})
 		} else {
 			in := *a.Card
 			if in.Holder == "" && a.Payer != nil {
@@ -363,13 +362,13 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 		}
 	}
 	if a.Method == provider.MethodWallet && a.Payer == nil && a.WalletToken == "" {
-		errs = append(errs, problem.FieldError{Field: payer.FieldToken, Code: codes.InvalidToken, Detail: "token is required"})
+		errs = append(errs, errkind.FieldError{Field: payer.FieldToken, Code: codes.InvalidToken, Detail: "token is required"})
 	}
 	if a.Method == provider.MethodUPI && a.Payer == nil && !payer.ValidUPI(a.UPIID) {
-		errs = append(errs, problem.FieldError{Field: payer.FieldUPIID, Code: codes.InvalidUPI, Detail: "upiId must be a UPI address such as name@bank"})
+		errs = append(errs, errkind.FieldError{Field: payer.FieldUPIID, Code: codes.InvalidUPI, Detail: "upiId must be a UPI address such as name@bank"})
 	}
 	if len(errs) > 0 {
-		return nil, problem.Validation(errs)
+		return nil, errkind.Validation(errs)
 	}
 	return det, nil
 }
@@ -379,7 +378,7 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 // Pay runs attempt a on payment request requestID of merchant m. A processed
 // attempt (approved, declined — limits included — or pending) is a Result;
 // invalid input, an unknown request, a paid or cancelled request and a
-// concurrent attempt are *problem.Problem errors (400, 404, 409).
+// concurrent attempt are *errkind.Error errors (invalid, not found, conflict).
 //
 // With an Idempotency-Key, the transaction id is derived from the key's
 // record (ids.SeedFrom), so a retry after a crash finds the attempt the first
@@ -392,7 +391,7 @@ func (s *Service) Pay(ctx context.Context, m *merchant.Merchant, requestID int64
 	}
 	txID := attemptID(ctx, now)
 	req, err := s.Store.LeasePaymentRequest(ctx, s.lease(requestID, m.ID, txID, a, now))
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		return s.leaseRefused(ctx, m, requestID, txID, a, det, now)
 	}
 	if err != nil {
@@ -402,8 +401,8 @@ func (s *Service) Pay(ctx context.Context, m *merchant.Merchant, requestID int64
 	return s.run(ctx, m, req, txID, a, det)
 }
 
-func (s *Service) lease(requestID int64, merchantID string, txID int64, a Attempt, now time.Time) dynamo.Lease {
-	return dynamo.Lease{RequestID: requestID, MerchantID: merchantID, TransactionID: txID,
+func (s *Service) lease(requestID int64, merchantID string, txID int64, a Attempt, now time.Time) payment.Lease {
+	return payment.Lease{RequestID: requestID, MerchantID: merchantID, TransactionID: txID,
 		Now: now, Until: now.Add(s.SyncLease), Amount: a.Amount, Unit: a.Unit}
 }
 
@@ -442,7 +441,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			written bool
 		)
 		tx, written, err = s.createLeased(ctx, m, &r, txID, a, det)
-		if errors.Is(err, dynamo.ErrExists) && seed != nil && try == 0 {
+		if errors.Is(err, payment.ErrExists) && seed != nil && try == 0 {
 			// Created by an earlier try with this key (or, astronomically
 			// rarely, a collision: then the request is not ours).
 			cur, lease, gerr := s.Store.PaymentRequestLease(ctx, r.ID)
@@ -458,7 +457,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			crashpoint.Hit(crashpoint.AfterLease)
 			return s.attempt(ctx, m, &r, tx, a, det, written)
 		}
-		if !errors.Is(err, dynamo.ErrExists) || try == 3 {
+		if !errors.Is(err, payment.ErrExists) || try == 3 {
 			return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
 		}
 	}
@@ -466,7 +465,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 
 // PayNew creates payment request r (its id set by the caller) for merchant
 // m with the attempt lease already taken, and runs a on it: the batch's row
-// payments, whose request ids the batch fixed. ErrExists (dynamo) when the
+// payments, whose request ids the batch fixed. payment.ErrExists when the
 // request exists: nothing was written, the caller decides. The transaction
 // id comes from ctx's seed (ids.WithSeed) when there is one.
 func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a Attempt) (Result, error) {
@@ -493,7 +492,7 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 // write (written); limits reserve their counters in between (the hold is
 // part of the record), so with them only the request is written here. tx
 // is the attempt's transaction, stored or to be written ahead. ErrExists
-// (dynamo) when r's id is taken.
+// when r's id is taken (payment.ErrExists).
 func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *payment.Request, txID int64, a Attempt, det *card.Details) (tx *payment.Transaction, written bool, err error) {
 	until := s.Now().Add(s.SyncLease)
 	if Caps(m.Limits).Any() {
@@ -502,7 +501,7 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 	for try := 0; ; try++ {
 		tx = s.newTransaction(m, r, txID, a, det)
 		err = s.Store.CreateLeasedRequestWithTransaction(ctx, r, tx, until)
-		if !errors.Is(err, dynamo.ErrTransactionExists) || try == 3 {
+		if !errors.Is(err, payment.ErrTransactionExists) || try == 3 {
 			return tx, err == nil, err
 		}
 		// A collision of the transaction id only: nothing was written.
@@ -516,8 +515,8 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 // an expired attempt of someone else to its end before taking over.
 func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, txID int64, a Attempt, det *card.Details, now time.Time) (Result, error) {
 	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
-		return Result{}, problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
+		return Result{}, errkind.NotFoundErr(fmt.Sprintf("Payment request %d does not exist.", id))
 	}
 	if err != nil {
 		return Result{}, err
@@ -527,14 +526,14 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 	}
 	switch {
 	case req.Status == payment.RequestPaid:
-		return Result{}, problem.Conflict(fmt.Sprintf("Payment request %d is already paid.", id), "")
+		return Result{}, errkind.ConflictErr(fmt.Sprintf("Payment request %d is already paid.", id), "")
 	case req.Status == payment.RequestCancelled:
-		return Result{}, problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
+		return Result{}, errkind.ConflictErr(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
 	case a.Amount != nil && !a.Amount.Equal(req.Amount):
-		return Result{}, problem.Validation([]problem.FieldError{{Field: "amount", Code: codes.InvalidAmount,
+		return Result{}, errkind.Validation([]errkind.FieldError{{Field: "amount", Code: codes.InvalidAmount,
 			Detail: "amount does not match the payment request's amount " + req.Amount.String()}})
 	case a.Unit != "" && a.Unit != req.Unit:
-		return Result{}, problem.Validation([]problem.FieldError{{Field: "unit", Code: codes.InvalidCurrency,
+		return Result{}, errkind.Validation([]errkind.FieldError{{Field: "unit", Code: codes.InvalidCurrency,
 			Detail: "unit does not match the payment request's unit " + req.Unit}})
 	case lease.Active(now):
 		superseded, after, err := s.supersedeChallenge(ctx, lease.TransactionID, a, now)
@@ -549,7 +548,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 			return Result{}, busy(id, wait)
 		}
 		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
-		if errors.Is(err, dynamo.ErrConflict) {
+		if errors.Is(err, payment.ErrConflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
 		if err != nil {
@@ -564,7 +563,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 			return Result{}, err
 		}
 		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
-		if errors.Is(err, dynamo.ErrConflict) {
+		if errors.Is(err, payment.ErrConflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
 		if err != nil {
@@ -594,7 +593,7 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 		return false, 0, nil
 	}
 	tx, err := s.Store.Transaction(ctx, holder)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errors.Is(err, payment.ErrNotFound) {
 		return false, 0, nil
 	}
 	if err != nil {
@@ -620,14 +619,10 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 }
 
 // busy is the 409 of a request another attempt holds, with the real wait.
-func busy(id int64, wait time.Duration) *problem.Problem {
-	p := problem.Conflict(fmt.Sprintf("Another payment attempt on payment request %d is in progress.", id), "")
-	secs := int64(wait.Round(time.Second) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	p.Headers = map[string][]string{"Retry-After": {strconv.FormatInt(secs, 10)}}
-	return p
+func busy(id int64, wait time.Duration) *errkind.Error {
+	e := errkind.ConflictErr(fmt.Sprintf("Another payment attempt on payment request %d is in progress.", id), "")
+	e.RetryAfter = max(wait, time.Second) // the edge's Retry-After: whole seconds, at least 1
+	return e
 }
 
 // stateProblem is the 409 of a request that changed under a takeover.
@@ -638,9 +633,9 @@ func (s *Service) stateProblem(ctx context.Context, id int64) error {
 	}
 	switch {
 	case req.Status == payment.RequestPaid:
-		return problem.Conflict(fmt.Sprintf("Payment request %d is already paid.", id), "")
+		return errkind.ConflictErr(fmt.Sprintf("Payment request %d is already paid.", id), "")
 	case req.Status == payment.RequestCancelled:
-		return problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
+		return errkind.ConflictErr(fmt.Sprintf("Payment request %d is cancelled.", id), codes.TransactionCancelled)
 	}
 	return busy(id, time.UnixMilli(lease.Until).Sub(s.Now()))
 }
@@ -701,7 +696,7 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 	}
 	limitCode := StaticLimitCode(m.Limits, req.Amount, req.Unit, country)
 	if caps := Caps(m.Limits); limitCode == "" && caps.Any() && !written {
-		w := dynamo.WindowAt(m.ID, req.Unit, now)
+		w := payment.WindowAt(m.ID, req.Unit, now)
 		code, err := s.reserve(ctx, w, req.Amount, caps)
 		if err != nil {
 			s.giveUp(req.ID, tx.ID)
@@ -734,7 +729,7 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) error {
 	for try := 0; ; try++ {
 		err := s.Store.CreateTransaction(ctx, tx)
-		if !errors.Is(err, dynamo.ErrExists) {
+		if !errors.Is(err, payment.ErrExists) {
 			return err
 		}
 		if try == 3 {
@@ -748,7 +743,7 @@ func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *paym
 			return err
 		}
 		now := s.Now()
-		if _, err := s.Store.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: req.ID, MerchantID: req.MerchantID,
+		if _, err := s.Store.LeasePaymentRequest(ctx, payment.Lease{RequestID: req.ID, MerchantID: req.MerchantID,
 			TransactionID: tx.ID, Now: now, Until: now.Add(s.SyncLease)}); err != nil {
 			return err
 		}
@@ -779,7 +774,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		out, err = s.lookup(ctx, tx)
 		if err != nil {
 			s.Log.Error("charge outcome unknown; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
-			return Result{}, problem.Unavailable("The payment provider did not answer. Retry with the same Idempotency-Key; you will not be charged twice.")
+			return Result{}, errkind.UnavailableErr("The payment provider did not answer. Retry with the same Idempotency-Key; you will not be charged twice.")
 		}
 	}
 	crashpoint.Hit(crashpoint.AfterCharge)
@@ -805,17 +800,17 @@ func (s *Service) notProcessed(ctx context.Context, req *payment.Request, tx *pa
 	if err := s.Store.DiscardAttempt(ctx, req.ID, tx.ID); err != nil {
 		s.Log.Error("discarding the unprocessed attempt failed; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
 	} else if tx.Limits != nil {
-		w := dynamo.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
+		w := payment.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
 		if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
 			s.Log.Error("release limit counters failed", "transaction_id", tx.ID, "error", err.Error())
 		}
 	}
-	wait := provider.RetryAfterOf(cause)
-	p := problem.Unavailable(fmt.Sprintf("The payment provider is busy and did not process the payment; nothing was charged. Try again in %d seconds.", int64((wait+time.Second-1)/time.Second)))
-	p.Headers = map[string][]string{"Retry-After": {strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10)}}
-	// Both: the HTTP layer answers the problem, a batch row sees that
-	// nothing was processed (errors.Is provider.ErrNotProcessed).
-	return fmt.Errorf("%w (%w)", p, cause)
+	secs := max(int64((provider.RetryAfterOf(cause)+time.Second-1)/time.Second), 1) // whole seconds, rounded up
+	e := errkind.UnavailableErr(fmt.Sprintf("The payment provider is busy and did not process the payment; nothing was charged. Try again in %d seconds.", secs))
+	e.RetryAfter = time.Duration(secs) * time.Second
+	// Both: the HTTP layer answers the kind, a batch row sees that nothing
+	// was processed (errors.Is provider.ErrNotProcessed).
+	return fmt.Errorf("%w (%w)", e, cause)
 }
 
 // lookup asks the provider what became of tx's charge. A reference it never
@@ -874,7 +869,7 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 	case out.Window > 0:
 		window = out.Window
 	}
-	p := dynamo.Pending{TransactionID: tx.ID, Message: out.Message, ProviderRef: out.ProviderRef,
+	p := payment.Pending{TransactionID: tx.ID, Message: out.Message, ProviderRef: out.ProviderRef,
 		PendingUntil: now.Add(window), Now: now.UTC()}
 	p.RecoverAfter = p.PendingUntil.Add(s.PendingGrace)
 	if p.Message == "" {
@@ -888,12 +883,12 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 		}
 	}
 	st, err := s.Store.MarkPending(ctx, p)
-	if errors.Is(err, dynamo.ErrConflict) && st.Status != payment.TxPending {
+	if errors.Is(err, payment.ErrConflict) && st.Status != payment.TxPending {
 		// Settled meanwhile (a fast callback, or a recovery).
 		req, err := s.Store.PaymentRequest(ctx, st.PaymentRequestID)
 		return req, st, err
 	}
-	if err != nil && !errors.Is(err, dynamo.ErrConflict) {
+	if err != nil && !errors.Is(err, payment.ErrConflict) {
 		return nil, nil, err
 	}
 	req, err := s.ensurePendingCommit(ctx, st)
@@ -923,7 +918,7 @@ func cvvOf(a Attempt) string {
 func (s *Service) giveUp(requestID, txID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, payment.ErrConflict) {
 		s.Log.Warn("release attempt lease failed", "payment_request_id", requestID, "error", err.Error())
 	}
 }
@@ -934,15 +929,15 @@ func (s *Service) schedule(ctx context.Context, tx *payment.Transaction, out pro
 	if !s.Sandbox || s.Queue == nil {
 		return
 	}
-	job := sandboxworker.Job{TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID, ProviderRef: tx.ProviderRef}
+	job := sandboxjob.Job{TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID, ProviderRef: tx.ProviderRef}
 	after := s.ChallengeWindow
 	if out.Async != nil {
 		after = out.Async.After
-		job.Kind, job.Status, job.Code = sandboxworker.KindResult, int(out.Async.Status), string(out.Async.Code)
+		job.Kind, job.Status, job.Code = sandboxjob.KindResult, int(out.Async.Status), string(out.Async.Code)
 	} else {
-		job.Kind = sandboxworker.KindThreeDSTimeout
+		job.Kind = sandboxjob.KindThreeDSTimeout
 	}
-	job.EventID = sandboxworker.EventIDFor(job.Kind, tx.ID)
+	job.EventID = sandboxjob.EventIDFor(job.Kind, tx.ID)
 	job.DueAt = now.Add(after).UTC()
 	if err := s.Queue.Send(ctx, s.SandboxQueueURL, job, after); err != nil {
 		// The reconciler resolves the attempt once its window has passed.
@@ -966,7 +961,7 @@ func (s *Service) release(ctx context.Context, tx *payment.Transaction) {
 	if tx.Limits == nil || tx.Status != payment.TxDeclined {
 		return
 	}
-	w := dynamo.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
+	w := payment.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
 	if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
 		s.Log.Error("release limit counters failed", "transaction_id", tx.ID, "error", err.Error())
 	}

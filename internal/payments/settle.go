@@ -7,7 +7,6 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 )
@@ -22,7 +21,7 @@ type ProviderResult struct {
 	Code             codes.Code
 	Message          string
 	ProviderRef      string
-	ThreeDS          string // dynamo.ThreeDS* for 3-D Secure results
+	ThreeDS          string // payment.ThreeDS* for 3-D Secure results
 	// Facts are what an acquirer's event says of its charge. When set, the
 	// result is an acquirer event and changes the transaction only if it
 	// is bound to it (Bind, with event rules); otherwise ErrUnbound.
@@ -80,7 +79,7 @@ func (s *Service) settleWith(ctx context.Context, tx *payment.Transaction, out p
 
 func (s *Service) loadTx(ctx context.Context, id int64) (*payment.Transaction, error) {
 	tx, err := s.Store.Transaction(ctx, id)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errors.Is(err, payment.ErrNotFound) {
 		return nil, ErrUnknownTransaction
 	}
 	return tx, err

@@ -2,8 +2,6 @@ package payments
 
 import (
 	"context"
-	"net/http"
-	"strings"
 
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
@@ -16,59 +14,17 @@ type ChallengeReader interface {
 	ChallengeStatus(ctx context.Context, providerRef string) (provider.Outcome, error)
 }
 
-// acquirerChallenge serves the service's challenge page for a real
-// acquirer. While the challenge is open the payer is sent (303) to the
-// issuer's page; when the acquirer sent the payer back here (its return_url
-// is this page), the transaction is settled from the acquirer's state and
-// the payer goes on to the return target or the result page. It reports
-// false when the provider has no such challenge.
-func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *payment.Transaction, origins []string) (bool, error) {
-	cr, ok := h.Service.Provider.(ChallengeReader)
-	if !ok || tx.ProviderRef == "" {
-		return false, nil
-	}
-	out, err := cr.ChallengeStatus(r.Context(), tx.ProviderRef)
-	if err != nil {
-		return true, err
-	}
-	if out.Status == provider.Pending {
-		if out.NextAction == nil || !strings.HasPrefix(out.NextAction.URL, "https://") {
-			WriteResultPage(w, http.StatusOK, tx, origins, "")
-			return true, nil
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Referrer-Policy", "no-referrer")
-		http.Redirect(w, r, out.NextAction.URL, http.StatusSeeOther)
-		return true, nil
-	}
-	if err := h.Service.bind(tx, out.ProviderRef, out.Facts, false, "3-D Secure return"); err != nil {
-		// Not this transaction's charge (logged and counted): the payer
-		// sees the attempt as it stands; nothing changed.
-		WriteResultPage(w, http.StatusOK, tx, origins, "")
-		return true, nil
+// SettleChallengeReturn settles tx from the acquirer's state out when the
+// payer comes back from the issuer's challenge page. ok is false when out
+// is not tx's charge (bind logs and counts it): nothing changed.
+func (s *Service) SettleChallengeReturn(ctx context.Context, tx *payment.Transaction, out provider.Outcome) (st Settled, ok bool, err error) {
+	if err := s.bind(tx, out.ProviderRef, out.Facts, false, "3-D Secure return"); err != nil {
+		return Settled{}, false, nil
 	}
 	tds := payment.ThreeDSFailed
 	if out.Status == provider.Approved {
 		tds = payment.ThreeDSAuthenticated
 	}
-	s, err := h.Service.settleWith(r.Context(), tx, out, tds)
-	if err != nil {
-		return true, err
-	}
-	req := s.Request
-	if req == nil || req.ID != tx.PaymentRequestID {
-		req, _ = h.Service.Store.PaymentRequest(r.Context(), tx.PaymentRequestID)
-	}
-	st := s.Transaction
-	if st == nil {
-		st = tx
-	}
-	if target := ReturnTarget(r.URL.Query().Get("return"), req, st); target != "" {
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Referrer-Policy", "no-referrer")
-		http.Redirect(w, r, target, http.StatusSeeOther)
-		return true, nil
-	}
-	WriteResultPage(w, http.StatusOK, st, origins, "")
-	return true, nil
+	st, err = s.settleWith(ctx, tx, out, tds)
+	return st, true, err
 }

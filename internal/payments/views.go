@@ -12,10 +12,9 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -78,7 +77,7 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 		CreatedAt:  tx.CreatedAt.UTC(), UpdatedAt: tx.UpdatedAt.UTC(), SettledAt: tx.SettledAt,
 	}
 	if tx.ThreeDS != "" {
-		tds := s.threeDSView(tx, baseURL)
+		tds := s.ThreeDSView(tx, baseURL)
 		v.ThreeDS = &tds
 	}
 	if tx.Refund != nil {
@@ -88,7 +87,7 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 	return v
 }
 
-func (s *Service) threeDSView(tx *payment.Transaction, baseURL string) ThreeDSView {
+func (s *Service) ThreeDSView(tx *payment.Transaction, baseURL string) ThreeDSView {
 	v := ThreeDSView{Transaction3dsID: ThreeDSID(tx.ID), TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID,
 		Status: tx.ThreeDS, TransactionStatusID: tx.Status}
 	if tx.Status == payment.TxPending && tx.ThreeDS == payment.ThreeDSChallenge {
@@ -104,15 +103,15 @@ func refundView(tx *payment.Transaction) RefundView {
 		Code: codes.Code(r.Code), CreatedAt: r.CreatedAt.UTC(), CompletedAt: r.CompletedAt}
 }
 
-func txNotFound(ref string) *problem.Problem {
-	return problem.NotFound("Transaction " + ref + " does not exist.")
+func txNotFound(ref string) *errkind.Error {
+	return errkind.NotFoundErr("Transaction " + ref + " does not exist.")
 }
 
 // TransactionOf loads transaction id of merchant m; another merchant's
 // transaction is a 404 (043) like a missing one.
 func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id int64) (*payment.Transaction, error) {
 	tx, err := s.Store.Transaction(ctx, id)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(strconv.FormatInt(id, 10))
 	}
 	return tx, err
@@ -120,14 +119,14 @@ func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id in
 
 // TransactionByRef loads a transaction of m by id or by transactionNumber.
 func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, ref string) (*payment.Transaction, error) {
-	if id, ok := parsePositive(ref); ok {
+	if id, ok := ParseID(ref); ok {
 		return s.TransactionOf(ctx, m, id)
 	}
 	if !strings.HasPrefix(ref, "TX") || len(ref) != 18 {
-		return nil, problem.BadRequest("The id must be a transaction id (a positive integer) or a transaction number (TX…), got "+strconv.Quote(ref)+".", "")
+		return nil, errkind.BadInput("The id must be a transaction id (a positive integer) or a transaction number (TX…), got "+strconv.Quote(ref)+".", "")
 	}
 	tx, err := s.Store.TransactionByNumber(ctx, ref)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(ref)
 	}
 	return tx, err
@@ -145,17 +144,17 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 	now := s.Now().UTC()
 	if tx.Refund == nil {
 		if tx.Status != payment.TxApproved {
-			return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
+			return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
 		}
 		if rc, ok := s.Provider.(provider.RefundChecker); ok && !s.Sandbox {
 			if err := rc.CheckRefund(provider.Method(tx.Method), tx.Selector, tx.Unit); err != nil {
-				return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
+				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
 			}
 		}
 		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
-		if errors.Is(err, dynamo.ErrConflict) { // a concurrent call began it
+		if errors.Is(err, payment.ErrConflict) { // a concurrent call began it
 			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
-				return RefundView{}, problem.Conflict(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
+				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
 			}
 		}
 		if err != nil {
@@ -192,7 +191,7 @@ func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*p
 		return tx, nil
 	}
 	got, err := s.Store.CompleteRefund(ctx, tx.ID, tx.Refund.ID, status, out.ProviderRef, out.Code, s.Now())
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errors.Is(err, payment.ErrConflict) {
 		got, err = s.Store.Transaction(ctx, tx.ID)
 	}
 	return got, err

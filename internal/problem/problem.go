@@ -5,21 +5,21 @@ package problem
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // TypeBase prefixes the "type" URI of every problem; the suffix is a stable slug.
 const TypeBase = "https://docs.payreq.dev/problems/"
 
-// FieldError is one entry of the "errors" member of a 400 problem.
-type FieldError struct {
-	Field  string     `json:"field"`
-	Code   codes.Code `json:"code,omitempty"`
-	Detail string     `json:"detail"`
-}
+// FieldError is one entry of the "errors" member of a 400 problem: the
+// field error of an errkind.Error, so the edge passes them through as they are.
+type FieldError = errkind.FieldError
 
 // Problem is an RFC 9457 problem object with the service's extension members.
 type Problem struct {
@@ -65,13 +65,9 @@ func BadRequest(detail string, code codes.Code) *Problem {
 // Validation is a 400 listing every invalid field; the top-level code is the
 // first field's code so clients that read only "code" still get one.
 func Validation(errs []FieldError) *Problem {
-	p := New(http.StatusBadRequest, "validation", "Invalid request", "One or more fields are invalid.", "")
-	p.Errors = errs
-	if len(errs) > 0 {
-		p.Code = errs[0].Code
-		if len(errs) == 1 {
-			p.Detail = errs[0].Detail
-		}
+	p := From(errkind.Validation(errs))
+	if errs == nil {
+		p.Errors = nil
 	}
 	return p
 }
@@ -112,4 +108,52 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// kinds is the one table from an error kind to its HTTP status and problem
+// type (docs/errors.md, "Error kinds"). An Invalid error with field errors
+// is the "validation" type instead of "bad-request".
+var kinds = map[errkind.Kind]struct {
+	status      int
+	slug, title string
+}{
+	errkind.Invalid:          {http.StatusBadRequest, "bad-request", "Bad Request"},
+	errkind.Unauthorized:     {http.StatusUnauthorized, "unauthorized", "Unauthorized"},
+	errkind.Forbidden:        {http.StatusForbidden, "forbidden", "Forbidden"},
+	errkind.NotFound:         {http.StatusNotFound, "not-found", "Not Found"},
+	errkind.Conflict:         {http.StatusConflict, "conflict", "Conflict"},
+	errkind.TooLarge:         {http.StatusRequestEntityTooLarge, "payload-too-large", "Payload Too Large"},
+	errkind.UnsupportedMedia: {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported Media Type"},
+	errkind.RateLimited:      {http.StatusTooManyRequests, "rate-limited", "Too Many Requests"},
+	errkind.Unavailable:      {http.StatusServiceUnavailable, "unavailable", "Service Unavailable"},
+}
+
+// From is the problem of an error kind; an Unknown kind is Internal.
+func From(e *errkind.Error) *Problem {
+	k, ok := kinds[e.Kind]
+	if !ok {
+		return Internal()
+	}
+	p := New(k.status, k.slug, k.title, e.Detail, e.Code)
+	if e.Kind == errkind.Invalid && e.Fields != nil {
+		p.Type, p.Title, p.Errors = TypeBase+"validation", "Invalid request", e.Fields
+	}
+	if e.RetryAfter > 0 {
+		secs := int64(e.RetryAfter.Round(time.Second) / time.Second)
+		p.Headers = http.Header{"Retry-After": {strconv.FormatInt(max(secs, 1), 10)}}
+	}
+	return p
+}
+
+// Of is err's problem: a *Problem as it is, an errkind error through the
+// table; false for any other error.
+func Of(err error) (*Problem, bool) {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p, true
+	}
+	if e, ok := errkind.As(err); ok && e.Kind != errkind.Unknown {
+		return From(e), true
+	}
+	return nil, false
 }

@@ -13,33 +13,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/provider"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/sandboxjob"
+	"github.com/payreq/payreq/internal/sig"
 )
 
-// Job kinds.
+// Job kinds (package sandboxjob, where the payment core reads them).
 const (
-	// KindResult reports a final payment result to POST /callbacks/svc.
-	KindResult = "provider_result"
-	// KindThreeDSTimeout ends an unanswered 3-D Secure challenge through
-	// POST /callbacks/3ds (declined, 013).
-	KindThreeDSTimeout = "threeds_timeout"
-	// KindThreeDSAnswer carries the payer's answer on the sandbox 3-D Secure
-	// page to POST /callbacks/3ds (Result approve or fail), when the hosted
-	// checkout has no configured public base URL to post it to itself.
-	KindThreeDSAnswer = "threeds_answer"
+	KindResult         = sandboxjob.KindResult
+	KindThreeDSTimeout = sandboxjob.KindThreeDSTimeout
+	KindThreeDSAnswer  = sandboxjob.KindThreeDSAnswer
 )
 
 // Paths the worker calls.
@@ -49,23 +43,10 @@ const (
 )
 
 // Job is one queued sandbox result.
-type Job struct {
-	Kind             string    `json:"kind"`
-	EventID          string    `json:"eventId"`
-	TransactionID    int64     `json:"transactionId"`
-	PaymentRequestID int64     `json:"paymentRequestId"`
-	Status           int       `json:"status,omitempty"` // 1 approved, 2 declined (KindResult)
-	Code             string    `json:"code,omitempty"`
-	ProviderRef      string    `json:"providerRef,omitempty"`
-	Result           string    `json:"result,omitempty"` // approve | fail (KindThreeDSAnswer)
-	DueAt            time.Time `json:"dueAt"`
-}
+type Job = sandboxjob.Job
 
-// EventIDFor is the provider event id of a job: stable, so a redelivered
-// message is recognised as a duplicate by the callback receiver.
-func EventIDFor(kind string, txID int64) string {
-	return "sbx_" + kind + "_" + strconv.FormatInt(txID, 10)
-}
+// EventIDFor is the provider event id of a job (sandboxjob.EventIDFor).
+func EventIDFor(kind string, txID int64) string { return sandboxjob.EventIDFor(kind, txID) }
 
 // Callback is the JSON body of a provider result callback (also accepted as
 // a form). It is the contract documented in docs/payments.md.

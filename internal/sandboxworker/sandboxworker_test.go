@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 var key = []byte("0123456789abcdef0123456789abcdef")

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+
+	"github.com/payreq/payreq/internal/sftpuser"
 )
 
 // Event is the request Transfer Family sends to the identity provider.
@@ -81,22 +83,15 @@ func HomeMappings(bucket, merchantID string) []Mapping {
 	}
 }
 
-// User is a merchant's SFTP login. PasswordHash is empty for key-only users;
-// PublicKeys are in authorized_keys format ("ssh-ed25519 AAAA… comment").
-type User struct {
-	MerchantID   string
-	Username     string
-	PasswordHash string
-	PublicKeys   []string
-}
+// User is a merchant's SFTP login (package sftpuser, the domain type the
+// store keeps).
+type User = sftpuser.User
 
 // ErrNotFound is returned by a UserStore for an unknown username.
-var ErrNotFound = errors.New("sftpauth: user not found")
+var ErrNotFound = sftpuser.ErrNotFound
 
 // UserStore finds SFTP users by name.
-type UserStore interface {
-	SFTPUser(ctx context.Context, username string) (User, error)
-}
+type UserStore = sftpuser.Store
 
 // Transfer Family's own rule for user names; anything else is not looked up.
 var validUsername = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_@.-]{2,99}$`)

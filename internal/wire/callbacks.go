@@ -6,8 +6,8 @@ import (
 	"net/http"
 
 	"github.com/payreq/payreq/internal/callbacks"
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // Callbacks wires CallbacksFunction.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/checkout"
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/config"
@@ -16,6 +15,7 @@ import (
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/safehttp"
 	"github.com/payreq/payreq/internal/sandboxworker"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // Checkout wires CheckoutFunction: the hosted page, its token-authenticated

@@ -96,8 +96,7 @@ func (o *dashOps) Redeliver(ctx context.Context, r *payment.Request) (string, er
 
 func (o *dashOps) Refund(ctx context.Context, m *merchant.Merchant, txID int64) (string, error) {
 	v, err := o.svc.Refund(ctx, m, txID)
-	var p *problem.Problem
-	if errors.As(err, &p) && p.Status < 500 {
+	if p, ok := problem.Of(err); ok && p.Status < 500 {
 		return "", dashboard.BadInput(p.Detail)
 	}
 	if err != nil {

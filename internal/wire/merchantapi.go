@@ -10,7 +10,7 @@ import (
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/paylink"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paymentsapi"
 )
 
 // MerchantAPI wires MerchantApiFunction.
@@ -43,7 +43,7 @@ func MerchantAPI(ctx context.Context, getenv config.Getenv, opts Options) (http.
 		Auth:          auth,
 		Guard:         guard,
 		CheckAmount:   svc.CheckAmount,
-		Transactions:  payments.TransactionLookup(svc, b.cfg.PublicBaseURL),
+		Transactions:  paymentsapi.TransactionLookup(svc, b.cfg.PublicBaseURL),
 		Log:           b.cfg.NewLogger().With("function", "merchantapi"),
 		PublicBaseURL: b.cfg.PublicBaseURL,
 		AllowHTTPURLs: b.cfg.Local,

@@ -10,12 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // Payments wires PaymentsFunction.
@@ -33,7 +34,7 @@ func Payments(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 	if err != nil {
 		return nil, fmt.Errorf("wire payments: %w", err)
 	}
-	return payments.NewHandler(payments.HandlerDeps{
+	return paymentsapi.NewHandler(paymentsapi.HandlerDeps{
 		Service:       svc,
 		Guard:         guard,
 		Log:           b.cfg.NewLogger().With("function", "payments"),

@@ -8,12 +8,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/safehttp"
 	"github.com/payreq/payreq/internal/sandboxworker"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // Sandbox wires SandboxFunction, the simulated provider's asynchronous side.

@@ -19,13 +19,13 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/awsconfig"
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/idempotency"
 	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/secrets"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 // Options let tests observe or replace the AWS configuration.
@@ -62,7 +62,7 @@ func newBase(ctx context.Context, getenv config.Getenv, opts Options) (*base, er
 	if err != nil {
 		return nil, fmt.Errorf("seal key: %w", err)
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(awsCfg), cfg.Tables)
+	store := dynamo.New(dynamodb.NewFromConfig(awsCfg), dynamo.Tables(cfg.Tables))
 	return &base{cfg: cfg, aws: awsCfg, store: store, sealer: sealer}, nil
 }
 

@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/sandboxledger"
 )
 
 // The sandbox keeps a ledger like a real acquirer: one entry per charge
@@ -17,65 +17,24 @@ import (
 // deployment, because the service calls the sandbox from several Lambda
 // instances and across crashes.
 
-// Kinds of ledger entries.
+// The ledger's types live in package sandboxledger (the storage keeps them
+// without importing a provider); these names are the sandbox's own.
 const (
-	KindCharge = "charge"
-	KindRefund = "refund"
+	KindCharge = sandboxledger.KindCharge
+	KindRefund = sandboxledger.KindRefund
 )
 
-// LedgerEntry is one charge or refund as the sandbox acquirer books it. It
-// holds no card data: only what a statement line would.
-type LedgerEntry struct {
-	Reference     string          // charge reference or refund id
-	Kind          string          // KindCharge or KindRefund
-	TransactionID int64           //
-	Method        provider.Method //
-	Amount        string          // decimal text
-	Unit          string          //
-	Status        provider.Status // Approved = money moved; Pending while a challenge or callback is open
-	Code          codes.Code      //
-	Message       string          //
-	ProviderRef   string          //
-	// Abandoned marks a reference closed by Lookup before any charge: the
-	// sandbox refuses to charge it later.
-	Abandoned bool
-	// While pending: the open next action, the final result of an
-	// asynchronous flow and when it is due, and whether a 3-D Secure
-	// challenge fails whatever the payer answers.
-	NextAction  *provider.NextAction
-	AsyncStatus provider.Status
-	AsyncCode   codes.Code
-	DueAt       time.Time
-	AlwaysFails bool
-	// Voided is set on a charge whose money went back because it could not
-	// pay its request (RefundRequest.Void).
-	Voided    bool
-	ChargeRef string // refunds: the charge they return money of
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
-// Ledger stores the entries. Implementations: *dynamo.Store, and
-// MemoryLedger for unit tests of the sandbox alone.
-type Ledger interface {
-	// PutLedgerEntry stores e unless its reference exists; it returns the
-	// stored entry and whether e was the one stored.
-	PutLedgerEntry(ctx context.Context, e LedgerEntry) (LedgerEntry, bool, error)
-	// LedgerEntry reads an entry; ErrNoEntry when absent.
-	LedgerEntry(ctx context.Context, ref string) (LedgerEntry, error)
-	// SettleLedgerEntry moves a pending entry to status/code; a final entry
-	// is returned unchanged.
-	SettleLedgerEntry(ctx context.Context, ref string, status provider.Status, code codes.Code, message string, now time.Time) (LedgerEntry, error)
-	// VoidLedgerEntry marks an approved charge as voided.
-	VoidLedgerEntry(ctx context.Context, ref string, now time.Time) error
-}
+type (
+	LedgerEntry = sandboxledger.Entry
+	Ledger      = sandboxledger.Store
+)
 
 // ErrNoEntry: the ledger has no entry with that reference.
-var ErrNoEntry = errors.New("sandbox ledger: no entry")
+var ErrNoEntry = sandboxledger.ErrNoEntry
 
-// outcome is the Outcome a stored entry stands for, with async delays
+// outcomeOf is the Outcome a stored entry stands for, with async delays
 // counted from now.
-func (e LedgerEntry) outcome(now time.Time) provider.Outcome {
+func outcomeOf(e LedgerEntry, now time.Time) provider.Outcome {
 	if e.Abandoned {
 		return provider.Final(provider.Declined, codes.TransactionCancelled, e.ProviderRef)
 	}

@@ -134,7 +134,7 @@ func (s *Sandbox) Charge(ctx context.Context, req provider.ChargeRequest) (provi
 		return out, nil
 	}
 	// A reference seen before: the first call's outcome, no second charge.
-	return stored.outcome(now), nil
+	return outcomeOf(stored, now), nil
 }
 
 // Lookup reports the outcome booked for reference. An asynchronous result
@@ -172,7 +172,7 @@ func (s *Sandbox) Lookup(ctx context.Context, reference string) (provider.Outcom
 			return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
 		}
 	}
-	return e.outcome(now), nil
+	return outcomeOf(e, now), nil
 }
 
 // effectOf looks the request's test input up in the method's table.
@@ -305,7 +305,7 @@ func (s *Sandbox) CompleteChallenge(ctx context.Context, res provider.ChallengeR
 		return provider.Outcome{}, provider.ErrUnknownChallenge // no challenge was ever opened
 	}
 	if e.Status != provider.Pending {
-		return e.outcome(now), nil
+		return outcomeOf(e, now), nil
 	}
 	st, code := provider.Declined, codes.ThreeDSDecline
 	if res.Approved && !e.AlwaysFails {
@@ -315,7 +315,7 @@ func (s *Sandbox) CompleteChallenge(ctx context.Context, res provider.ChallengeR
 	if err != nil {
 		return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
 	}
-	return e.outcome(now), nil
+	return outcomeOf(e, now), nil
 }
 
 var _ provider.ChallengeAbandoner = (*Sandbox)(nil)
@@ -342,7 +342,7 @@ func (s *Sandbox) AbandonChallenge(ctx context.Context, reference string) (provi
 			return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", err)
 		}
 	}
-	return e.outcome(now), nil
+	return outcomeOf(e, now), nil
 }
 
 // Refund approves every well-formed refund: the sandbox has no balance to

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payreq/payreq/internal/callbacks/sig"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/sandboxworker"
+	"github.com/payreq/payreq/internal/sig"
 )
 
 func payerBody(kv ...any) string {

@@ -1,4 +1,8 @@
-package payments
+// Package paymentsapi is the payments function's HTTP edge: its routes,
+// request bodies, problems and the payer's 3-D Secure pages. The attempts
+// themselves run in the payment core, internal/payments, which has no HTTP
+// import.
+package paymentsapi
 
 import (
 	"bytes"
@@ -15,13 +19,14 @@ import (
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 )
 
 // HandlerDeps are the HTTP handler's collaborators.
 type HandlerDeps struct {
-	Service *Service
+	Service *payments.Service
 	// Guard wraps every merchant-server route: API-key authentication (it
 	// must put the merchant in the context, see apikey.MerchantFrom), and
 	// whatever else applies to merchant calls (rate limit, idempotency).
@@ -85,7 +90,7 @@ func (h *handler) baseURL(r *http.Request) string {
 }
 
 func pathID(r *http.Request, name string) (int64, error) {
-	id, ok := parsePositive(r.PathValue(name))
+	id, ok := payments.ParseID(r.PathValue(name))
 	if !ok {
 		return 0, problem.BadRequest("The "+name+" must be a positive 64-bit integer, got "+strconv.Quote(r.PathValue(name))+".", "")
 	}
@@ -112,7 +117,7 @@ func (h *handler) payExisting(w http.ResponseWriter, r *http.Request, method pro
 	if err := httpapi.DecodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	res, err := h.Service.Pay(r.Context(), m, id, Attempt{Method: method, Payer: &body, CardholderPresent: true, BaseURL: h.baseURL(r)})
+	res, err := h.Service.Pay(r.Context(), m, id, payments.Attempt{Method: method, Payer: &body, CardholderPresent: true, BaseURL: h.baseURL(r)})
 	if err != nil {
 		return err
 	}
@@ -149,24 +154,24 @@ func (h *handler) h2h(w http.ResponseWriter, r *http.Request) error {
 	m := apikey.MerchantFrom(r.Context())
 	n, err := strconv.Atoi(r.PathValue("n"))
 	if err != nil || !h.Service.SelectorEnabled(m, n) {
-		return SelectorProblem(n)
+		return payments.SelectorProblem(n)
 	}
 	var body H2HBody
 	if err := httpapi.DecodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	method, _ := MethodOf(n, body.Card != nil)
+	method, _ := payments.MethodOf(n, body.Card != nil)
 	if body.Card != nil && n != 1 {
 		return problem.Validation([]problem.FieldError{{Field: "card", Code: codes.InvalidPaymentMethod,
 			Detail: "card data is accepted by the sandbox card selector 1 only"}})
 	}
-	a := Attempt{Method: method, Selector: n, Payer: &body.Data, CardholderPresent: true, BaseURL: h.baseURL(r)}
+	a := payments.Attempt{Method: method, Selector: n, Payer: &body.Data, CardholderPresent: true, BaseURL: h.baseURL(r)}
 	if body.Card != nil {
 		a.Card = &card.Input{Holder: body.Card.HolderName, Number: body.Card.Number, Expiry: body.Card.Expiry, CVV: body.Card.CVC}
 	}
 	body.Data.Normalize()
-	errs := body.Data.Validate(payerKind(method))
-	var res Result
+	errs := body.Data.Validate(payments.PayerKind(method))
+	var res payments.Result
 	if raw := bytes.TrimSpace(body.PaymentRequestID); len(raw) > 0 && string(raw) != "null" {
 		id, ok := parseJSONID(raw)
 		if !ok {
@@ -213,10 +218,10 @@ func parseJSONID(raw json.RawMessage) (int64, bool) {
 			return 0, false
 		}
 	}
-	return parsePositive(s)
+	return payments.ParseID(s)
 }
 
-func (h *handler) logResult(r *http.Request, res Result) {
+func (h *handler) logResult(r *http.Request, res payments.Result) {
 	httpapi.AddLogAttrs(r, slog.Int64("payment_request_id", res.PaymentRequestID), slog.Int64("transaction_id", res.TransactionID),
 		slog.Int("transaction_status", int(res.TransactionStatusID)), slog.String("code", string(res.LastLog.Code)))
 }
@@ -238,7 +243,7 @@ func (h *handler) cardStatus(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) threeDSStatus(w http.ResponseWriter, r *http.Request) error {
 	m := apikey.MerchantFrom(r.Context())
 	ref := r.PathValue("transaction3dsId")
-	id, ok := ParseThreeDSID(ref)
+	id, ok := payments.ParseThreeDSID(ref)
 	if !ok {
 		return problem.BadRequest("The transaction3dsId must look like 3ds_<transactionId>, got "+strconv.Quote(ref)+".", "")
 	}
@@ -249,7 +254,7 @@ func (h *handler) threeDSStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpapi.WriteJSON(w, http.StatusOK, h.Service.threeDSView(tx, h.baseURL(r)))
+	httpapi.WriteJSON(w, http.StatusOK, h.Service.ThreeDSView(tx, h.baseURL(r)))
 	return nil
 }
 
@@ -270,7 +275,7 @@ func (h *handler) refund(w http.ResponseWriter, r *http.Request) error {
 // threeDSRedirect serves the payer's browser: the sandbox challenge page
 // while the challenge is open, a result page afterwards.
 func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error {
-	id, ok := parsePositive(r.PathValue("transactionId"))
+	id, ok := payments.ParseID(r.PathValue("transactionId"))
 	if !ok {
 		WriteResultPage(w, http.StatusNotFound, nil, nil, "This authentication does not exist.")
 		return nil
@@ -288,9 +293,9 @@ func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	origins := h.Service.FrameOrigins(r, tx.MerchantID)
+	origins := h.Service.FrameOrigins(r.Context(), tx.MerchantID)
 	if tx.Status == payment.TxPending && tx.ThreeDS == payment.ThreeDSChallenge && h.Service.Sandbox {
-		h.Service.writeChallengePage(w, tx, q.Get("return"), origins)
+		writeChallengePage(h.Service, w, tx, q.Get("return"), origins)
 		return nil
 	}
 	if tx.Status == payment.TxPending && tx.ThreeDS == payment.ThreeDSChallenge {
@@ -305,7 +310,7 @@ func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error 
 // TransactionLookup serves GET /transactions/{id} (id: the transaction id
 // or its transactionNumber) for the merchant API function, which mounts it
 // behind its API-key authentication.
-func TransactionLookup(svc *Service, publicBaseURL string) httpapi.HandlerFunc {
+func TransactionLookup(svc *payments.Service, publicBaseURL string) httpapi.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		m := apikey.MerchantFrom(r.Context())
 		if m == nil {

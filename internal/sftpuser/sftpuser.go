@@ -1,0 +1,32 @@
+// Package sftpuser is a merchant's SFTP login as a domain type: internal/dynamo
+// stores it, the identity provider (internal/sftpauth) checks logins against
+// it, and neither imports the other for it.
+package sftpuser
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// User is a merchant's SFTP login. PasswordHash is an Argon2id PHC string,
+// never the password, and empty for key-only users; PublicKeys are in
+// authorized_keys format ("ssh-ed25519 AAAA… comment"). The tags are its
+// stored form.
+type User struct {
+	Username          string     `dynamodbav:"-"`
+	MerchantID        string     `dynamodbav:"merchantId"`
+	PasswordHash      string     `dynamodbav:"passwordHash,omitempty"`
+	PublicKeys        []string   `dynamodbav:"publicKeys,omitempty"`
+	PasswordUpdatedAt *time.Time `dynamodbav:"passwordUpdatedAt,omitempty"`
+	CreatedAt         time.Time  `dynamodbav:"createdAt"`
+	UpdatedAt         time.Time  `dynamodbav:"updatedAt"`
+}
+
+// ErrNotFound is returned by a Store for an unknown username.
+var ErrNotFound = errors.New("sftpauth: user not found")
+
+// Store finds SFTP users by name (*dynamo.Store).
+type Store interface {
+	SFTPUser(ctx context.Context, username string) (User, error)
+}
