@@ -459,10 +459,12 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		data["Admin"] = s.Role == RoleAdmin
 	}
 	data["Page"] = name
+	data["Locale"] = ViewerLocale(r.Header.Get("Accept-Language"))
 	var p pw
 	layout(&p, v, data)
 	b := &p.b
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Add("Vary", "Accept-Language")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, b.String())
 }

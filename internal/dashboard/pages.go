@@ -351,7 +351,7 @@ func (h *handler) exportPayments(w http.ResponseWriter, r *http.Request, s *Sess
 			if p.TransactionID != 0 {
 				txID = strconv.FormatInt(p.TransactionID, 10)
 			}
-			_ = cw.Write([]string{strconv.FormatInt(p.ID, 10), p.CreatedAt.UTC().Format(time.RFC3339), row.StatusName, p.Amount.String(), p.Unit,
+			_ = cw.Write([]string{strconv.FormatInt(p.ID, 10), p.CreatedAt.UTC().Format(time.RFC3339), row.StatusName, amount(p.Amount, p.Unit), p.Unit,
 				csvSafe(p.ReferenceID), txID, row.TxStatus, code, csvSafe(msg)})
 		}
 		n += len(reqs)

@@ -45,10 +45,11 @@ var navItems = []struct{ href, label, page string }{
 }
 
 func layout(p *pw, v view, d map[string]any) {
-	p.raw(`<!doctype html>
-<html lang="en">
+	p.f(`<!doctype html>
+<html lang="en" data-locale="%s">
 <head>
-<meta charset="utf-8">
+`, str(d, "Locale"))
+	p.raw(`<meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 `)
 	p.f("<title>%s · PayReq dashboard</title>\n", v.title)
