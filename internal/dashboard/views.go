@@ -290,7 +290,7 @@ func viewPayments(p *pw, d map[string]any) {
 	rows := d["Rows"].([]paymentRow)
 	for _, r := range rows {
 		p.f(`<tr><td><a href="/dashboard/payments/%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-			r.ID, r.ID, when(r.CreatedAt), money(r.Amount, r.Unit), r.ReferenceID, r.StatusName, r.TxStatus)
+			r.ID, r.ID, when(r.CreatedAt), money(r.Amount, r.Unit), r.ReferenceID, r.StatusName, lastResult(r))
 	}
 	if len(rows) == 0 {
 		p.raw(`<tr><td colspan="6">No payment requests match.</td></tr>`)
@@ -311,24 +311,31 @@ func viewPayment(p *pw, d map[string]any) {
 <dt>Status</dt><dd id="request-status">%s</dd><dt>Amount</dt><dd>%s</dd><dt>Reference</dt><dd>%s</dd><dt>Created</dt><dd>%s</dd>`,
 		r.ID, r.StatusName, money(r.Amount, r.Unit), r.ReferenceID, when(r.CreatedAt))
 	if l := r.LastLog; l != nil {
-		p.f(`<dt>lastLog</dt><dd id="last-log">transactionStatusId %s, code "%s", message "%s"</dd>`, int(l.TransactionStatusID), l.Code, l.Message)
+		p.f(`<dt>Last attempt</dt><dd id="last-result">%s</dd>`, resultWords(l.TransactionStatusID, l.Code, l.Message))
 	}
-	p.raw(`</dl><h2>Transactions</h2><div class="scroll" tabindex="0" role="region" aria-label="Transactions"><table id="transactions">
-<thead><tr><th scope="col">Id</th><th scope="col">Number</th><th scope="col">Status</th><th scope="col">Code</th><th scope="col">Method</th><th scope="col">Amount</th><th scope="col">Refund</th></tr></thead><tbody>`)
+	p.raw(`</dl>`)
+	if l := r.LastLog; l != nil {
+		// The wire form, for developers: what the API and notifications carry.
+		p.f(`<details class="raw"><summary>lastLog as the API returns it</summary><pre><code id="last-log">transactionStatusId %s, code "%s", message "%s"</code></pre></details>`,
+			int(l.TransactionStatusID), l.Code, l.Message)
+	}
+	p.raw(`<h2>Attempts</h2><div class="scroll" tabindex="0" role="region" aria-label="Attempts"><table id="transactions">
+<thead><tr><th scope="col">When</th><th scope="col">Result</th><th scope="col">Method</th><th scope="col">3-D Secure</th><th scope="col">Amount</th><th scope="col">Refund</th><th scope="col">Transaction</th></tr></thead><tbody>`)
 	txs := d["Txs"].([]txRow)
 	for _, t := range txs {
-		method := t.Method
-		if t.Card != nil {
-			method += " " + string(t.Card.Brand) + " ···" + t.Card.Last4
+		at := t.CreatedAt
+		if t.SettledAt != nil {
+			at = *t.SettledAt
 		}
-		p.f(`<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`, t.ID, t.Number, t.StatusName, t.Code, method, money(t.Amount, t.Unit))
+		p.f(`<tr><td>%s</td><td class="result">%s</td><td class="method">%s</td><td class="threeds">%s</td><td>%s</td><td>`,
+			when(at), resultWords(t.Status, t.Code, t.Message), methodWords(t.Transaction), threeDSWords(t.Transaction), money(t.Amount, t.Unit))
 		switch {
 		case t.RefundInfo != "":
 			p.f(`<span class="refund-status">%s</span>`, t.RefundInfo)
 		case t.Refundable && flag(d, "Admin"):
 			p.f(`<a href="/dashboard/payments/%s/refund?tx=%s" class="refund-link">Refund…</a>`, r.ID, t.ID)
 		}
-		p.raw("</td></tr>")
+		p.f(`</td><td><code>%s</code><br><span class="hint">%s</span></td></tr>`, t.ID, t.Number)
 	}
 	if len(txs) == 0 {
 		p.raw(`<tr><td colspan="7">No attempt yet.</td></tr>`)
@@ -422,4 +429,12 @@ func viewAudit(p *pw, d map[string]any) {
 		p.raw(`<tr><td colspan="4">No change recorded yet.</td></tr>`)
 	}
 	p.raw("</tbody></table></div>")
+}
+
+// lastResult is the list's "Last attempt": the request's lastLog in words.
+func lastResult(r paymentRow) string {
+	if l := r.LastLog; l != nil {
+		return resultWords(l.TransactionStatusID, l.Code, l.Message)
+	}
+	return r.TxStatus
 }
