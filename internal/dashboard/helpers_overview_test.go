@@ -31,7 +31,7 @@ type paid struct {
 
 // payCard creates and pays a request of amount (a JSON number, exact) in
 // unit with a sandbox card through the real API.
-func payCard(t *testing.T, m testenv.Merchant, amount, unit, number string) paid {
+func payCard(t testing.TB, m testenv.Merchant, amount, unit, number string) paid {
 	t.Helper()
 	body := map[string]any{"amount": json.RawMessage(amount), "unit": unit, "referenceId": "ov-" + unit + "-" + amount,
 		"name": "Ann Lee", "email": "payer@example.com", "phoneNumber": "4915112345678", "address": "1 Main St", "city": "Berlin",
@@ -49,7 +49,7 @@ func payCard(t *testing.T, m testenv.Merchant, amount, unit, number string) paid
 }
 
 // payToken pays with a sandbox wallet token on wallet selector 44.
-func payToken(t *testing.T, m testenv.Merchant, amount, unit, token string) paid {
+func payToken(t testing.TB, m testenv.Merchant, amount, unit, token string) paid {
 	t.Helper()
 	body := map[string]any{"amount": json.RawMessage(amount), "unit": unit, "referenceId": "ov-w-" + unit + "-" + amount,
 		"name": "Ann Lee", "email": "payer@example.com", "phoneNumber": "4915112345678", "address": "1 Main St", "city": "Berlin",

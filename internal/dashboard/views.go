@@ -24,6 +24,7 @@ var views = map[string]view{
 	"error":       {"Problem", viewError},
 	"profile":     {"Profile", viewProfile},
 	"account":     {"Account", viewAccount},
+	"overview":    {"Overview", viewOverview},
 	"payments":    {"Payments", viewPayments},
 	"payment":     {"Payment request", viewPayment},
 	"refund":      {"Refund", viewRefund},
@@ -36,6 +37,7 @@ func str(d map[string]any, k string) string { s, _ := d[k].(string); return s }
 func flag(d map[string]any, k string) bool  { b, _ := d[k].(bool); return b }
 
 var navItems = []struct{ href, label, page string }{
+	{"/dashboard/overview", "Overview", "overview"},
 	{"/dashboard/payments", "Payments", "payments"},
 	{"/dashboard/batches", "Batches", "batches"},
 	{"/dashboard/profile", "Profile", "profile"},

@@ -52,7 +52,7 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts Options) (http.Ha
 	// Secure cookies need https; only a local stack on plain http goes without.
 	insecure := b.cfg.Local && (b.cfg.PublicBaseURL == "" || b.cfg.PublicBaseURL[:5] == "http:")
 	return dashboard.New(dashboard.Deps{
-		Store: b.store, Ops: ops, Sealer: b.sealer,
+		Store: b.store, Ops: ops, Sealer: b.sealer, Overview: dashOverview{b.store},
 		IsNotFound:       func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
 		IsConflict:       func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
 		Files:            dashweb.Files,
