@@ -263,8 +263,9 @@ func New(d Deps) (http.Handler, error) {
 }
 
 // csp: scripts and styles from the dashboard's own files only, nothing inline,
-// no framing, forms post only to the dashboard.
-const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+// no framing, forms post only to the dashboard; the script may fetch only
+// the dashboard's own pages (the batch progress refreshes itself).
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 func securityHeaders(next http.Handler) http.Handler {

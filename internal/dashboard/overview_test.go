@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +157,7 @@ func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 	if n, _ := strconv.Atoi(got["chart"]); n != time.Now().UTC().Hour()+1 {
 		t.Errorf("today's chart has %s bars, want one per hour so far (%d)", got["chart"], time.Now().UTC().Hour()+1)
 	}
+	axeClean(t, tab, "overview with payments, desktop")
 	viewerLanguage(t, tab, "de-DE,de;q=0.9")
 	bt.Navigate(t, tab, base+"/dashboard/overview?period=7d&unit=JPY")
 	if g := nbsp(bt.Eval[string](t, tab, `document.querySelector("#kpi-gross").textContent`)); g != "1.500 ¥" {
@@ -163,6 +165,7 @@ func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 	}
 	bt.Do(t, tab, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	bt.Navigate(t, tab, base+"/dashboard/overview?period=30d&unit=EUR")
+	axeClean(t, tab, "overview with payments, phone")
 	if w := bt.Eval[float64](t, tab, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("the overview is %v px wide on a 390 px phone: %v", w, bt.Eval[[]string](t, tab, `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > 390).map(e => e.tagName + "." + e.className + "#" + e.id + " " + e.getBoundingClientRect().right)`))
 	}
@@ -266,5 +269,16 @@ func TestConcurrentAndRedeliveredSettlesCountOnce(t *testing.T) {
 	o = readOverview(t, u.get("/dashboard/overview?unit=EUR").body)
 	if o.count != strconv.Itoa(n) || o.gross != gross {
 		t.Errorf("after the redelivery and the repeats: %s payments, gross %s; want %d, %s", o.count, o.gross, n, gross)
+	}
+}
+
+// axeClean runs axe-core on the tab's page: no violation.
+func axeClean(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	axe := axeSource(t)
+	bt.Eval[bool](t, tab, `(() => { if (!window.axe) { `+axe+` } return true; })()`)
+	v := bt.Eval[[]string](t, tab, `axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations.map(v => v.id + " (" + v.impact + "): " + v.nodes.map(n => n.target.join(" ")).join(", ")))`)
+	if len(v) > 0 {
+		t.Errorf("%s: %d axe violations:\n%s", name, len(v), strings.Join(v, "\n"))
 	}
 }

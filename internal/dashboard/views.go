@@ -377,21 +377,47 @@ func viewRefund(p *pw, d map[string]any) {
 }
 
 func viewBatches(p *pw, d map[string]any) {
-	p.raw(`<h1>Batch files</h1><div class="scroll" tabindex="0" role="region" aria-label="Batch files"><table id="batches"><caption>Files uploaded over SFTP</caption>
-<thead><tr><th scope="col">File</th><th scope="col">Received</th><th scope="col">State</th><th scope="col">Rows</th><th scope="col">Approved</th><th scope="col">Declined</th><th scope="col">Pending</th><th scope="col">Rejected</th><th scope="col">Duplicate</th><th scope="col">Result</th></tr></thead><tbody>`)
 	bs := d["Batches"].([]Batch)
+	running := false
 	for _, b := range bs {
-		p.f(`<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`,
-			b.File, when(b.ReceivedAt), b.State, b.Rows, b.Approved, b.Declined, b.Pending, b.Rejected, b.Duplicate)
+		running = running || b.Running()
+	}
+	// dashboard.js fetches this page again every few seconds while a file
+	// runs and swaps this block in: progress without reloading.
+	p.f(`<h1>Batch files</h1><div id="batches-live" data-live-refresh%s><div class="scroll" tabindex="0" role="region" aria-label="Batch files"><table id="batches"><caption>Files uploaded over SFTP</caption>
+<thead><tr><th scope="col">File</th><th scope="col">Received</th><th scope="col">State</th><th scope="col">Progress</th><th scope="col">Rows</th><th scope="col">Approved</th><th scope="col">Declined</th><th scope="col">Pending</th><th scope="col">Rejected</th><th scope="col">Duplicate</th><th scope="col">Result</th></tr></thead><tbody>`,
+		markup(attrIf(running, ` data-running=""`)))
+	for _, b := range bs {
+		p.f(`<tr data-file="%s"><td>%s</td><td>%s</td><td class="state">%s</td><td class="progress-cell">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`,
+			b.File, b.File, when(b.ReceivedAt), b.State, batchProgress(b), count(int64(b.Rows)), count(int64(b.Approved)), count(int64(b.Declined)),
+			count(int64(b.Pending)), count(int64(b.Rejected)), count(int64(b.Duplicate)))
 		if b.ResultKey != "" {
 			p.f(`<a href="/dashboard/batches/result?file=%s">%s</a>`, url.QueryEscape(b.ResultKey), b.ResultKey)
 		}
 		p.raw("</td></tr>")
 	}
 	if len(bs) == 0 {
-		p.raw(`<tr><td colspan="10">No batch file yet.</td></tr>`)
+		p.raw(`<tr><td colspan="11">No batch file yet.</td></tr>`)
 	}
-	p.raw("</tbody></table></div>")
+	p.raw("</tbody></table></div></div>")
+}
+
+// batchProgress is a file's progress bar with lines done of total and the
+// estimated finish.
+func batchProgress(b Batch) markup {
+	if b.LinesTotal <= 0 {
+		if b.Running() {
+			return markup(`<span class="hint">reading the file…</span>`)
+		}
+		return ""
+	}
+	var p pw
+	p.f(`<progress class="lines" max="%s" value="%s" aria-label="Lines done of %s"></progress><span class="lines-text">%s of %s lines</span>`,
+		b.LinesTotal, b.LinesDone, b.File, count(b.LinesDone), count(b.LinesTotal))
+	if t := b.Finish(); !t.IsZero() {
+		p.f(`<span class="hint eta">done at about %s</span>`, t.UTC().Format("15:04:05 UTC"))
+	}
+	return markup(p.b.String())
 }
 
 func viewUsers(p *pw, d map[string]any) {

@@ -100,17 +100,17 @@ func viewOverview(p *pw, d map[string]any) {
 	p.raw(`</tbody></table></div></section>`)
 
 	// Notifications and batch files.
-	p.f(`<section aria-labelledby="h-health"><h2 id="h-health">Notifications and batch files</h2><dl class="facts health">
+	p.f(`<section aria-labelledby="h-health" id="overview-live" data-live-refresh%s><h2 id="h-health">Notifications and batch files</h2><dl class="facts health">
 <dt>Notifications failing (retries scheduled)</dt><dd id="notify-failing">%s</dd>
 <dt>Notifications in the dead-letter queue</dt><dd id="notify-dlq">%s</dd>
-<dt>Batch files in progress</dt><dd id="batches-running">%s</dd></dl>`, count(int64(o.NotifyFail)), count(int64(o.NotifyDLQ)), count(int64(len(o.Running))))
+<dt>Batch files in progress</dt><dd id="batches-running">%s</dd></dl>`, markup(attrIf(len(o.Running) > 0, ` data-running=""`)), count(int64(o.NotifyFail)), count(int64(o.NotifyDLQ)), count(int64(len(o.Running))))
 	if o.NotifyDLQ > 0 {
 		p.raw(`<p class="hint">Parked notifications go out again with <code>payctl dlq redrive</code> or <strong>Send the notification again</strong> on the payment's page.</p>`)
 	}
 	if len(o.Running) > 0 {
 		p.raw(`<ul id="running-batches">`)
 		for _, b := range o.Running {
-			p.f(`<li><a href="/dashboard/batches">%s</a>: %s, %s rows done</li>`, b.File, b.State, count(int64(b.Rows)))
+			p.f(`<li><a href="/dashboard/batches">%s</a>: %s %s</li>`, b.File, b.State, batchProgress(b))
 		}
 		p.raw(`</ul>`)
 	}

@@ -119,6 +119,13 @@ func (o *dashOps) Batches(ctx context.Context, merchantID string) ([]dashboard.B
 		if j.State == dynamo.BatchDone && j.ResultKey != "" {
 			b.ResultKey = path.Base(j.ResultKey)
 		}
+		if j.State != dynamo.BatchHashing { // while hashing, Lines is still counting
+			b.LinesTotal = j.Lines
+			b.LinesDone = min(int64(max(j.NextLine-1, 0)), j.Lines)
+			if j.State == dynamo.BatchDone {
+				b.LinesDone = j.Lines
+			}
+		}
 		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b dashboard.Batch) int { return b.ReceivedAt.Compare(a.ReceivedAt) })

@@ -44,4 +44,35 @@
     }
   }
   localize(document);
+
+  // Live blocks ([data-live-refresh] with an id; data-running while a batch
+  // file runs): the page is fetched again every few seconds and the blocks
+  // are swapped for their new copies, until nothing runs. Polling stops after
+  // 20 minutes so that an open tab does not keep an idle session alive.
+  const LIVE_MS = 3000, LIVE_FOR_MS = 20 * 60 * 1000;
+  const started = Date.now();
+  async function refresh() {
+    if (Date.now() - started > LIVE_FOR_MS) return;
+    let running = true;
+    try {
+      const res = await fetch(location.href, { credentials: "same-origin", cache: "no-store", headers: { Accept: "text/html" } });
+      if (res.ok && !res.redirected) {
+        const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+        for (const el of document.querySelectorAll("[data-live-refresh][id]")) {
+          const fresh = doc.getElementById(el.id);
+          if (fresh) {
+            localize(fresh);
+            el.replaceWith(document.adoptNode(fresh));
+          }
+        }
+        running = !!document.querySelector("[data-live-refresh][data-running]");
+      } else if (res.redirected || res.status === 401 || res.status === 403) {
+        running = false; // signed out: the next reload shows the sign-in page
+      }
+    } catch (e) { /* offline for a moment: try again */ }
+    if (running) setTimeout(refresh, LIVE_MS);
+  }
+  if (document.querySelector("[data-live-refresh][data-running]") && window.fetch && window.DOMParser) {
+    setTimeout(refresh, LIVE_MS);
+  }
 })();
