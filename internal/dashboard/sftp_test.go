@@ -175,7 +175,9 @@ func TestBatchSummaryAndResultDownload(t *testing.T) {
 	}
 	// File, received, state, progress (the file's 3 lines, all done), rows,
 	// approved, declined, pending, rejected, duplicate.
-	n := func(v int) string { return `<td><data class="count" value="` + strconv.Itoa(v) + `">` + strconv.Itoa(v) + `</data></td>` }
+	n := func(v int) string {
+		return `<td><data class="count" value="` + strconv.Itoa(v) + `">` + strconv.Itoa(v) + `</data></td>`
+	}
 	row := regexp.MustCompile(`<td>` + regexp.QuoteMeta(name) + `</td><td>[^<]*</td><td class="state">done</td><td class="progress-cell"><progress class="lines" max="3" value="3" [^>]*></progress><span class="lines-text"><data class="count" value="3">3</data> of <data class="count" value="3">3</data> lines</span></td>` +
 		n(3) + n(1) + n(1) + n(0) + n(1) + n(0))
 	if !row.MatchString(p.body) {
