@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -280,5 +282,25 @@ func axeClean(t *testing.T, tab context.Context, name string) {
 	v := bt.Eval[[]string](t, tab, `axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations.map(v => v.id + " (" + v.impact + "): " + v.nodes.map(n => n.target.join(" ")).join(", ")))`)
 	if len(v) > 0 {
 		t.Errorf("%s: %d axe violations:\n%s", name, len(v), strings.Join(v, "\n"))
+	}
+}
+
+// A notification whose delivery fails shows on the overview as failing.
+func TestOverviewShowsFailingNotifications(t *testing.T) {
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
+	t.Cleanup(down.Close)
+	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.NotifyURL = down.URL + "/hook" })
+	u := newUser(t, m, dashboard.RoleMember)
+	u.mustSignIn()
+	if p := u.get("/dashboard/overview"); !strings.Contains(p.body, `<dd id="notify-failing"><data class="count" value="0">`) {
+		t.Fatalf("a new merchant has failing notifications:\n%.2000s", p.body)
+	}
+	payCard(t, m, "3", "EUR", cardApproved)
+	deadline := time.Now().Add(settleTimeout)
+	for !strings.Contains(u.get("/dashboard/overview").body, `<dd id="notify-failing"><data class="count" value="1">`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the failing notification is not on the overview")
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

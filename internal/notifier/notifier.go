@@ -441,9 +441,10 @@ func (n *Notifier) problem(ctx context.Context, merchantID string, ev payment.No
 }
 
 // problemSolved takes ev off the dashboard's list once an attempt after a
-// failure ended it (a first attempt had no failure before it: no write).
+// failure, or of an event sent again by hand, ended it (a first attempt had
+// no failure before it: no write).
 func (n *Notifier) problemSolved(ctx context.Context, merchantID string, ev payment.NotifyEvent) {
-	if n.Overview == nil || ev.Attempts == 0 {
+	if n.Overview == nil || ev.Attempts == 0 && !ev.Resent {
 		return
 	}
 	if err := n.Overview.ClearNotificationProblem(ctx, merchantID, ev.EventID); err != nil {
