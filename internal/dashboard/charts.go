@@ -57,8 +57,8 @@ func volumeChart(id, name string, slots []slot, unit string) markup {
 	base := int64(chartH - axisH)
 	fmt.Fprintf(&b, `<line class="axis" x1="0" y1="%d" x2="%d" y2="%d"></line>`, base, chartW, base)
 	if max.IsPositive() {
-		fmt.Fprintf(&b, `<line class="grid" x1="0" y1="%d" x2="%d" y2="%d"></line><text class="label" x="0" y="%d">%s</text>`,
-			topPad, chartW, topPad, topPad-5, esc(amount(max, unit)+" "+unit))
+		fmt.Fprintf(&b, `<line class="grid" x1="0" y1="%d" x2="%d" y2="%d"></line><text class="label" x="0" y="%d" data-amount="%s" data-unit="%s">%s</text>`,
+			topPad, chartW, topPad, topPad-5, esc(amount(max, unit)), esc(unit), esc(amount(max, unit)+" "+unit))
 	}
 	w := int64(chartW) / n
 	for i, s := range slots {
@@ -79,6 +79,7 @@ type hbar struct {
 	label string
 	value decimal.Decimal
 	text  string // the value as shown at the bar's end
+	unit  string // when the value is an amount: dashboard.js shows it in the viewer's locale
 }
 
 // barList draws horizontal bars, one a row, labelled.
@@ -100,8 +101,12 @@ func barList(id, name string, bars []hbar) markup {
 	for i, r := range bars {
 		y := i*rowH + 4
 		wd := scale(r.value, max, chartW-labelW-110)
-		fmt.Fprintf(&b, `<text class="label" x="0" y="%d">%s</text><rect class="bar" x="%d" y="%d" width="%d" height="%d"></rect><text class="label" x="%d" y="%d">%s</text>`,
-			y+20, esc(truncate(r.label, 38)), labelW, y+4, wd, rowH-12, labelW+int(wd)+8, y+20, esc(r.text))
+		money := ""
+		if r.unit != "" {
+			money = ` data-amount="` + esc(amount(r.value, r.unit)) + `" data-unit="` + esc(r.unit) + `"`
+		}
+		fmt.Fprintf(&b, `<text class="label" x="0" y="%d">%s</text><rect class="bar" x="%d" y="%d" width="%d" height="%d"></rect><text class="label" x="%d" y="%d"%s>%s</text>`,
+			y+20, esc(truncate(r.label, 38)), labelW, y+4, wd, rowH-12, labelW+int(wd)+8, y+20, money, esc(r.text))
 	}
 	if len(bars) == 0 {
 		fmt.Fprintf(&b, `<text class="label" x="0" y="22">None in this period</text>`)

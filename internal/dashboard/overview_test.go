@@ -98,6 +98,7 @@ func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 	u.mustSignIn()
 	base := testenv.Stack(t).Info.APIBase
 
+	day := time.Now().UTC().Format("2006-01-02")
 	payCard(t, m, "12.50", "EUR", cardApproved)
 	refunded := payCard(t, m, "7.25", "EUR", cardMastercardOK)
 	payToken(t, m, "30", "EUR", "tok_success")
@@ -111,7 +112,13 @@ func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 		t.Fatalf("refund: %d %s", r.Status, r.Body)
 	}
 
-	eur, _ := waitOverview(t, u, "/dashboard/overview?period=today&unit=EUR", func(o overviewNumbers) bool {
+	// "Today" holds them all unless the test ran across midnight (UTC);
+	// 7 and 30 days hold them either way.
+	today := "today"
+	if time.Now().UTC().Format("2006-01-02") != day {
+		today = "7d"
+	}
+	eur, _ := waitOverview(t, u, "/dashboard/overview?period="+today+"&unit=EUR", func(o overviewNumbers) bool {
 		return o.count == "3" && len(o.declines) == 2 && o.refunds == "1"
 	})
 	want := overviewNumbers{gross: "49.75", count: "3", rate: "50.0 %", refunds: "1", refundVolume: "7.25",
@@ -144,20 +151,27 @@ func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 	if p := bt.Eval[string](t, tab, `location.pathname`); p != "/dashboard/overview" {
 		t.Errorf("home after sign-in: %s", p)
 	}
-	bt.Navigate(t, tab, base+"/dashboard/overview?period=today&unit=EUR")
+	hour := time.Now().UTC().Hour()
+	bt.Navigate(t, tab, base+"/dashboard/overview?period="+today+"&unit=EUR")
 	got := bt.Eval[map[string]string](t, tab, `({gross: document.querySelector("#kpi-gross").textContent,
 		count: document.querySelector("#kpi-count").textContent, rate: document.querySelector("#kpi-rate").textContent,
 		refunds: document.querySelector("#kpi-refunds").textContent + " " + document.querySelector("#kpi-refund-volume").textContent,
 		decline006: [...document.querySelectorAll("#declines tr")].find(r => r.textContent.includes("006")).textContent,
-		chart: String(document.querySelectorAll("#volume-chart rect.bar").length)})`)
+		chart: String(document.querySelectorAll("#volume-chart rect.bar").length),
+		chartMax: document.querySelector("#volume-chart text[data-amount]").textContent,
+		wallet: [...document.querySelectorAll("#methods-chart text[data-amount]")].map(e => e.textContent).join("|")})`)
 	for k, w := range map[string]string{"gross": "€49.75", "count": "3", "rate": "50.0 %", "refunds": "1 €7.25",
 		"decline006": "006Security code (CVV/PIN) incorrect2"} {
 		if nbsp(got[k]) != w {
 			t.Errorf("Chromium overview %s: %q, want %q", k, nbsp(got[k]), w)
 		}
 	}
-	if n, _ := strconv.Atoi(got["chart"]); n != time.Now().UTC().Hour()+1 {
-		t.Errorf("today's chart has %s bars, want one per hour so far (%d)", got["chart"], time.Now().UTC().Hour()+1)
+	if !strings.HasPrefix(got["chartMax"], "€") || nbsp(got["wallet"]) != "€30.00|€19.75" {
+		t.Errorf("chart labels not in the viewer's style: %q, %q", got["chartMax"], got["wallet"])
+	}
+	// One bar per hour so far (the hour may have turned meanwhile), or per day.
+	if n, _ := strconv.Atoi(got["chart"]); today == "today" && n != hour+1 && n != time.Now().UTC().Hour()+1 || today == "7d" && n != 7 {
+		t.Errorf("the %s chart has %s bars, want one per hour so far (%d)", today, got["chart"], hour+1)
 	}
 	axeClean(t, tab, "overview with payments, desktop")
 	viewerLanguage(t, tab, "de-DE,de;q=0.9")
@@ -218,7 +232,7 @@ func TestConcurrentAndRedeliveredSettlesCountOnce(t *testing.T) {
 	wg.Wait()
 	// 10.01 + 11.01 + … + 39.01: 735 + 30 × 0.01
 	const gross = "735.30"
-	o, _ := waitOverview(t, u, "/dashboard/overview?unit=EUR", func(o overviewNumbers) bool { return o.count == strconv.Itoa(n) })
+	o, _ := waitOverview(t, u, "/dashboard/overview?period=7d&unit=EUR", func(o overviewNumbers) bool { return o.count == strconv.Itoa(n) })
 	if o.gross != gross {
 		t.Fatalf("30 concurrent payments: gross %s, want %s", o.gross, gross)
 	}
@@ -268,7 +282,7 @@ func TestConcurrentAndRedeliveredSettlesCountOnce(t *testing.T) {
 	}
 	wg.Wait()
 	added.Range(func(k, _ any) bool { t.Errorf("transaction %v was added again", k); return true })
-	o = readOverview(t, u.get("/dashboard/overview?unit=EUR").body)
+	o = readOverview(t, u.get("/dashboard/overview?period=7d&unit=EUR").body)
 	if o.count != strconv.Itoa(n) || o.gross != gross {
 		t.Errorf("after the redelivery and the repeats: %s payments, gross %s; want %d, %s", o.count, o.gross, n, gross)
 	}

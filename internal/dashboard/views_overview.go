@@ -87,7 +87,7 @@ func viewOverview(p *pw, d map[string]any) {
 	p.raw(`<section aria-labelledby="h-methods"><h2 id="h-methods">By method</h2>`)
 	bars = nil
 	for _, m := range o.Methods {
-		bars = append(bars, hbar{label: methodLabel(m.Method), value: m.Volume, text: amount(m.Volume, o.Unit) + " " + o.Unit})
+		bars = append(bars, hbar{label: methodLabel(m.Method), value: m.Volume, text: amount(m.Volume, o.Unit) + " " + o.Unit, unit: o.Unit})
 	}
 	p.f(`<figure>%s</figure>`, barList("methods-chart", "Approved volume by method in "+o.Unit, bars))
 	p.raw(`<div class="scroll" tabindex="0" role="region" aria-label="Methods table"><table id="methods"><thead><tr><th scope="col">Method</th><th scope="col">Payments</th><th scope="col">Volume</th></tr></thead><tbody>`)

@@ -39,6 +39,9 @@
     for (const el of root.querySelectorAll("data.money[data-unit]")) {
       el.textContent = money(el.getAttribute("value"), el.getAttribute("data-unit"));
     }
+    for (const el of root.querySelectorAll("text[data-amount][data-unit]")) { // chart labels
+      el.textContent = money(el.getAttribute("data-amount"), el.getAttribute("data-unit"));
+    }
     for (const el of root.querySelectorAll("data.count")) {
       el.textContent = count(Number(el.getAttribute("value")));
     }
