@@ -59,9 +59,11 @@ func when(t time.Time) string {
 }
 
 // amount is d as a plain decimal string with its currency's decimals
-// ("12.50", "1500", "1.230"); more decimals than the currency's are kept.
+// ("12.50", "1500", "1.230"), whatever the scale it was stored with (a
+// store may return 735.300000 for 735.3); more significant decimals than
+// the currency's are kept.
 func amount(d decimal.Decimal, unit string) string {
-	if n, ok := currency.Decimals(unit); ok && d.Exponent() > -n {
+	if n, ok := currency.Decimals(unit); ok && d.Equal(d.Truncate(n)) {
 		return d.StringFixed(n)
 	}
 	return d.String()

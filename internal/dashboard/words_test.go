@@ -3,6 +3,8 @@ package dashboard
 import (
 	"testing"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/payment"
@@ -39,5 +41,16 @@ func TestAttemptsInPlainWords(t *testing.T) {
 	}
 	if got := methodWords(&payment.Transaction{Method: "upi", UPIID: "ann@upi"}); got != "UPI · ann@upi" {
 		t.Errorf("UPI: %q", got)
+	}
+}
+
+func TestAmountHasTheCurrencysDecimals(t *testing.T) {
+	for _, c := range []struct{ in, unit, want string }{
+		{"12.5", "EUR", "12.50"}, {"1500", "JPY", "1500"}, {"1.23", "KWD", "1.230"}, {"735.300000", "EUR", "735.30"},
+		{"0.00000001", "BTC", "0.00000001"}, {"1.005", "EUR", "1.005"}, {"7", "XYZ", "7"},
+	} {
+		if got := amount(decimal.RequireFromString(c.in), c.unit); got != c.want {
+			t.Errorf("amount(%s %s) = %s, want %s", c.in, c.unit, got, c.want)
+		}
 	}
 }
