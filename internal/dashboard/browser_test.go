@@ -218,7 +218,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	// The audit log names every change with who made it.
 	bt.Navigate(t, tab, base+"/dashboard/audit")
 	log := bt.Eval[string](t, tab, text("#audit"))
-	for _, want := range []string{"settings.update", "apikey.rotate", "payment.refund", u.email} {
+	for _, want := range []string{"settings.update", "apikey.rotate", "payment.refund", "(12.50 EUR)", u.email} {
 		if !strings.Contains(log, want) {
 			t.Errorf("audit log lacks %q", want)
 		}

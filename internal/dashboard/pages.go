@@ -496,7 +496,7 @@ func (h *handler) refund(w http.ResponseWriter, r *http.Request, s *Session) err
 	if err != nil {
 		return err
 	}
-	h.auditLog(r.Context(), s, "payment.refund", fmt.Sprintf("transaction %d of payment request %d (%s %s): %s", t.ID, p.ID, t.Amount, t.Unit, st))
+	h.auditLog(r.Context(), s, "payment.refund", fmt.Sprintf("transaction %d of payment request %d (%s): %s", t.ID, p.ID, moneyText(t.Amount, t.Unit), st))
 	return h.renderDetail(w, r, s, http.StatusOK, map[string]any{"Notice": fmt.Sprintf("Refund of transaction %d: %s.", t.ID, st)})
 }
 
