@@ -19,7 +19,7 @@ const (
 	chartW = 720
 	chartH = 220
 	axisH  = 24 // room for the labels under the bars
-	topPad = 18 // room for the maximum's label
+	topPad = 28 // room for the maximum's label (drawn larger on a phone)
 )
 
 // esc escapes a value for markup.
@@ -58,7 +58,7 @@ func volumeChart(id, name string, slots []slot, unit string) markup {
 	fmt.Fprintf(&b, `<line class="axis" x1="0" y1="%d" x2="%d" y2="%d"></line>`, base, chartW, base)
 	if max.IsPositive() {
 		fmt.Fprintf(&b, `<line class="grid" x1="0" y1="%d" x2="%d" y2="%d"></line><text class="label" x="0" y="%d" data-amount="%s" data-unit="%s">%s</text>`,
-			topPad, chartW, topPad, topPad-5, esc(amount(max, unit)), esc(unit), esc(amount(max, unit)+" "+unit))
+			topPad, chartW, topPad, topPad-6, esc(amount(max, unit)), esc(unit), esc(amount(max, unit)+" "+unit))
 	}
 	w := int64(chartW) / n
 	for i, s := range slots {

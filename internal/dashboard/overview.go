@@ -236,7 +236,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, s *Session) e
 		return err
 	}
 	for _, b := range batches {
-		if b.State != "done" && b.State != "failed" {
+		if b.Running() {
 			d.Running = append(d.Running, b)
 		}
 	}

@@ -17,10 +17,9 @@ func count(n int64) markup {
 	return markup(`<data class="count" value="` + v + `">` + v + `</data>`)
 }
 
-var methodLabels = map[string]string{"card": "Card", "wallet": "Wallet", "qr": "QR code", "upi": "UPI", "alternative": "Alternative method"}
-
+// methodLabel names a method as the attempts do (methodNames).
 func methodLabel(m string) string {
-	if l := methodLabels[m]; l != "" {
+	if l := methodNames[m]; l != "" {
 		return l
 	}
 	return m
