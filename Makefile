@@ -10,7 +10,7 @@ ARTIFACTS_DIR ?= bin/manual
 
 EMULATORS := infra/local/node_modules/.package-lock.json
 
-.PHONY: dev test bench batch-million chaos lint build clean api-lint api-docs
+.PHONY: dev test bench batch-million chaos lint build clean api-lint api-docs screenshots
 
 # Ports of `make dev` (127.0.0.1): PORT for the API, SFTP_PORT for the SFTP
 # server. Another PORT runs a second stack side by side: its SFTP port then
@@ -76,6 +76,10 @@ api-lint: $(EMULATORS)
 
 api-docs: $(EMULATORS)
 	go test -count=1 -run '^TestRedocBundleIsThePinnedOne$$' ./internal/apispec/ -update
+
+# docs/img/dashboard-*.png, desktop and phone, from the local stack in Chromium.
+screenshots: $(EMULATORS)
+	PAYREQ_SCREENSHOTS=1 go test -count=1 -run '^TestBrowserDashboard(Journey|Screenshots)$$' ./internal/dashboard/
 
 # Every function, linux/arm64, stripped: bin/<function>/bootstrap.
 build:

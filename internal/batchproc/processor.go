@@ -31,6 +31,7 @@
 package batchproc
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -716,9 +717,14 @@ func (r *jobRun) hash(ctx context.Context) (bool, error) {
 	if max := r.p.cfg.MaxHashBytesPerRun; max > 0 && max < int64(len(buf)) {
 		buf = buf[:max]
 	}
+	endsInNewline := true // as far as this run knows: a resumed run's first read may be empty
 	for {
 		n, err := io.ReadFull(body, buf)
 		h.Write(buf[:n])
+		r.job.Lines += int64(bytes.Count(buf[:n], []byte{'\n'}))
+		if n > 0 {
+			endsInNewline = buf[n-1] == '\n'
+		}
 		r.job.HashOffset += int64(n)
 		r.hashed += int64(n)
 		if err != nil {
@@ -733,6 +739,9 @@ func (r *jobRun) hash(ctx context.Context) (bool, error) {
 		}
 	}
 	r.job.FileHash = hex.EncodeToString(h.Sum(nil))
+	if !endsInNewline && r.job.HashOffset > 0 {
+		r.job.Lines++ // the last line has no newline
+	}
 	r.job.HashState, r.job.State, r.job.Offset, r.job.NextLine = nil, dynamo.BatchCharging, 0, 1
 	return true, r.save(ctx)
 }

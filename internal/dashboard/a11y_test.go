@@ -59,7 +59,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 			t.Errorf("%s: %d axe violations:\n%s", name, len(v), strings.Join(v, "\n"))
 		}
 	}
-	pages := []string{"/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/payments/" + itoa(reqID) + "/refund?tx=" + itoa(txID),
+	pages := []string{"/dashboard/overview", "/dashboard/overview?period=30d", "/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/payments/" + itoa(reqID) + "/refund?tx=" + itoa(txID),
 		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1"}
 	for _, size := range []struct {
 		name string
@@ -74,7 +74,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), u.merchant), chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
 		bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 		bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
-		bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/payments"`, pageTimeout)
+		bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/overview"`, pageTimeout)
 		for _, p := range pages {
 			bt.Navigate(t, tab, base+p)
 			check(size.name + " " + p)
@@ -122,7 +122,7 @@ func TestEveryPageHasAStrictCSPAndNoInlineCode(t *testing.T) {
 	u.mustSignIn()
 	reqID, _ := payH2H(t, m, "csp-"+dashboard.NewToken()[:8])
 	pages := map[string]page{"login": login}
-	for _, p := range []string{"/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/profile", "/dashboard/account",
+	for _, p := range []string{"/dashboard/overview", "/dashboard/overview?period=7d", "/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/profile", "/dashboard/account",
 		"/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1", "/dashboard/assets/dashboard.js"} {
 		pages[p] = u.get(p)
 	}

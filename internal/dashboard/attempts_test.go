@@ -129,7 +129,7 @@ func lockedNow(t *testing.T, who *user) *dashboard.User {
 func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
 	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
 	ps := passwordBurst(t, u.base, u, mixed(password, func(i int) string { return "wrong password " + strconv.Itoa(i) }))
-	opened := tally(t, "wrong and right at once", ps, "/dashboard/payments")
+	opened := tally(t, "wrong and right at once", ps, "/dashboard/overview")
 	if opened > 1 {
 		t.Errorf("%d sessions from one right password", opened)
 	}
@@ -152,7 +152,7 @@ func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
 	for i := range right {
 		right[i] = password
 	}
-	if n := tally(t, "right while locked", passwordBurst(t, u.base, u, right), "/dashboard/payments"); n != 0 {
+	if n := tally(t, "right while locked", passwordBurst(t, u.base, u, right), "/dashboard/overview"); n != 0 {
 		t.Errorf("the right password opened %d sessions while the account was locked", n)
 	}
 }
@@ -182,14 +182,14 @@ func TestNoPasswordIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 	for i := range wrong {
 		wrong[i] = "wrong password " + strconv.Itoa(i)
 	}
-	tally(t, "30 wrong", passwordBurst(t, base, u, wrong), "/dashboard/payments")
+	tally(t, "30 wrong", passwordBurst(t, base, u, wrong), "/dashboard/overview")
 	if n := checks.Load(); n == 0 || n > dashboard.MaxFailures {
 		t.Errorf("%d of %d wrong passwords sent at once were checked, want 1..%d", n, burst, dashboard.MaxFailures)
 	}
 	after := lockedNow(t, u)
 	checks.Store(0)
 	right := []string{password, password, password}
-	if n := tally(t, "right while locked", passwordBurst(t, base, u, right), "/dashboard/payments"); n != 0 {
+	if n := tally(t, "right while locked", passwordBurst(t, base, u, right), "/dashboard/overview"); n != 0 {
 		t.Errorf("signed in while locked (%d)", n)
 	}
 	if n := checks.Load(); n != 0 {
@@ -248,7 +248,7 @@ func TestParallelTOTPAttemptsKeepTheLockout(t *testing.T) {
 	code, _ := dashboard.TOTPCode(secret, dashboard.TOTPStep(time.Now()))
 	wrong := wrongCode(t, secret)
 	ps := codeBurst(t, u, mixed(code, func(i int) string { return wrong }))
-	if n := tally(t, "codes at once", ps, "/dashboard/payments"); n > 1 {
+	if n := tally(t, "codes at once", ps, "/dashboard/overview"); n > 1 {
 		t.Errorf("%d sessions from one code", n)
 	}
 	lockedNow(t, u)
@@ -265,7 +265,7 @@ func TestNoCodeIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 		d.Sealer = countingSealer{d.Sealer, "totp:" + u.email, &opens}
 	})
 	wrong := wrongCode(t, secret)
-	tally(t, "30 wrong codes", codeBurst(t, u, mixed(wrong, func(int) string { return wrong })), "/dashboard/payments")
+	tally(t, "30 wrong codes", codeBurst(t, u, mixed(wrong, func(int) string { return wrong })), "/dashboard/overview")
 	if n := opens.Load(); n == 0 || n > dashboard.MaxFailures {
 		t.Errorf("%d of %d wrong codes sent at once were checked, want 1..%d", n, burst, dashboard.MaxFailures)
 	}

@@ -72,7 +72,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/totp", http.StatusSeeOther)
 		return
 	}
-	http.Redirect(w, r, "/dashboard/payments", http.StatusSeeOther)
+	http.Redirect(w, r, homePath, http.StatusSeeOther)
 }
 
 // refusal is the answer to an attempt that could not be counted (and so was
@@ -165,7 +165,7 @@ func (h *handler) totp(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, err)
 		return
 	}
-	http.Redirect(w, r, "/dashboard/payments", http.StatusSeeOther)
+	http.Redirect(w, r, homePath, http.StatusSeeOther)
 }
 
 // checkTOTP verifies a code of u's second factor, counted like a password

@@ -118,7 +118,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), u.merchant), chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
 	bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 	bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
-	bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/payments"`, pageTimeout)
+	bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/overview"`, pageTimeout)
 	if cookies := bt.Eval[string](t, tab, `document.cookie`); strings.Contains(cookies, "payreq_session") {
 		t.Error("the session cookie is readable by scripts (not HttpOnly)")
 	}
@@ -218,7 +218,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	// The audit log names every change with who made it.
 	bt.Navigate(t, tab, base+"/dashboard/audit")
 	log := bt.Eval[string](t, tab, text("#audit"))
-	for _, want := range []string{"settings.update", "apikey.rotate", "payment.refund", u.email} {
+	for _, want := range []string{"settings.update", "apikey.rotate", "payment.refund", "(12.50 EUR)", u.email} {
 		if !strings.Contains(log, want) {
 			t.Errorf("audit log lacks %q", want)
 		}

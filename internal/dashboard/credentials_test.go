@@ -119,7 +119,7 @@ func TestCredentialChangesEndEverySessionOfTheUser(t *testing.T) {
 		t.Errorf("old password after reset: %d", p.status)
 	}
 	for _, b := range []*user{u, other} {
-		if p := b.signIn(newPW); p.header.Get("Location") != "/dashboard/payments" {
+		if p := b.signIn(newPW); p.header.Get("Location") != "/dashboard/overview" {
 			t.Fatalf("new password: %d", p.status)
 		}
 	}
@@ -152,7 +152,7 @@ func TestCredentialChangesEndEverySessionOfTheUser(t *testing.T) {
 }
 
 // signInTOTP signs u in with the password and the code of step.
-func signInTOTP(t *testing.T, u *user, secret string, step uint64) page {
+func signInTOTP(t testing.TB, u *user, secret string, step uint64) page {
 	t.Helper()
 	if p := u.signIn(password); p.header.Get("Location") != "/dashboard/totp" {
 		t.Fatalf("password step: %d %s", p.status, p.header.Get("Location"))
@@ -271,14 +271,14 @@ func TestSecondFactorChangesNeedTheFactor(t *testing.T) {
 	if p := signInTOTP(t, w, secret, now+1); p.status != http.StatusUnauthorized {
 		t.Errorf("the replaced key still signs in: %d", p.status)
 	}
-	if p := signInTOTP(t, w, newSecret, now+1); p.header.Get("Location") != "/dashboard/payments" {
+	if p := signInTOTP(t, w, newSecret, now+1); p.header.Get("Location") != "/dashboard/overview" {
 		t.Errorf("the new key does not sign in: %d", p.status)
 	}
 }
 
 func (u *user) mustSignInTOTP(secret string, step uint64) {
 	u.t.Helper()
-	if p := signInTOTP(u.t, u, secret, step); p.header.Get("Location") != "/dashboard/payments" {
+	if p := signInTOTP(u.t, u, secret, step); p.header.Get("Location") != "/dashboard/overview" {
 		u.t.Fatalf("sign-in with TOTP: %d\n%.600s", p.status, p.body)
 	}
 }
@@ -372,7 +372,7 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 	if p := mine.setPassword(lu.Query().Get("token"), aPW); p.status != http.StatusOK {
 		t.Fatalf("A's link: %d", p.status)
 	}
-	if p := mine.signIn(aPW); p.header.Get("Location") != "/dashboard/payments" || mine.get("/dashboard/account").status != http.StatusOK {
+	if p := mine.signIn(aPW); p.header.Get("Location") != "/dashboard/overview" || mine.get("/dashboard/account").status != http.StatusOK {
 		t.Errorf("A's user of the address: %d", p.status)
 	}
 	if p := theirs.get("/dashboard/users"); p.status != http.StatusOK {

@@ -109,6 +109,8 @@ type Deps struct {
 	Store  Store
 	Ops    Ops
 	Sealer Sealer
+	// Overview reads the aggregates of the home page; nil: no overview.
+	Overview OverviewSource
 	// IsNotFound and IsConflict tell the store's error kinds apart.
 	IsNotFound func(error) bool
 	IsConflict func(error) bool
@@ -169,6 +171,7 @@ var routes = []string{
 	"POST /dashboard/logout",
 	"GET /dashboard/set-password",
 	"POST /dashboard/set-password",
+	"GET /dashboard/overview",
 	"GET /dashboard/profile",
 	"POST /dashboard/profile",
 	"POST /dashboard/profile/api-key",
@@ -193,6 +196,9 @@ var routes = []string{
 
 // Routes are the method patterns the handler serves.
 func Routes() []string { return append([]string(nil), routes...) }
+
+// homePath is where a signed-in user lands: the overview.
+const homePath = "/dashboard/overview"
 
 type handler struct {
 	Deps
@@ -223,6 +229,7 @@ func New(d Deps) (http.Handler, error) {
 		mux.Handle(p, f)
 	}
 	member := map[string]pageFunc{
+		"GET /dashboard/overview":                 h.overview,
 		"GET /dashboard/profile":                  h.profile,
 		"GET /dashboard/account":                  h.account,
 		"POST /dashboard/account/totp":            h.enrollTOTP,
@@ -256,8 +263,9 @@ func New(d Deps) (http.Handler, error) {
 }
 
 // csp: scripts and styles from the dashboard's own files only, nothing inline,
-// no framing, forms post only to the dashboard.
-const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+// no framing, forms post only to the dashboard; the script may fetch only
+// the dashboard's own pages (the batch progress refreshes itself).
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 func securityHeaders(next http.Handler) http.Handler {
@@ -459,10 +467,12 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		data["Admin"] = s.Role == RoleAdmin
 	}
 	data["Page"] = name
+	data["Locale"] = ViewerLocale(r.Header.Get("Accept-Language"))
 	var p pw
 	layout(&p, v, data)
 	b := &p.b
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Add("Vary", "Accept-Language")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, b.String())
 }
@@ -486,7 +496,7 @@ func (h *handler) asset(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) home(w http.ResponseWriter, r *http.Request) {
 	if s, _ := h.session(r); s != nil && !s.TOTPPending {
-		http.Redirect(w, r, "/dashboard/payments", http.StatusSeeOther)
+		http.Redirect(w, r, homePath, http.StatusSeeOther)
 		return
 	}
 	http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)

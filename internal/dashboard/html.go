@@ -20,10 +20,18 @@ import (
 // always double-quoted.
 type pw struct{ b strings.Builder }
 
-// f writes format with every argument escaped.
+// markup is HTML that a function of this package built from literals and
+// escaped values (money, the charts); f writes it as it is.
+type markup string
+
+// f writes format with every argument escaped (markup as built).
 func (p *pw) f(format string, args ...any) {
 	esc := make([]any, len(args))
 	for i, a := range args {
+		if m, ok := a.(markup); ok {
+			esc[i] = string(m)
+			continue
+		}
 		esc[i] = html.EscapeString(fmt.Sprint(a))
 	}
 	fmt.Fprintf(&p.b, format, esc...)
@@ -50,10 +58,27 @@ func when(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
 }
 
-// money shows an amount with its currency's decimals ("12.50 EUR").
-func money(d decimal.Decimal, unit string) string {
-	if n, ok := currency.Decimals(unit); ok && d.Exponent() > -n {
-		return d.StringFixed(n) + " " + unit
+// amount is d as a plain decimal string with its currency's decimals
+// ("12.50", "1500", "1.230"), whatever the scale it was stored with (a
+// store may return 735.300000 for 735.3); more significant decimals than
+// the currency's are kept.
+func amount(d decimal.Decimal, unit string) string {
+	if n, ok := currency.Decimals(unit); ok && d.Equal(d.Truncate(n)) {
+		return d.StringFixed(n)
 	}
-	return d.String() + " " + unit
+	return d.String()
+}
+
+// moneyText is an amount in plain text ("12.50 EUR"): notices, audit log.
+func moneyText(d decimal.Decimal, unit string) string { return amount(d, unit) + " " + unit }
+
+// money is an amount as the pages show it: a <data> element whose text is
+// "12.50 EUR" and whose value and data-unit let dashboard.js format it in
+// the viewer's locale with the hosted page's own function (money() in
+// web/checkout/checkout.js; TestDashboardFormatsMoneyLikeTheHostedPage ties
+// the two): "12,50 €" for de-DE, "€12.50" for en-US.
+func money(d decimal.Decimal, unit string) markup {
+	a := amount(d, unit)
+	return markup(`<data class="money" value="` + html.EscapeString(a) + `" data-unit="` + html.EscapeString(unit) + `">` +
+		html.EscapeString(a+" "+unit) + `</data>`)
 }

@@ -89,6 +89,7 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 		"POST /dashboard/profile/sftp":            {{method: "POST", path: "/dashboard/profile/sftp", form: url.Values{"action": {"password"}, "password": {"a-new-sftp-password"}}, status: 200}},
 		"GET /dashboard/account":                  {{method: "GET", path: "/dashboard/account", status: 200}},
 		"POST /dashboard/account/totp":            {{method: "POST", path: "/dashboard/account/totp", form: url.Values{"code": {"000000"}, "sealed": {"x"}}, status: 400}},
+		"GET /dashboard/overview":                 {{method: "GET", path: "/dashboard/overview?period=30d", status: 200}},
 		"GET /dashboard/payments":                 {{method: "GET", path: "/dashboard/payments", status: 200}, {method: "GET", path: "/dashboard/payments?ref=" + bRef, status: 200, echo: true}},
 		"GET /dashboard/payments/export":          {{method: "GET", path: "/dashboard/payments/export", status: 200}, {method: "GET", path: "/dashboard/payments/export?ref=" + bRef, status: 200}},
 		"GET /dashboard/payments/{id}":            {{method: "GET", path: "/dashboard/payments/" + bReqS, status: 404}},

@@ -351,7 +351,7 @@ func (h *handler) exportPayments(w http.ResponseWriter, r *http.Request, s *Sess
 			if p.TransactionID != 0 {
 				txID = strconv.FormatInt(p.TransactionID, 10)
 			}
-			_ = cw.Write([]string{strconv.FormatInt(p.ID, 10), p.CreatedAt.UTC().Format(time.RFC3339), row.StatusName, p.Amount.String(), p.Unit,
+			_ = cw.Write([]string{strconv.FormatInt(p.ID, 10), p.CreatedAt.UTC().Format(time.RFC3339), row.StatusName, amount(p.Amount, p.Unit), p.Unit,
 				csvSafe(p.ReferenceID), txID, row.TxStatus, code, csvSafe(msg)})
 		}
 		n += len(reqs)
@@ -496,7 +496,7 @@ func (h *handler) refund(w http.ResponseWriter, r *http.Request, s *Session) err
 	if err != nil {
 		return err
 	}
-	h.auditLog(r.Context(), s, "payment.refund", fmt.Sprintf("transaction %d of payment request %d (%s %s): %s", t.ID, p.ID, t.Amount, t.Unit, st))
+	h.auditLog(r.Context(), s, "payment.refund", fmt.Sprintf("transaction %d of payment request %d (%s): %s", t.ID, p.ID, moneyText(t.Amount, t.Unit), st))
 	return h.renderDetail(w, r, s, http.StatusOK, map[string]any{"Notice": fmt.Sprintf("Refund of transaction %d: %s.", t.ID, st)})
 }
 

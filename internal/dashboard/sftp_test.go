@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,8 +173,13 @@ func TestBatchSummaryAndResultDownload(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	// File, received, state, rows, approved, declined, pending, rejected, duplicate.
-	row := regexp.MustCompile(`<td>` + regexp.QuoteMeta(name) + `</td><td>[^<]*</td><td>done</td><td>3</td><td>1</td><td>1</td><td>0</td><td>1</td><td>0</td>`)
+	// File, received, state, progress (the file's 3 lines, all done), rows,
+	// approved, declined, pending, rejected, duplicate.
+	n := func(v int) string {
+		return `<td><data class="count" value="` + strconv.Itoa(v) + `">` + strconv.Itoa(v) + `</data></td>`
+	}
+	row := regexp.MustCompile(`<td>` + regexp.QuoteMeta(name) + `</td><td>[^<]*</td><td class="state">done</td><td class="progress-cell"><progress class="lines" max="3" value="3" [^>]*></progress><span class="lines-text"><data class="count" value="3">3</data> of <data class="count" value="3">3</data> lines</span></td>` +
+		n(3) + n(1) + n(1) + n(0) + n(1) + n(0))
 	if !row.MatchString(p.body) {
 		t.Errorf("batch summary row not as expected:\n%s", p.body)
 	}

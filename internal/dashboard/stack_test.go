@@ -31,7 +31,7 @@ const password = "correct horse battery staple"
 
 // user is a signed-out browser of one dashboard user.
 type user struct {
-	t        *testing.T
+	t        testing.TB
 	base     string
 	merchant string
 	email    string
@@ -41,7 +41,7 @@ type user struct {
 var emailSeq int
 
 // newUser creates a dashboard user of m with password.
-func newUser(t *testing.T, m testenv.Merchant, role string) *user {
+func newUser(t testing.TB, m testenv.Merchant, role string) *user {
 	t.Helper()
 	s := testenv.Stack(t)
 	emailSeq++
@@ -59,7 +59,7 @@ func newUser(t *testing.T, m testenv.Merchant, role string) *user {
 }
 
 // newBrowser is a signed-out browser of merchantID's user email.
-func newBrowser(t *testing.T, merchantID, email string) *user {
+func newBrowser(t testing.TB, merchantID, email string) *user {
 	jar, _ := cookiejar.New(nil)
 	return &user{t: t, base: testenv.Stack(t).Info.APIBase, merchant: merchantID, email: email, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -105,7 +105,7 @@ func (u *user) do(method, path string, form url.Values) page {
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func csrfOf(t *testing.T, p page) string {
+func csrfOf(t testing.TB, p page) string {
 	t.Helper()
 	m := csrfRE.FindStringSubmatch(p.body)
 	if m == nil {
@@ -133,7 +133,7 @@ func (u *user) signIn(pw string) page {
 
 func (u *user) mustSignIn() {
 	u.t.Helper()
-	if p := u.signIn(password); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/payments" {
+	if p := u.signIn(password); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/overview" {
 		u.t.Fatalf("sign-in: %d %s\n%s", p.status, p.header.Get("Location"), p.body)
 	}
 }
@@ -336,7 +336,7 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 	// The enrolment code is used up; the next step's code (within the
 	// accepted skew) signs in.
 	code, _ = dashboard.TOTPCode(secret[1], dashboard.TOTPStep(time.Now())+1)
-	if p := v.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, form)}, "code": {code}}); p.header.Get("Location") != "/dashboard/payments" {
+	if p := v.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, form)}, "code": {code}}); p.header.Get("Location") != "/dashboard/overview" {
 		t.Fatalf("right code: %d %s\n%s", p.status, p.header.Get("Location"), p.body)
 	}
 	if v.cookie(sessionCookie) == pending {
@@ -555,7 +555,7 @@ func TestLocalStackSeedsADashboardAdmin(t *testing.T) {
 		t.Fatalf("stack.json dashboard: %+v", d)
 	}
 	u := newBrowser(t, d.MerchantID, d.Email)
-	if p := u.signIn(d.Password); p.header.Get("Location") != "/dashboard/payments" {
+	if p := u.signIn(d.Password); p.header.Get("Location") != "/dashboard/overview" {
 		t.Fatalf("seeded sign-in: %d", p.status)
 	}
 	if p := u.get("/dashboard/profile"); !strings.Contains(p.body, s.Info.Merchant.ID) || !strings.Contains(p.body, `id="rotate-key"`) {

@@ -25,6 +25,7 @@ var views = map[string]view{
 	"error":       {"Problem", viewError},
 	"profile":     {"Profile", viewProfile},
 	"account":     {"Account", viewAccount},
+	"overview":    {"Overview", viewOverview},
 	"payments":    {"Payments", viewPayments},
 	"payment":     {"Payment request", viewPayment},
 	"refund":      {"Refund", viewRefund},
@@ -37,6 +38,7 @@ func str(d map[string]any, k string) string { s, _ := d[k].(string); return s }
 func flag(d map[string]any, k string) bool  { b, _ := d[k].(bool); return b }
 
 var navItems = []struct{ href, label, page string }{
+	{"/dashboard/overview", "Overview", "overview"},
 	{"/dashboard/payments", "Payments", "payments"},
 	{"/dashboard/batches", "Batches", "batches"},
 	{"/dashboard/profile", "Profile", "profile"},
@@ -46,10 +48,11 @@ var navItems = []struct{ href, label, page string }{
 }
 
 func layout(p *pw, v view, d map[string]any) {
-	p.raw(`<!doctype html>
-<html lang="en">
+	p.f(`<!doctype html>
+<html lang="en" data-locale="%s">
 <head>
-<meta charset="utf-8">
+`, str(d, "Locale"))
+	p.raw(`<meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 `)
 	p.f("<title>%s · PayReq dashboard</title>\n", v.title)
@@ -292,7 +295,7 @@ func viewPayments(p *pw, d map[string]any) {
 	rows := d["Rows"].([]paymentRow)
 	for _, r := range rows {
 		p.f(`<tr><td><a href="/dashboard/payments/%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-			r.ID, r.ID, when(r.CreatedAt), money(r.Amount, r.Unit), r.ReferenceID, r.StatusName, r.TxStatus)
+			r.ID, r.ID, when(r.CreatedAt), money(r.Amount, r.Unit), r.ReferenceID, r.StatusName, lastResult(r))
 	}
 	if len(rows) == 0 {
 		p.raw(`<tr><td colspan="6">No payment requests match.</td></tr>`)
@@ -313,24 +316,31 @@ func viewPayment(p *pw, d map[string]any) {
 <dt>Status</dt><dd id="request-status">%s</dd><dt>Amount</dt><dd>%s</dd><dt>Reference</dt><dd>%s</dd><dt>Created</dt><dd>%s</dd>`,
 		r.ID, r.StatusName, money(r.Amount, r.Unit), r.ReferenceID, when(r.CreatedAt))
 	if l := r.LastLog; l != nil {
-		p.f(`<dt>lastLog</dt><dd id="last-log">transactionStatusId %s, code "%s", message "%s"</dd>`, int(l.TransactionStatusID), l.Code, l.Message)
+		p.f(`<dt>Last attempt</dt><dd id="last-result">%s</dd>`, resultWords(l.TransactionStatusID, l.Code, l.Message))
 	}
-	p.raw(`</dl><h2>Transactions</h2><div class="scroll" tabindex="0" role="region" aria-label="Transactions"><table id="transactions">
-<thead><tr><th scope="col">Id</th><th scope="col">Number</th><th scope="col">Status</th><th scope="col">Code</th><th scope="col">Method</th><th scope="col">Amount</th><th scope="col">Refund</th></tr></thead><tbody>`)
+	p.raw(`</dl>`)
+	if l := r.LastLog; l != nil {
+		// The wire form, for developers: what the API and notifications carry.
+		p.f(`<details class="raw"><summary>lastLog as the API returns it</summary><pre><code id="last-log">transactionStatusId %s, code "%s", message "%s"</code></pre></details>`,
+			int(l.TransactionStatusID), l.Code, l.Message)
+	}
+	p.raw(`<h2>Attempts</h2><div class="scroll" tabindex="0" role="region" aria-label="Attempts"><table id="transactions">
+<thead><tr><th scope="col">When</th><th scope="col">Result</th><th scope="col">Method</th><th scope="col">3-D Secure</th><th scope="col">Amount</th><th scope="col">Refund</th><th scope="col">Transaction</th></tr></thead><tbody>`)
 	txs := d["Txs"].([]txRow)
 	for _, t := range txs {
-		method := t.Method
-		if t.Card != nil {
-			method += " " + string(t.Card.Brand) + " ···" + t.Card.Last4
+		at := t.CreatedAt
+		if t.SettledAt != nil {
+			at = *t.SettledAt
 		}
-		p.f(`<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`, t.ID, t.Number, t.StatusName, t.Code, method, money(t.Amount, t.Unit))
+		p.f(`<tr><td>%s</td><td class="result">%s</td><td class="method">%s</td><td class="threeds">%s</td><td>%s</td><td>`,
+			when(at), resultWords(t.Status, t.Code, t.Message), methodWords(t.Transaction), threeDSWords(t.Transaction), money(t.Amount, t.Unit))
 		switch {
 		case t.RefundInfo != "":
 			p.f(`<span class="refund-status">%s</span>`, t.RefundInfo)
 		case t.Refundable && flag(d, "Admin"):
 			p.f(`<a href="/dashboard/payments/%s/refund?tx=%s" class="refund-link">Refund…</a>`, r.ID, t.ID)
 		}
-		p.raw("</td></tr>")
+		p.f(`</td><td><code>%s</code><br><span class="hint">%s</span></td></tr>`, t.ID, t.Number)
 	}
 	if len(txs) == 0 {
 		p.raw(`<tr><td colspan="7">No attempt yet.</td></tr>`)
@@ -370,21 +380,47 @@ func viewRefund(p *pw, d map[string]any) {
 }
 
 func viewBatches(p *pw, d map[string]any) {
-	p.raw(`<h1>Batch files</h1><div class="scroll" tabindex="0" role="region" aria-label="Batch files"><table id="batches"><caption>Files uploaded over SFTP</caption>
-<thead><tr><th scope="col">File</th><th scope="col">Received</th><th scope="col">State</th><th scope="col">Rows</th><th scope="col">Approved</th><th scope="col">Declined</th><th scope="col">Pending</th><th scope="col">Rejected</th><th scope="col">Duplicate</th><th scope="col">Result</th></tr></thead><tbody>`)
 	bs := d["Batches"].([]Batch)
+	running := false
 	for _, b := range bs {
-		p.f(`<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`,
-			b.File, when(b.ReceivedAt), b.State, b.Rows, b.Approved, b.Declined, b.Pending, b.Rejected, b.Duplicate)
+		running = running || b.Running()
+	}
+	// dashboard.js fetches this page again every few seconds while a file
+	// runs and swaps this block in: progress without reloading.
+	p.f(`<h1>Batch files</h1><div id="batches-live" data-live-refresh%s><div class="scroll" tabindex="0" role="region" aria-label="Batch files"><table id="batches"><caption>Files uploaded over SFTP</caption>
+<thead><tr><th scope="col">File</th><th scope="col">Received</th><th scope="col">State</th><th scope="col">Progress</th><th scope="col">Rows</th><th scope="col">Approved</th><th scope="col">Declined</th><th scope="col">Pending</th><th scope="col">Rejected</th><th scope="col">Duplicate</th><th scope="col">Result</th></tr></thead><tbody>`,
+		markup(attrIf(running, ` data-running=""`)))
+	for _, b := range bs {
+		p.f(`<tr data-file="%s"><td>%s</td><td>%s</td><td class="state">%s</td><td class="progress-cell">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>`,
+			b.File, b.File, when(b.ReceivedAt), b.State, batchProgress(b), count(int64(b.Rows)), count(int64(b.Approved)), count(int64(b.Declined)),
+			count(int64(b.Pending)), count(int64(b.Rejected)), count(int64(b.Duplicate)))
 		if b.ResultKey != "" {
 			p.f(`<a href="/dashboard/batches/result?file=%s">%s</a>`, url.QueryEscape(b.ResultKey), b.ResultKey)
 		}
 		p.raw("</td></tr>")
 	}
 	if len(bs) == 0 {
-		p.raw(`<tr><td colspan="10">No batch file yet.</td></tr>`)
+		p.raw(`<tr><td colspan="11">No batch file yet.</td></tr>`)
 	}
-	p.raw("</tbody></table></div>")
+	p.raw("</tbody></table></div></div>")
+}
+
+// batchProgress is a file's progress bar with lines done of total and the
+// estimated finish.
+func batchProgress(b Batch) markup {
+	if b.LinesTotal <= 0 {
+		if b.Running() {
+			return markup(`<span class="hint">reading the file…</span>`)
+		}
+		return ""
+	}
+	var p pw
+	p.f(`<progress class="lines" max="%s" value="%s" aria-label="Lines done of %s"></progress><span class="lines-text">%s of %s lines</span>`,
+		b.LinesTotal, b.LinesDone, b.File, count(b.LinesDone), count(b.LinesTotal))
+	if t := b.Finish(); !t.IsZero() {
+		p.f(`<span class="hint eta">done at about %s</span>`, t.UTC().Format("15:04:05 UTC"))
+	}
+	return markup(p.b.String())
 }
 
 func viewUsers(p *pw, d map[string]any) {
@@ -457,4 +493,12 @@ func viewMethods(p *pw, m *merchant.Merchant) {
 	}
 	p.raw(`</dl><p class="hint">Cards and the hosted page's methods follow these and your currency. To change them, ask your account manager.</p></section>
 `)
+}
+
+// lastResult is the list's "Last attempt": the request's lastLog in words.
+func lastResult(r paymentRow) string {
+	if l := r.LastLog; l != nil {
+		return resultWords(l.TransactionStatusID, l.Code, l.Message)
+	}
+	return r.TxStatus
 }

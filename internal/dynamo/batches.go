@@ -104,6 +104,10 @@ type BatchJob struct {
 	NextLine   int         `dynamodbav:"nextLine"`            // its 1-based number
 	Parts      int         `dynamodbav:"parts"`               // result parts written
 	Counts     BatchCounts `dynamodbav:"counts"`
+	// Lines counts the file's lines, found while hashing (which reads the
+	// whole file anyway): newlines so far, then the total once hashed. With
+	// NextLine it is the dashboard's progress (lines done of lines total).
+	Lines int64 `dynamodbav:"lines,omitempty"`
 	// Clock is the instant rows are validated at (card expiry), fixed for the
 	// job so that a replayed row is judged exactly as the first time.
 	Clock       time.Time `dynamodbav:"clock"`
@@ -240,6 +244,7 @@ func (s *Store) SaveBatchJob(ctx context.Context, j *BatchJob, now time.Time) er
 	u.set("nextLine", numberAV(int64(j.NextLine)))
 	u.set("parts", numberAV(int64(j.Parts)))
 	u.set("counts", counts)
+	u.set("lines", numberAV(j.Lines))
 	u.set("recoveries", numberAV(int64(j.Recoveries)))
 	u.set("leaseUntil", numberAV(j.LeaseUntil))
 	u.set("updatedAt", sAV(j.UpdatedAt.Format(time.RFC3339Nano)))

@@ -60,6 +60,17 @@ type Store interface {
 	RecordDeliveries(ctx context.Context, ws []dynamo.DeliveryWrite) []error
 }
 
+// Overview is where the notifier keeps the dashboard's overview: a settled
+// transaction is added to its merchant's aggregates on its event's first
+// attempt (after the payment's answer, once per transaction whatever the
+// redeliveries), and an event whose delivery fails is listed until a later
+// attempt delivers it (writes only on the failure paths).
+type Overview interface {
+	AggregateSettled(ctx context.Context, tx *payment.Transaction, now time.Time) (bool, error)
+	PutNotificationProblem(ctx context.Context, merchantID string, p dynamo.NotificationProblem) error
+	ClearNotificationProblem(ctx context.Context, merchantID, eventID string) error
+}
+
 // Queue sends events.
 type Queue interface {
 	Send(ctx context.Context, queueURL string, body any, delay time.Duration) error
@@ -100,8 +111,10 @@ type Notifier struct {
 	BatchQueueURL string
 	BatchDLQURL   string
 	Schedule      notify.Schedule
-	Log           *slog.Logger
-	Now           func() time.Time
+	// Overview keeps the dashboard's aggregates (*dynamo.Store); nil: none.
+	Overview Overview
+	Log      *slog.Logger
+	Now      func() time.Time
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
@@ -333,6 +346,13 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 	// What is signed comes from the store: the event's own statuses are
 	// only routing.
 	ev = payment.EventOf(ev, tx.ID, tx.Status, req.Status, tx.Code, tx.Message)
+	if n.Overview != nil && ev.Attempts == 0 && ev.DueAt.IsZero() {
+		// Before the delivery: should this write fail, SQS retries the
+		// message and the merchant is not notified twice for it.
+		if _, err := n.Overview.AggregateSettled(ctx, tx, now); err != nil {
+			return delivery{}, err
+		}
+	}
 	if m == nil || m.ID != req.MerchantID { // an event without (or with a wrong) merchant id
 		if m, err = n.Store.Merchant(ctx, req.MerchantID); err != nil {
 			return delivery{}, fmt.Errorf("load merchant %s: %w", req.MerchantID, err)
@@ -344,6 +364,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 	}
 	if target == "" {
 		// The spec: sent only if a notify URL is configured.
+		n.problemSolved(ctx, req.MerchantID, ev)
 		return delivery{record: &dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
 			Attempt: ev.Attempts + 1, At: now, Outcome: "skipped", Error: "no notify URL configured"}, mustRecord: true}, nil
 	}
@@ -377,6 +398,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		record.Outcome = "delivered"
 		log.Info("notification delivered", "status", attempt.StatusCode, "latency_ms", record.LatencyMS,
 			"since_event_ms", now.Sub(ev.OccurredAt).Milliseconds())
+		n.problemSolved(ctx, req.MerchantID, ev)
 		return delivery{record: &record, mustRecord: true}, nil
 	}
 	if attempt.StatusCode == http.StatusGone {
@@ -384,6 +406,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		// this delivery; retrying it for days would be noise.
 		record.Outcome = "gone"
 		log.Warn("notification endpoint answered 410 Gone; no more attempts for this delivery")
+		n.problemSolved(ctx, req.MerchantID, ev)
 		return delivery{record: &record, mustRecord: true}, nil
 	}
 	next, ok := n.retry(ev, attempt)
@@ -393,14 +416,40 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		if err := n.Queue.Send(ctx, queueURL, next, sendDelay(next.DueAt, n.now())); err != nil {
 			return delivery{}, err
 		}
+		n.problem(ctx, req.MerchantID, ev, dynamo.NotifyFailing, now)
 	} else {
 		record.Outcome = "dead-lettered"
 		log.Error("notification attempts exhausted; parked in the DLQ", "status", attempt.StatusCode, "error", attempt.Err)
 		if err := n.Queue.Send(ctx, dlqURL, next, 0); err != nil {
 			return delivery{}, err
 		}
+		n.problem(ctx, req.MerchantID, ev, dynamo.NotifyDLQ, now)
 	}
 	return delivery{record: &record}, nil
+}
+
+// problem lists ev's delivery as failing or parked for the dashboard.
+// Bookkeeping: a failure is logged, the delivery goes on.
+func (n *Notifier) problem(ctx context.Context, merchantID string, ev payment.NotifyEvent, state string, now time.Time) {
+	if n.Overview == nil {
+		return
+	}
+	if err := n.Overview.PutNotificationProblem(ctx, merchantID, dynamo.NotificationProblem{EventID: ev.EventID, State: state,
+		RequestID: ev.RequestID, At: now}); err != nil {
+		n.Log.Warn("listing a failing notification for the dashboard failed", "event_id", ev.EventID, "error", err.Error())
+	}
+}
+
+// problemSolved takes ev off the dashboard's list once an attempt after a
+// failure, or of an event sent again by hand, ended it (a first attempt had
+// no failure before it: no write).
+func (n *Notifier) problemSolved(ctx context.Context, merchantID string, ev payment.NotifyEvent) {
+	if n.Overview == nil || ev.Attempts == 0 && !ev.Resent {
+		return
+	}
+	if err := n.Overview.ClearNotificationProblem(ctx, merchantID, ev.EventID); err != nil {
+		n.Log.Warn("clearing a failing notification for the dashboard failed", "event_id", ev.EventID, "error", err.Error())
+	}
 }
 
 // queues are the queue and dead-letter queue of channel c.

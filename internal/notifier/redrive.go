@@ -49,7 +49,7 @@ func Redrive(ctx context.Context, api RedriveAPI, dlqURL, queueURL string) (move
 				skipped++
 				continue
 			}
-			ev.Attempts, ev.DueAt = 0, time.Time{}
+			ev.Attempts, ev.DueAt, ev.Resent = 0, time.Time{}, true
 			body, _ := json.Marshal(ev)
 			if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(string(body))}); err != nil {
 				return moved, skipped, fmt.Errorf("send event %s: %w", ev.EventID, err)
@@ -80,6 +80,7 @@ func Redeliver(ctx context.Context, q Queue, queueURL string, r *payment.Request
 	if err != nil {
 		return "", err
 	}
+	ev.Resent = true
 	if err := q.Send(ctx, queueURL, ev, 0); err != nil {
 		return "", err
 	}

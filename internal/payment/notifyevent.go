@@ -32,6 +32,9 @@ type NotifyEvent struct {
 	// Delivery state, carried between attempts in the queue message.
 	Attempts int       `json:"attempts,omitempty" dynamodbav:"-"`
 	DueAt    time.Time `json:"dueAt,omitzero" dynamodbav:"-"`
+	// Resent: sent again by hand (a DLQ redrive, a redelivery), with a
+	// fresh schedule; its delivery ends a failure the dashboard lists.
+	Resent bool `json:"resent,omitempty" dynamodbav:"-"`
 }
 
 // NewNotifyEvent builds the event for a settled transaction; only approved

@@ -194,7 +194,29 @@ func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*p
 	if errors.Is(err, payment.ErrConflict) {
 		got, err = s.Store.Transaction(ctx, tx.ID)
 	}
+	if err == nil {
+		s.aggregateRefund(ctx, got)
+	}
 	return got, err
+}
+
+// refundAggregator keeps the dashboard's overview (*dynamo.Store has it).
+type refundAggregator interface {
+	AggregateRefund(ctx context.Context, tx *payment.Transaction, now time.Time) (bool, error)
+}
+
+// aggregateRefund adds a completed refund to the merchant's overview, once
+// (the transaction carries a mark). Bookkeeping after the refund is made:
+// a failure is logged and the refund's answer stands (the overview's refund
+// count then misses it; docs/dashboard.md).
+func (s *Service) aggregateRefund(ctx context.Context, tx *payment.Transaction) {
+	a, ok := s.Store.(refundAggregator)
+	if !ok || tx == nil || tx.Refund == nil || tx.Refund.Status != payment.RefundRefunded {
+		return
+	}
+	if _, err := a.AggregateRefund(ctx, tx, s.Now()); err != nil {
+		s.Log.Warn("adding a refund to the dashboard overview failed", "transaction_id", tx.ID, "error", err.Error())
+	}
 }
 
 func newRefundID() string {

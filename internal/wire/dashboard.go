@@ -52,7 +52,7 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts Options) (http.Ha
 	// Secure cookies need https; only a local stack on plain http goes without.
 	insecure := b.cfg.Local && (b.cfg.PublicBaseURL == "" || b.cfg.PublicBaseURL[:5] == "http:")
 	return dashboard.New(dashboard.Deps{
-		Store: b.store, Ops: ops, Sealer: b.sealer,
+		Store: b.store, Ops: ops, Sealer: b.sealer, Overview: dashOverview{b.store},
 		IsNotFound:       func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
 		IsConflict:       func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
 		Files:            dashweb.Files,
@@ -117,6 +117,13 @@ func (o *dashOps) Batches(ctx context.Context, merchantID string) ([]dashboard.B
 			Duplicate: int(j.Counts.Duplicate), UpdatedAt: j.UpdatedAt, ReceivedAt: j.CreatedAt}
 		if j.State == dynamo.BatchDone && j.ResultKey != "" {
 			b.ResultKey = path.Base(j.ResultKey)
+		}
+		if j.State != dynamo.BatchHashing { // while hashing, Lines is still counting
+			b.LinesTotal = j.Lines
+			b.LinesDone = min(int64(max(j.NextLine-1, 0)), j.Lines)
+			if j.State == dynamo.BatchDone {
+				b.LinesDone = j.Lines
+			}
 		}
 		out = append(out, b)
 	}

@@ -47,6 +47,8 @@ func Notifier(ctx context.Context, getenv config.Getenv, opts Options) (SQSHandl
 		QueueURL: queueURL, DLQURL: dlqURL, Schedule: schedule,
 		BatchQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"), BatchDLQURL: getenv("BATCH_NOTIFICATIONS_DLQ_URL"),
 		Log: b.cfg.NewLogger().With("function", "notifier"),
+		// The dashboard's overview is kept here, after the payment's answer.
+		Overview: b.store,
 	}
 	return n.Handle, nil
 }

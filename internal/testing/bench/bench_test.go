@@ -740,6 +740,11 @@ func ceilingNotifier(ctx context.Context, store *dynamo.Store, sq *sqs.Client, q
 			go func() {
 				defer posts.Done()
 				w := &writes[i]
+				// The first attempt adds the transaction to the dashboard's overview, as the notifier does.
+				if _, err := store.AggregateSettled(ctx, sub.Transaction, time.Now()); err != nil {
+					failed.Store(err)
+					return
+				}
 				if hookURL != "" {
 					body, _ := json.Marshal(map[string]any{"transactionId": ev.TransactionID, "paymentRequestId": ev.RequestID,
 						"transactionStatusId": sub.Transaction.Status})
