@@ -91,19 +91,41 @@ type proc struct {
 // key, same merchant) and dies at crashAt ("" = never).
 func startStack(t *testing.T, stateDir, crashAt string, extra ...string) *proc {
 	t.Helper()
-	port, err := devstack.FreePort()
-	if err != nil {
-		t.Fatal(err)
+	// A free port can be taken by another process before the stack binds
+	// it (tests run side by side): then the stack starts again on new ones.
+	for attempt := 1; ; attempt++ {
+		port, err := devstack.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sftpPort, err := devstack.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, logs := tryStartStackOn(t, stateDir, crashAt, port, sftpPort, extra...)
+		if p != nil {
+			return p
+		}
+		if attempt == 3 || !strings.Contains(logs, "address already in use") {
+			t.Fatalf("stack exited during start-up\n%s", logs)
+		}
+		t.Logf("ports %d/%d were taken before the stack bound them; starting again", port, sftpPort)
 	}
-	sftpPort, err := devstack.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return startStackOn(t, stateDir, crashAt, port, sftpPort, extra...)
 }
 
 // startStackOn is startStack on fixed ports (restarts keep the address).
 func startStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int, extra ...string) *proc {
+	t.Helper()
+	p, logs := tryStartStackOn(t, stateDir, crashAt, port, sftpPort, extra...)
+	if p == nil {
+		t.Fatalf("stack exited during start-up\n%s", logs)
+	}
+	return p
+}
+
+// tryStartStackOn starts the stack, or returns nil and its logs when it
+// exited during start-up.
+func tryStartStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int, extra ...string) (*proc, string) {
 	t.Helper()
 	_ = os.Remove(filepath.Join(stateDir, "stack.json"))
 	cmd := exec.Command(paydevBin, "-port", strconv.Itoa(port), "-sftp-port", strconv.Itoa(sftpPort), "-state-dir", stateDir,
@@ -127,7 +149,7 @@ func startStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int, ex
 		}
 		select {
 		case err := <-p.exited:
-			t.Fatalf("stack exited during start-up: %v\n%s", err, logs)
+			return nil, fmt.Sprintf("%v\n%s", err, logs)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -135,7 +157,7 @@ func startStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int, ex
 		}
 	}
 	t.Cleanup(p.stop)
-	return p
+	return p, ""
 }
 
 // died waits for the crash point to kill the process (SIGKILL).
