@@ -11,6 +11,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/payment"
 )
 
 // The overview (the dashboard's home) reads the merchant's aggregates, kept
@@ -18,24 +19,13 @@ import (
 // view is one Query of at most 30 days × currencies small items, however
 // many payments the period had.
 
-// Bucket is an hour or a UTC day of one currency's settled payments.
-type Bucket struct {
-	Start        time.Time
-	Unit         string
-	Approved     int64
-	Declined     int64
-	Volume       decimal.Decimal
-	Refunds      int64
-	RefundVolume decimal.Decimal
-	Declines     map[string]int64      // spec code -> declined attempts
-	Methods      map[string]MethodPart // method -> approved attempts
-}
-
-// MethodPart is the approved part of one payment method.
-type MethodPart struct {
-	Count  int64
-	Volume decimal.Decimal
-}
+// Bucket is an hour or a UTC day of one currency's settled payments;
+// MethodPart the approved part of one method (internal/payment's types, as
+// the store returns them).
+type (
+	Bucket     = payment.OverviewBucket
+	MethodPart = payment.OverviewMethod
+)
 
 // OverviewSource reads the aggregates (internal/dynamo, wired in internal/wire).
 type OverviewSource interface {

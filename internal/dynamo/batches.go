@@ -706,18 +706,35 @@ func (s *Store) CloseBatchJob(ctx context.Context, merchantID, jobID string) err
 
 // OpenBatchJobs lists the open-job markers, every page.
 func (s *Store) OpenBatchJobs(ctx context.Context) ([]OpenBatchJob, error) {
+	return s.openBatchJobs(ctx, "")
+}
+
+// OpenBatchJobsOf lists merchantID's open-job markers (strongly
+// consistent), so a job can wait for the merchant's older files: a
+// merchant's files are charged in upload order.
+func (s *Store) OpenBatchJobsOf(ctx context.Context, merchantID string) ([]OpenBatchJob, error) {
+	return s.openBatchJobs(ctx, merchantID)
+}
+
+// openBatchJobs queries the open-job markers, all of them or, with a
+// merchantID, that merchant's (sk "<merchant>#<job>").
+func (s *Store) openBatchJobs(ctx context.Context, merchantID string) ([]OpenBatchJob, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.t.Operations,
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: batchOpenPK}},
 		ConsistentRead:            aws.Bool(true),
 	}
+	if merchantID != "" {
+		in.KeyConditionExpression = aws.String("pk = :pk AND begins_with(sk, :m)")
+		in.ExpressionAttributeValues[":m"] = &types.AttributeValueMemberS{Value: merchantID + "#"}
+	}
 	var open []OpenBatchJob
 	p := dynamodb.NewQueryPaginator(s.queryAPI(), in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("query open batch jobs: %w", err)
+			return nil, fmt.Errorf("query open batch jobs %s: %w", merchantID, err)
 		}
 		for _, item := range out.Items {
 			sk, _ := item["sk"].(*types.AttributeValueMemberS)

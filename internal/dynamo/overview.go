@@ -46,25 +46,12 @@ const (
 	aggregateTries = 8
 )
 
-// OverviewBucket is one hour or day of one currency's aggregates.
-type OverviewBucket struct {
-	Start        time.Time // UTC hour or day
-	Hourly       bool
-	Unit         string
-	Approved     int64
-	Declined     int64
-	Volume       decimal.Decimal
-	Refunds      int64
-	RefundVolume decimal.Decimal
-	Declines     map[string]int64          // spec code -> declined attempts
-	Methods      map[string]OverviewMethod // method -> approved attempts
-}
-
-// OverviewMethod is the approved part of one payment method.
-type OverviewMethod struct {
-	Count  int64
-	Volume decimal.Decimal
-}
+// The aggregates are domain types (internal/payment), so the dashboard
+// reads what the store returns without a copy of its own.
+type (
+	OverviewBucket = payment.OverviewBucket
+	OverviewMethod = payment.OverviewMethod
+)
 
 var attrSafe = regexp.MustCompile(`^[a-z0-9]{1,20}$`)
 

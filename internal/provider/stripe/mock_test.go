@@ -68,15 +68,23 @@ func TestStripeMockApprovedPayment(t *testing.T) {
 	}
 }
 
-func TestStripeMockThreeDSRedirect(t *testing.T) {
-	t.Parallel()
-	const acs = "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_1&payment_intent=pi_1"
-	base := stripemock.Start(t, func(r map[string]map[string]any) {
+// startThreeDSMock runs stripe-mock with every PaymentIntent waiting for
+// 3-D Secure at the returned ACS URL.
+func startThreeDSMock(t *testing.T) (base, acs string) {
+	t.Helper()
+	acs = "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_1&payment_intent=pi_1"
+	base = stripemock.Start(t, func(r map[string]map[string]any) {
 		pi := r["payment_intent"]
 		pi["status"], pi["last_payment_error"] = "requires_action", nil
 		pi["next_action"] = map[string]any{"type": "redirect_to_url",
 			"redirect_to_url": map[string]any{"url": acs, "return_url": "https://pay.example/back"}}
 	})
+	return base, acs
+}
+
+func TestStripeMockThreeDSRedirect(t *testing.T) {
+	t.Parallel()
+	base, acs := startThreeDSMock(t)
 	p, _ := newProvider(t, base)
 	out, err := p.Charge(context.Background(), chargeReq("4000002760003184", true))
 	if err != nil || out.Status != provider.Pending || out.NextAction == nil || out.NextAction.URL != acs ||
@@ -103,13 +111,7 @@ func TestStripeMockThreeDSRedirect(t *testing.T) {
 // redirect; with nobody to answer (no cardholder present) it is declined 004.
 func TestStripeMockWalletThreeDSRedirect(t *testing.T) {
 	t.Parallel()
-	const acs = "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_1&payment_intent=pi_1"
-	base := stripemock.Start(t, func(r map[string]map[string]any) {
-		pi := r["payment_intent"]
-		pi["status"], pi["last_payment_error"] = "requires_action", nil
-		pi["next_action"] = map[string]any{"type": "redirect_to_url",
-			"redirect_to_url": map[string]any{"url": acs, "return_url": "https://pay.example/back"}}
-	})
+	base, acs := startThreeDSMock(t)
 	p, calls := newProvider(t, base)
 	for _, c := range []struct {
 		token string
