@@ -26,6 +26,7 @@ func main() {
 	stateDir := flag.String("state-dir", ".paydev", "directory for stack.json, keys and emulator logs")
 	sftpPort := flag.Int("sftp-port", 0, "SFTP port on 127.0.0.1 (0 = 2222, or any free port with -port 0)")
 	stage := flag.String("stage", "sandbox", "sandbox, or production: the Stripe connector against a stripe-mock paydev starts (unless -param LocalStripeSecretKey=... is given)")
+	stackName := flag.String("stack-name", devstack.StackName, "prefix of the stack's tables, queues and buckets: stacks with different names share emulators (-state-dir's AWS endpoints) without sharing data")
 	scheduleEvery := flag.Duration("schedule-every", 0, "run scheduled functions (the reconciler) this often instead of the template's rate")
 	params := map[string]string{}
 	flag.Func("param", "override a template parameter, Name=Value (repeatable)", func(v string) error {
@@ -50,7 +51,7 @@ func main() {
 		}
 	}
 	defer stopMock()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, Stage: *stage, ScheduleEvery: *scheduleEvery, Log: os.Stderr})
+	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, Stage: *stage, ScheduleEvery: *scheduleEvery, StackName: *stackName, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paydev:", err)
 		stopMock()

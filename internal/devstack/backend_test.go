@@ -392,3 +392,58 @@ func motoTable(ctx context.Context, t *testing.T, name string) (*dynamodb.Client
 	}
 	return db, table
 }
+
+// Two stacks with different names on the same emulators (the crash tests
+// run several at once) share no table, queue or bucket: a batch
+// continuation one stack queues cannot be taken by the other's poller.
+func TestStacksWithDifferentNamesShareNoResource(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	infra, err := InfraDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu, err := StartEmulators(ctx, infra, t.TempDir(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Stop()
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", emu.DynamoDB)
+	t.Setenv("AWS_ENDPOINT_URL_SQS", emu.SQS)
+	t.Setenv("AWS_ENDPOINT_URL_S3", emu.S3)
+
+	if _, err := Start(ctx, Options{StateDir: t.TempDir(), APIPort: 0, StackName: "Not_A_Bucket_Prefix"}); err == nil {
+		t.Fatal("a stack name that cannot begin a bucket name was accepted")
+	}
+	names := map[string]string{} // resource name → stack
+	for _, stack := range []string{"alpha", "beta"} {
+		s, err := Start(ctx, Options{StateDir: t.TempDir(), APIPort: 0, StackName: stack})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for _, n := range s.Resources.Tables {
+			all = append(all, n)
+		}
+		for _, q := range s.Resources.Queues {
+			all = append(all, q.Name)
+		}
+		for _, n := range s.Resources.Buckets {
+			all = append(all, n)
+		}
+		s.Close()
+		if len(all) == 0 {
+			t.Fatalf("stack %s provisioned nothing", stack)
+		}
+		for _, n := range all {
+			if !strings.HasPrefix(n, stack+"-") {
+				t.Errorf("stack %s has resource %s outside its name", stack, n)
+			}
+			if other, ok := names[n]; ok {
+				t.Errorf("resource %s belongs to stacks %s and %s", n, other, stack)
+			}
+			names[n] = stack
+		}
+	}
+}

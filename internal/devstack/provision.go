@@ -21,6 +21,9 @@ import (
 
 // Local stack identity. Region is the local emulators' region; against an
 // external endpoint (LocalStack) the SDK configuration's region is used.
+// StackName is the default AWS::StackName: the prefix of every table, queue
+// and bucket name, so stacks with different names share emulators without
+// sharing a resource.
 const (
 	Region    = "us-east-1"
 	Account   = "000000000000"
@@ -33,6 +36,7 @@ type Queue struct{ Name, URL, ARN string }
 // Resources are the template's resources as created in the emulators.
 type Resources struct {
 	Region    string // AWS::Region of the stack
+	StackName string // AWS::StackName of the stack
 	Template  *cfn.Template
 	Tables    map[string]string // logical id → table name
 	Queues    map[string]Queue
@@ -44,8 +48,8 @@ type Resources struct {
 // Provision reads the template and creates every table (with its indexes),
 // queue (dead-letter queues first) and bucket in the configured endpoints.
 // It is idempotent: existing resources are kept (LocalStack re-runs). The
-// stack's region is cfg.Region.
-func Provision(ctx context.Context, cfg aws.Config, template []byte, params map[string]string, secret string) (*Resources, error) {
+// stack's region is cfg.Region; stackName "" is StackName.
+func Provision(ctx context.Context, cfg aws.Config, stackName string, template []byte, params map[string]string, secret string) (*Resources, error) {
 	t, err := cfn.Parse(template)
 	if err != nil {
 		return nil, err
@@ -54,11 +58,14 @@ func Provision(ctx context.Context, cfg aws.Config, template []byte, params map[
 	if region == "" {
 		region = Region
 	}
-	res := &Resources{Region: region, Template: t, Tables: map[string]string{}, Queues: map[string]Queue{}, Buckets: map[string]string{}}
+	if stackName == "" {
+		stackName = StackName
+	}
+	res := &Resources{Region: region, StackName: stackName, Template: t, Tables: map[string]string{}, Queues: map[string]Queue{}, Buckets: map[string]string{}}
 	res.resolver = &cfn.Resolver{
 		T:      t,
 		Params: params,
-		Pseudo: map[string]string{"AWS::Region": region, "AWS::StackName": StackName, "AWS::AccountId": Account,
+		Pseudo: map[string]string{"AWS::Region": region, "AWS::StackName": stackName, "AWS::AccountId": Account,
 			"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com", "AWS::NoValue": ""},
 		Ref:     res.ref,
 		GetAtt:  res.getAtt,
@@ -130,7 +137,7 @@ func (r *Resources) ref(id string) (string, error) {
 	}
 	// Resources the emulators do not host (functions, secrets, APIs): a
 	// stable local placeholder keeps the environment complete.
-	return StackName + "-" + id, nil
+	return r.StackName + "-" + id, nil
 }
 
 func (r *Resources) getAtt(id, attr string) (string, error) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type Options struct {
 	// SFTPPort is the local SFTP server's port: 0 means DefaultSFTPPort (2222)
 	// when APIPort is fixed, any free port when APIPort is 0 (tests).
 	SFTPPort int
+	// StackName prefixes the stack's tables, queues and buckets ("" =
+	// paydev): stacks with different names share the emulators but no
+	// resource (the crash tests run several at once).
+	StackName string
 }
 
 // Info is .paydev/stack.json: everything a tool or a person needs to talk to
@@ -95,6 +100,10 @@ type Stack struct {
 	restoreEnv func()
 }
 
+// validStackName: a CloudFormation stack name that also begins a valid
+// bucket name ("<stack>-batch-<account>").
+var validStackName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+
 // Start brings the whole service up. When AWS_ENDPOINT_URL is already set
 // (LocalStack), no emulator is started and that endpoint is used as is.
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
@@ -103,6 +112,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
+	}
+	if opts.StackName != "" && !validStackName.MatchString(opts.StackName) {
+		return nil, fmt.Errorf("stack name %q: want lower-case letters, digits and hyphens, starting with a letter, at most 40 characters (it begins an S3 bucket name)", opts.StackName)
 	}
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, err
@@ -180,7 +192,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if addr := localSFTPAddress(opts); addr != "" {
 		params["LocalSftpAddress"] = addr
 	}
-	if s.Resources, err = Provision(ctx, cfg, payreq.Template, params, sealKey); err != nil {
+	if s.Resources, err = Provision(ctx, cfg, opts.StackName, payreq.Template, params, sealKey); err != nil {
 		return nil, err
 	}
 	s.Info.Tables, s.Info.Queues, s.Info.Buckets = s.Resources.Tables, map[string]string{}, s.Resources.Buckets

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"os"
@@ -129,6 +130,10 @@ func tryStartStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int,
 	t.Helper()
 	_ = os.Remove(filepath.Join(stateDir, "stack.json"))
 	cmd := exec.Command(paydevBin, "-port", strconv.Itoa(port), "-sftp-port", strconv.Itoa(sftpPort), "-state-dir", stateDir,
+		// Stacks run side by side on the same emulators: each its own
+		// tables, queues and buckets, or one stack's poller takes another's
+		// continuation messages and charges them where no crash point is set.
+		"-stack-name", stackNameOf(stateDir),
 		// A key whose request died blocks its retries for one lease: 60 s
 		// deployed, 2 s here, so the retries below need not wait a minute.
 		"-param", "IdempotencyLease=2s")
@@ -158,6 +163,14 @@ func tryStartStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int,
 	}
 	t.Cleanup(p.stop)
 	return p, ""
+}
+
+// stackNameOf names the stack of a state directory: the same across the
+// restarts of one test, different between tests.
+func stackNameOf(stateDir string) string {
+	h := fnv.New32a()
+	h.Write([]byte(stateDir))
+	return fmt.Sprintf("crash%08x", h.Sum32())
 }
 
 // died waits for the crash point to kill the process (SIGKILL).
