@@ -63,7 +63,7 @@ var layerOf = map[string]int{
 	// core
 	"internal/audit":    layerCore,
 	"internal/payments": layerCore,
-	"internal/sftpauth": layerCore, // login decisions; the Lambda is batchwire's
+	"internal/sftpauth": layerCore, // login decisions; the Lambda is sftpauthwire's
 
 	// adapters
 	"internal/awsconfig":        layerAdapter,
@@ -92,8 +92,20 @@ var layerOf = map[string]int{
 	"internal/sandboxworker": layerHandler, // SQS events
 
 	// wiring
-	"internal/batchwire": layerWiring,
-	"internal/wire":      layerWiring,
+	// (one package per function, so each binary links only its own parts)
+	"internal/wire":                 layerWiring, // shared: config, AWS, store, sealer, handler shapes
+	"internal/wire/guardwire":       layerWiring,
+	"internal/wire/paywire":         layerWiring,
+	"internal/wire/batchwire":       layerWiring,
+	"internal/wire/callbackswire":   layerWiring,
+	"internal/wire/checkoutwire":    layerWiring,
+	"internal/wire/dashboardwire":   layerWiring,
+	"internal/wire/merchantapiwire": layerWiring,
+	"internal/wire/notifierwire":    layerWiring,
+	"internal/wire/paymentswire":    layerWiring,
+	"internal/wire/reconcilerwire":  layerWiring,
+	"internal/wire/sandboxwire":     layerWiring,
+	"internal/wire/sftpauthwire":    layerWiring,
 
 	// entry points and the local stack
 	".":                             layerEntry, // template.yaml and the Makefile, embedded

@@ -10,13 +10,14 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/payreq/payreq/internal/batchwire"
+	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/batchwire"
 )
 
-// main only starts the handler batchwire.BatchLambda builds: the same value the local
-// stack and the tests invoke.
+// main only starts the handler batchwire.BatchLambda builds: the same
+// value the local stack and the tests invoke.
 func main() {
-	h, err := batchwire.BatchLambda(context.Background(), os.Getenv, batchwire.Options{})
+	h, err := batchwire.BatchLambda(context.Background(), os.Getenv, wire.Options{})
 	if err != nil {
 		slog.Error("start-up failed", "error", err.Error())
 		os.Exit(1)

@@ -14,10 +14,11 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/payreq/payreq/internal/awsconfig"
-	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/sftpauthwire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -35,7 +36,7 @@ func TestTransferFamilyEventsAndResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := batchwire.SFTPAuth(context.Background(), func(k string) string { return env[k] }, batchwire.Options{AWSConfig: &cfg})
+	a, err := sftpauthwire.SFTPAuth(context.Background(), func(k string) string { return env[k] }, wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // CallTimeout bounds every single AWS HTTP call (retries get their own).
@@ -46,12 +44,4 @@ func Load(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.C
 		cfg.Region = "us-east-1"
 	}
 	return cfg, nil
-}
-
-// S3Options selects path-style addressing when an endpoint is overridden:
-// emulators serve buckets on paths, not on virtual host names.
-func S3Options(o *s3.Options) {
-	if os.Getenv("AWS_ENDPOINT_URL") != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || o.BaseEndpoint != nil {
-		o.UsePathStyle = true
-	}
 }

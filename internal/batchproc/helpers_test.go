@@ -27,7 +27,6 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/batchproc"
-	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
@@ -39,6 +38,8 @@ import (
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/sftpd"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/batchwire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -202,7 +203,7 @@ func (f *fixture) newQueue(t testing.TB) string {
 // payment service, wrapped to count charges, on a queue of the test's own.
 func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config), deps ...func(*batchproc.Deps)) (*batchproc.Processor, *countingPay, string) {
 	t.Helper()
-	svc, err := batchwire.PaymentService(context.Background(), f.functionEnv(t, "BatchFunction"), batchwire.Options{AWSConfig: &f.cfg})
+	svc, err := batchwire.PaymentService(context.Background(), f.functionEnv(t, "BatchFunction"), wire.Options{AWSConfig: &f.cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,8 @@
 // card-bearing snapshot and upload are deleted when it ends.
 //
 // batch (package internal/batch) is the file format alone; batchproc runs
-// the jobs; batchwire builds a Processor from the function's environment.
+// the jobs; internal/wire/batchwire builds a Processor from the function's
+// environment.
 //
 // Not to be confused with internal/batch (the file format it reads) or internal/batchwire (its wiring).
 package batchproc

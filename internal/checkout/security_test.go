@@ -21,6 +21,7 @@ import (
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/checkoutwire"
 )
 
 var noFollow = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -359,7 +360,7 @@ func TestThreeDSAnswerIgnoresTheHostHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	env["PAYREQ_LOCAL"], env["PUBLIC_BASE_URL"] = "1", ""
-	h, err := wire.Checkout(context.Background(), func(k string) string { return env[k] }, wire.Options{})
+	h, err := checkoutwire.Checkout(context.Background(), func(k string) string { return env[k] }, wire.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,8 @@
 // HTML pages for a merchant's users (profile, keys, payments, batches, users,
 // audit log). It has no AWS imports: storage and the operations that reach
 // other systems (notification queue, refunds, batch results) come in as the
-// interfaces below, implemented in internal/dynamo and wired in internal/wire.
+// interfaces below, implemented in internal/dynamo and wired in
+// internal/wire/dashboardwire.
 //
 // Rules the handler keeps:
 //   - Every page but sign-in, set-password and assets needs a session. The

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/s3store"
 )
 
 // awsCLIBlocks reads the shell blocks of docs/operations.md marked
@@ -99,7 +100,7 @@ func TestOperatorAWSCLI(t *testing.T) {
 				t.Fatal(err)
 			}
 			const content = "payreq-ops-check\n"
-			if _, err := s3.NewFromConfig(cfg, awsconfig.S3Options).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Info.Buckets["BatchBucket"]),
+			if _, err := s3.NewFromConfig(cfg, s3store.S3Options).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Info.Buckets["BatchBucket"]),
 				Key: aws.String("results/ops-check.txt"), Body: strings.NewReader(content)}); err != nil {
 				t.Fatal(err)
 			}

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/s3store"
 )
 
 func TestSelectedBackend(t *testing.T) {
@@ -106,7 +107,7 @@ func TestExternalEndpointInEUWest1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s3c := s3.NewFromConfig(cfg, awsconfig.S3Options)
+	s3c := s3.NewFromConfig(cfg, s3store.S3Options)
 
 	// The emulator behaves as AWS documents: no LocationConstraint outside
 	// us-east-1 is refused (so this test would fail without it).
@@ -221,7 +222,7 @@ func checkProvisioned(ctx context.Context, t *testing.T, cfg aws.Config, r *Reso
 			}
 		}
 	}
-	s3c := s3.NewFromConfig(cfg, awsconfig.S3Options)
+	s3c := s3.NewFromConfig(cfg, s3store.S3Options)
 	for id, name := range r.Buckets {
 		if _, err := s3c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(name)}); err != nil {
 			t.Errorf("bucket %s: %v", id, err)

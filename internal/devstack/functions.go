@@ -6,7 +6,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/callbacks"
 	"github.com/payreq/payreq/internal/checkout"
 	"github.com/payreq/payreq/internal/config"
@@ -14,6 +13,16 @@ import (
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/batchwire"
+	"github.com/payreq/payreq/internal/wire/callbackswire"
+	"github.com/payreq/payreq/internal/wire/checkoutwire"
+	"github.com/payreq/payreq/internal/wire/dashboardwire"
+	"github.com/payreq/payreq/internal/wire/merchantapiwire"
+	"github.com/payreq/payreq/internal/wire/notifierwire"
+	"github.com/payreq/payreq/internal/wire/paymentswire"
+	"github.com/payreq/payreq/internal/wire/reconcilerwire"
+	"github.com/payreq/payreq/internal/wire/sandboxwire"
+	"github.com/payreq/payreq/internal/wire/sftpauthwire"
 )
 
 // The local stack's registry: template logical id → the function's Lambda
@@ -36,31 +45,21 @@ type Function struct {
 
 // Functions are every function of the template, by logical id.
 var Functions = map[string]Function{
-	"MerchantApiFunction": {Entry: wire.MerchantAPILambda, Build: fromWire(wire.MerchantAPILambda), Routes: merchantapi.Routes},
-	"PaymentsFunction":    {Entry: wire.PaymentsLambda, Build: fromWire(wire.PaymentsLambda), Routes: paymentsapi.Routes},
-	"CallbacksFunction":   {Entry: wire.CallbacksLambda, Build: fromWire(wire.CallbacksLambda), Routes: callbacks.Routes},
-	"CheckoutFunction":    {Entry: wire.CheckoutLambda, Build: fromWire(wire.CheckoutLambda), Routes: checkout.Routes},
-	"NotifierFunction":    {Entry: wire.NotifierLambda, Build: fromWire(wire.NotifierLambda)},
-	"SandboxFunction":     {Entry: wire.SandboxLambda, Build: fromWire(wire.SandboxLambda)},
-	"ReconcilerFunction":  {Entry: wire.ReconcilerLambda, Build: fromWire(wire.ReconcilerLambda)},
-	"BatchFunction":       {Entry: batchwire.BatchLambda, Build: fromBatchwire(batchwire.BatchLambda)},
-	"SftpAuthFunction":    {Entry: batchwire.SFTPAuthLambda, Build: fromBatchwire(batchwire.SFTPAuthLambda)},
-	"DashboardFunction":   {Entry: wire.DashboardLambda, Build: fromWire(wire.DashboardLambda), Routes: dashboard.Routes},
+	"MerchantApiFunction": {Entry: merchantapiwire.MerchantAPILambda, Build: fromWire(merchantapiwire.MerchantAPILambda), Routes: merchantapi.Routes},
+	"PaymentsFunction":    {Entry: paymentswire.PaymentsLambda, Build: fromWire(paymentswire.PaymentsLambda), Routes: paymentsapi.Routes},
+	"CallbacksFunction":   {Entry: callbackswire.CallbacksLambda, Build: fromWire(callbackswire.CallbacksLambda), Routes: callbacks.Routes},
+	"CheckoutFunction":    {Entry: checkoutwire.CheckoutLambda, Build: fromWire(checkoutwire.CheckoutLambda), Routes: checkout.Routes},
+	"NotifierFunction":    {Entry: notifierwire.NotifierLambda, Build: fromWire(notifierwire.NotifierLambda)},
+	"SandboxFunction":     {Entry: sandboxwire.SandboxLambda, Build: fromWire(sandboxwire.SandboxLambda)},
+	"ReconcilerFunction":  {Entry: reconcilerwire.ReconcilerLambda, Build: fromWire(reconcilerwire.ReconcilerLambda)},
+	"BatchFunction":       {Entry: batchwire.BatchLambda, Build: fromWire(batchwire.BatchLambda)},
+	"SftpAuthFunction":    {Entry: sftpauthwire.SFTPAuthLambda, Build: fromWire(sftpauthwire.SFTPAuthLambda)},
+	"DashboardFunction":   {Entry: dashboardwire.DashboardLambda, Build: fromWire(dashboardwire.DashboardLambda), Routes: dashboard.Routes},
 }
 
 func fromWire[H any](entry func(context.Context, config.Getenv, wire.Options) (H, error)) func(context.Context, config.Getenv, *aws.Config) (lambda.Handler, error) {
 	return func(ctx context.Context, getenv config.Getenv, cfg *aws.Config) (lambda.Handler, error) {
 		h, err := entry(ctx, getenv, wire.Options{AWSConfig: cfg})
-		if err != nil {
-			return nil, err
-		}
-		return lambda.NewHandler(h), nil
-	}
-}
-
-func fromBatchwire[H any](entry func(context.Context, config.Getenv, batchwire.Options) (H, error)) func(context.Context, config.Getenv, *aws.Config) (lambda.Handler, error) {
-	return func(ctx context.Context, getenv config.Getenv, cfg *aws.Config) (lambda.Handler, error) {
-		h, err := entry(ctx, getenv, batchwire.Options{AWSConfig: cfg})
 		if err != nil {
 			return nil, err
 		}

@@ -15,8 +15,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/cfn"
+	"github.com/payreq/payreq/internal/s3store"
 )
 
 // Local stack identity. Region is the local emulators' region; against an
@@ -102,7 +102,7 @@ func Provision(ctx context.Context, cfg aws.Config, stackName string, template [
 	if err != nil {
 		return nil, err
 	}
-	s3c := s3.NewFromConfig(cfg, awsconfig.S3Options)
+	s3c := s3.NewFromConfig(cfg, s3store.S3Options)
 	for _, spec := range buckets {
 		if err := createBucket(ctx, s3c, spec.Name, region); err != nil {
 			return nil, err

@@ -43,3 +43,13 @@ func restoreHeaders(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// Lambda wraps a function's router for lambda.Start, passing a build error
+// through: the HTTP functions' builders end in
+// `return lambdahttp.Lambda(Handler(ctx, getenv, opts))`.
+func Lambda(h http.Handler, err error) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	if err != nil {
+		return nil, err
+	}
+	return NewV2(h).ProxyWithContext, nil
+}

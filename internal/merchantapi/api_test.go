@@ -19,6 +19,7 @@ import (
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/merchantapiwire"
 )
 
 func TestMain(m *testing.M) {
@@ -223,7 +224,7 @@ func localHandler(t *testing.T, opts wire.Options) string {
 		t.Fatal(err)
 	}
 	env["PAYREQ_LOCAL"] = "1"
-	h, err := wire.MerchantAPILambda(context.Background(), func(k string) string { return env[k] }, opts)
+	h, err := merchantapiwire.MerchantAPILambda(context.Background(), func(k string) string { return env[k] }, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

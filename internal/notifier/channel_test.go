@@ -26,6 +26,8 @@ import (
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/notifierwire"
+	"github.com/payreq/payreq/internal/wire/paywire"
 )
 
 func queueClient(c *sqs.Client) *queue.Client { return queue.New(c) }
@@ -89,7 +91,7 @@ func TestPaymentCoreSendsEachChannelToItsQueue(t *testing.T) {
 	testenv.Stack(t)
 	client := sqsClient(t)
 	apiQ, batchQ := unpolledQueue(t, client), unpolledQueue(t, client)
-	svc, err := wire.PaymentService(context.Background(), functionEnv(t, "BatchFunction",
+	svc, err := paywire.PaymentService(context.Background(), functionEnv(t, "BatchFunction",
 		map[string]string{"NOTIFICATIONS_QUEUE_URL": apiQ, "BATCH_NOTIFICATIONS_QUEUE_URL": batchQ}), wire.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +134,7 @@ func TestNotifierKeepsABatchEventsRetriesInTheBatchQueue(t *testing.T) {
 	testenv.Stack(t)
 	client := sqsClient(t)
 	apiQ, batchQ := unpolledQueue(t, client), unpolledQueue(t, client)
-	h, err := wire.Notifier(context.Background(), functionEnv(t, "NotifierFunction",
+	h, err := notifierwire.Notifier(context.Background(), functionEnv(t, "NotifierFunction",
 		map[string]string{"NOTIFICATIONS_QUEUE_URL": apiQ, "BATCH_NOTIFICATIONS_QUEUE_URL": batchQ}), wire.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +168,7 @@ func TestFailedSendIsResentEvenWhileTheQueueIsBusy(t *testing.T) {
 	testenv.Stack(t)
 	client := sqsClient(t)
 	busyQ := unpolledQueue(t, client)
-	svc, err := wire.PaymentService(context.Background(), functionEnv(t, "PaymentsFunction",
+	svc, err := paywire.PaymentService(context.Background(), functionEnv(t, "PaymentsFunction",
 		map[string]string{"NOTIFICATIONS_QUEUE_URL": busyQ + "-missing"}), wire.Options{})
 	if err != nil {
 		t.Fatal(err)

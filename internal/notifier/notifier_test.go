@@ -31,6 +31,8 @@ import (
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/notifierwire"
+	"github.com/payreq/payreq/internal/wire/reconcilerwire"
 )
 
 func TestMain(m *testing.M) {
@@ -351,7 +353,7 @@ func TestReconcilerDeliversWhatACrashLeftInTheOutbox(t *testing.T) {
 	s := testenv.Stack(t)
 	env, _ := s.Resources.Env("ReconcilerFunction")
 	env["PAYREQ_LOCAL"], env["OUTBOX_GRACE"] = "1", "0s"
-	run, err := wire.Reconciler(context.Background(), func(k string) string { return env[k] }, wire.Options{})
+	run, err := reconcilerwire.Reconciler(context.Background(), func(k string) string { return env[k] }, wire.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +410,7 @@ func TestPrivateTargetsRefusedOutsideLocalMode(t *testing.T) {
 	env, _ := s.Resources.Env("NotifierFunction")
 	env["NOTIFICATIONS_QUEUE_URL"], env["NOTIFICATIONS_DLQ_URL"] = *q.QueueUrl, *q.QueueUrl
 	delete(env, "PAYREQ_LOCAL")
-	handle, err := wire.Notifier(context.Background(), func(k string) string { return env[k] }, wire.Options{})
+	handle, err := notifierwire.Notifier(context.Background(), func(k string) string { return env[k] }, wire.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

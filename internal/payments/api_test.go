@@ -24,6 +24,7 @@ import (
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/paywire"
 )
 
 // stackEnv is a function's environment on the test stack.
@@ -41,7 +42,7 @@ func stackEnv(t testing.TB, fn string) func(string) string {
 func service(t testing.TB) *payments.Service {
 	t.Helper()
 	testenv.Stack(t)
-	svc, err := wire.PaymentService(context.Background(), stackEnv(t, "PaymentsFunction"), wire.Options{})
+	svc, err := paywire.PaymentService(context.Background(), stackEnv(t, "PaymentsFunction"), wire.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

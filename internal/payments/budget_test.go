@@ -17,6 +17,8 @@ import (
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/callbackswire"
+	"github.com/payreq/payreq/internal/wire/paymentswire"
 )
 
 func serve(t testing.TB, h http.Handler, method, path, key, ct, body string, headers ...string) *httptest.ResponseRecorder {
@@ -49,11 +51,11 @@ func serve(t testing.TB, h http.Handler, method, path, key, ct, body string, hea
 // TransactWriteItems too. A callback makes 4, a duplicate callback 1.
 func TestAWSCallBudget(t *testing.T) {
 	cfg, calls := testenv.CountingAWSConfig(t)
-	ph, err := wire.Payments(context.Background(), stackEnv(t, "PaymentsFunction"), wire.Options{AWSConfig: &cfg})
+	ph, err := paymentswire.Payments(context.Background(), stackEnv(t, "PaymentsFunction"), wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := wire.Callbacks(context.Background(), stackEnv(t, "CallbacksFunction"), wire.Options{AWSConfig: &cfg})
+	ch, err := callbackswire.Callbacks(context.Background(), stackEnv(t, "CallbacksFunction"), wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

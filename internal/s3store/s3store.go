@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +24,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/payreq/payreq/internal/awsconfig"
 )
 
 // API is the subset of the S3 client the store uses.
@@ -428,7 +427,16 @@ func (w *Writer) ETag() string { return w.etag }
 // an endpoint is overridden (emulators), and no log line for every GET
 // without a checksum to validate (ranged and emulator responses).
 func NewClient(cfg aws.Config) *s3.Client {
-	return s3.NewFromConfig(cfg, awsconfig.S3Options, func(o *s3.Options) {
+	return s3.NewFromConfig(cfg, S3Options, func(o *s3.Options) {
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
+}
+
+// S3Options selects path-style addressing when an endpoint is overridden:
+// emulators serve buckets on paths, not on virtual host names. It lives
+// here, not in awsconfig, so that only functions that use S3 link its SDK.
+func S3Options(o *s3.Options) {
+	if os.Getenv("AWS_ENDPOINT_URL") != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || o.BaseEndpoint != nil {
+		o.UsePathStyle = true
+	}
 }

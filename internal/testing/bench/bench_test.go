@@ -43,7 +43,6 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/batchproc"
-	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
@@ -56,6 +55,8 @@ import (
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpd"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/batchwire"
 )
 
 func TestMain(m *testing.M) {
@@ -821,7 +822,7 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 	}
 	env["PAYREQ_LOCAL"] = "1"
 	cfg, _ := testenv.CountingAWSConfig(t) // an own client: the ceiling's counter stays clean
-	p, err := batchwire.Batch(ctx, func(k string) string { return env[k] }, batchwire.Options{AWSConfig: &cfg})
+	p, err := batchwire.Batch(ctx, func(k string) string { return env[k] }, wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/paymentswire"
 )
 
 // awsClock sums the time spent in AWS calls made through a config: the
@@ -137,7 +138,7 @@ func TestProfilePayment(t *testing.T) {
 	env["LOG_LEVEL"] = "WARN"
 	getenv := func(k string) string { return env[k] }
 	ctx := context.Background()
-	entry, err := wire.PaymentsLambda(ctx, getenv, wire.Options{AWSConfig: &cfg})
+	entry, err := paymentswire.PaymentsLambda(ctx, getenv, wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestProfilePayment(t *testing.T) {
 	gw := devstack.NewGateway(st.Resources.Functions, map[string]devstack.HTTPTarget{"PaymentsFunction": {Handler: lh, Timeout: timeout}})
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
-	hh, err := wire.Payments(ctx, getenv, wire.Options{AWSConfig: &cfg})
+	hh, err := paymentswire.Payments(ctx, getenv, wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

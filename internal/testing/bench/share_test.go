@@ -22,7 +22,6 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/batchproc"
-	"github.com/payreq/payreq/internal/batchwire"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
@@ -30,6 +29,7 @@ import (
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/wire/batchwire"
 )
 
 // TestBenchAcquirerShare is the proof under load of docs/batch.md ("Shoppers

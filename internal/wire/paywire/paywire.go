@@ -1,56 +1,35 @@
-package wire
+// Package paywire builds the payments core (payments.Service) and selects
+// its provider: the sandbox simulator, the Stripe connector, or none. Every
+// function that takes, refunds, recovers or checks payments imports it
+// (merchant API, payments, callbacks, checkout, dashboard, reconciler,
+// batch); the notifier, sandbox and SFTP identity functions do not, so
+// stripe-go is not in their binaries.
+package paywire
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/sig"
+	"github.com/payreq/payreq/internal/wire"
 )
 
-// Payments wires PaymentsFunction.
-func Payments(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
-	b, err := newBase(ctx, getenv, opts)
-	if err != nil {
-		return nil, fmt.Errorf("wire payments: %w", err)
-	}
-	svc, err := b.paymentService(getenv, "payments")
-	if err != nil {
-		return nil, fmt.Errorf("wire payments: %w", err)
-	}
-	auth := apikey.New(b.store, isNotFound)
-	guard, err := b.merchantGuard(getenv, auth)
-	if err != nil {
-		return nil, fmt.Errorf("wire payments: %w", err)
-	}
-	return paymentsapi.NewHandler(paymentsapi.HandlerDeps{
-		Service:       svc,
-		Guard:         guard,
-		Log:           b.cfg.NewLogger().With("function", "payments"),
-		PublicBaseURL: b.cfg.PublicBaseURL,
-		AllowHTTPURLs: b.cfg.Local,
-	}), nil
-}
-
-// PaymentService builds the payments core for any function that takes
-// payments (payments, callbacks, hosted checkout, batch).
-func PaymentService(ctx context.Context, getenv config.Getenv, opts Options) (*payments.Service, error) {
-	b, err := newBase(ctx, getenv, opts)
+// PaymentService builds the payments core from the environment alone (tests).
+func PaymentService(ctx context.Context, getenv config.Getenv, opts wire.Options) (*payments.Service, error) {
+	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
 		return nil, fmt.Errorf("wire payment service: %w", err)
 	}
-	return b.paymentService(getenv, "payments")
+	return Service(b, getenv, "payments")
 }
 
 // Environment of the simulated provider. Durations use Go syntax ("5s",
@@ -64,61 +43,50 @@ const (
 	envPendingGrace           = "PAYMENT_PENDING_GRACE"
 )
 
-func durationEnv(getenv config.Getenv, name string) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s: %q is not a duration", name, v)
-	}
-	return d, nil
-}
-
-func (b *base) paymentService(getenv config.Getenv, function string) (*payments.Service, error) {
-	if b.cfg.Tables.Transactions == "" {
+// Service builds the payments core of function on b (from wire.LoadSealed).
+func Service(b *wire.Base, getenv config.Getenv, function string) (*payments.Service, error) {
+	if b.Cfg.Tables.Transactions == "" {
 		return nil, errors.New("missing environment variable TRANSACTIONS_TABLE")
 	}
-	callbackKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
+	callbackKey, err := sig.DeriveKey(b.Cfg.SealKey, sig.InfoProviderCallback)
 	if err != nil {
 		return nil, fmt.Errorf("SEAL_KEY: %w", err)
 	}
-	threeDSKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoThreeDSRedirect)
+	threeDSKey, err := sig.DeriveKey(b.Cfg.SealKey, sig.InfoThreeDSRedirect)
 	if err != nil {
 		return nil, fmt.Errorf("SEAL_KEY: %w", err)
 	}
 	var d [5]time.Duration
 	for i, name := range []string{envSandboxQRDelay, envSandboxUPIDelay, envSandboxUPICollect, envThreeDSChallengeWindow, envPendingGrace} {
-		if d[i], err = durationEnv(getenv, name); err != nil {
+		if d[i], err = wire.Duration(getenv, name); err != nil {
 			return nil, err
 		}
 	}
 	deps := payments.Deps{
-		Store: b.store, ThreeDSKey: threeDSKey, CallbackKey: callbackKey,
-		Queue: queue.New(sqs.NewFromConfig(b.aws)), NotificationsQueueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
+		Store: b.Store, ThreeDSKey: threeDSKey, CallbackKey: callbackKey,
+		Queue: queue.New(sqs.NewFromConfig(b.AWS)), NotificationsQueueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
 		BatchNotificationsQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"),
-		Log:                        b.cfg.NewLogger().With("function", function),
+		Log:                        b.Logger(function),
 		ChallengeWindow:            d[3], PendingGrace: d[4],
 	}
-	if b.cfg.Sandbox() {
+	if b.Cfg.Sandbox() {
 		queueURL := getenv("SANDBOX_QUEUE_URL")
 		if queueURL == "" {
 			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
 		}
 		deps.Provider = sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1], UPICollectWindow: d[2],
-			ChallengeWindow: d[3], Ledger: b.store})
+			ChallengeWindow: d[3], Ledger: b.Store})
 		deps.Sandbox, deps.SandboxQueueURL = true, queueURL
 	} else {
 		deps.Provider = noAcquirer{}
 	}
 	var svc *payments.Service
-	if !b.cfg.Sandbox() {
+	if !b.Cfg.Sandbox() {
 		// Production: the Stripe connector when a key is configured.
-		if s, ok, err := b.stripeConfig(getenv); err != nil {
+		if s, ok, err := StripeConfig(b, getenv); err != nil {
 			return nil, err
 		} else if ok {
-			if deps.Provider, err = b.stripeProvider(getenv, s, &svc); err != nil {
+			if deps.Provider, err = stripeProvider(b, getenv, s, &svc); err != nil {
 				return nil, err
 			}
 		}

@@ -1,4 +1,7 @@
-package batchwire
+// Package sftpauthwire builds SftpAuthFunction, the Transfer Family identity
+// provider: sftpauth's login decision plus the session policy. It reads
+// neither the seal key nor any queue, bucket or provider.
+package sftpauthwire
 
 import (
 	"context"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/wire"
 )
 
 // SFTPAuthenticator is the identity provider: sftpauth's decision plus, for
@@ -79,9 +83,19 @@ func SessionPolicy(bucket, merchantID string) string {
 	return string(b)
 }
 
+// SFTPAuthLambda is SftpAuthFunction's Lambda handler: Transfer Family's
+// identity provider events.
+func SFTPAuthLambda(ctx context.Context, getenv config.Getenv, opts wire.Options) (func(context.Context, sftpauth.Event) (sftpauth.Response, error), error) {
+	a, err := SFTPAuth(ctx, getenv, opts)
+	if err != nil {
+		return nil, err
+	}
+	return a.Authenticate, nil
+}
+
 // SFTPAuth builds SftpAuthFunction: the Transfer Family identity provider.
-func SFTPAuth(ctx context.Context, getenv config.Getenv, opts Options) (*SFTPAuthenticator, error) {
-	b, err := newBase(ctx, getenv, opts)
+func SFTPAuth(ctx context.Context, getenv config.Getenv, opts wire.Options) (*SFTPAuthenticator, error) {
+	b, err := wire.Load(ctx, getenv, opts)
 	if err != nil {
 		return nil, fmt.Errorf("wire sftpauth: %w", err)
 	}
@@ -89,6 +103,6 @@ func SFTPAuth(ctx context.Context, getenv config.Getenv, opts Options) (*SFTPAut
 	if bucket == "" || role == "" {
 		return nil, errors.New("wire sftpauth: BATCH_BUCKET and SFTP_USER_ROLE_ARN are required")
 	}
-	return &SFTPAuthenticator{&sftpauth.Authenticator{Users: b.store, Bucket: bucket, RoleARN: role,
-		Logger: b.cfg.NewLogger().With("function", "sftpauth")}}, nil
+	return &SFTPAuthenticator{&sftpauth.Authenticator{Users: b.Store, Bucket: bucket, RoleARN: role,
+		Logger: b.Logger("sftpauth")}}, nil
 }

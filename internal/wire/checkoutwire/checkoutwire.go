@@ -1,4 +1,7 @@
-package wire
+// Package checkoutwire builds CheckoutFunction: the hosted payment page, its
+// token-authenticated API, PayCheckout and payment links. Only this function
+// links the QR encoder (the page's UPI and QR codes).
+package checkoutwire
 
 import (
 	"context"
@@ -11,33 +14,40 @@ import (
 	"github.com/payreq/payreq/internal/checkout"
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/lambdahttp"
 	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/safehttp"
 	"github.com/payreq/payreq/internal/sandboxworker"
 	"github.com/payreq/payreq/internal/sig"
+	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/paywire"
 )
 
-// Checkout wires CheckoutFunction: the hosted page, its token-authenticated
-// API, PayCheckout and payment links.
-func Checkout(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
-	b, err := newBase(ctx, getenv, opts)
+// CheckoutLambda is CheckoutFunction's Lambda handler.
+func CheckoutLambda(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire.HTTPLambda, error) {
+	return lambdahttp.Lambda(Checkout(ctx, getenv, opts))
+}
+
+// Checkout wires CheckoutFunction's router.
+func Checkout(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
-	svc, err := b.paymentService(getenv, "checkout")
+	svc, err := paywire.Service(b, getenv, "checkout")
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
-	tokens, err := checkouttoken.New(b.cfg.SealKey)
+	tokens, err := checkouttoken.New(b.Cfg.SealKey)
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
-	links, err := paylink.New(b.cfg.SealKey)
+	links, err := paylink.New(b.Cfg.SealKey)
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
-	callbackKey, err := sig.DeriveKey(b.cfg.SealKey, sig.InfoProviderCallback)
+	callbackKey, err := sig.DeriveKey(b.Cfg.SealKey, sig.InfoProviderCallback)
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
@@ -45,20 +55,20 @@ func Checkout(ctx context.Context, getenv config.Getenv, opts Options) (http.Han
 	// only, through the SSRF-safe client. Without one (the template's
 	// default: the function cannot name its own HTTP API), the sandbox
 	// function delivers it to its configured callback base instead.
-	var challenges checkout.Challenges = acsQueue{queue: queue.New(sqs.NewFromConfig(b.aws)), url: getenv("SANDBOX_QUEUE_URL")}
-	if b.cfg.PublicBaseURL != "" {
-		challenges = acsPoster{base: b.cfg.PublicBaseURL, key: callbackKey, client: safehttp.NewClient(safehttp.Options{
-			Timeout: 10 * time.Second, AllowPrivate: b.cfg.Local, RequireHTTPS: !b.cfg.Local})}
+	var challenges checkout.Challenges = acsQueue{queue: queue.New(sqs.NewFromConfig(b.AWS)), url: getenv("SANDBOX_QUEUE_URL")}
+	if b.Cfg.PublicBaseURL != "" {
+		challenges = acsPoster{base: b.Cfg.PublicBaseURL, key: callbackKey, client: safehttp.NewClient(safehttp.Options{
+			Timeout: 10 * time.Second, AllowPrivate: b.Cfg.Local, RequireHTTPS: !b.Cfg.Local})}
 	}
-	publishable, err := b.stripePublishableKey(getenv)
+	publishable, err := paywire.StripePublishableKey(b, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("wire checkout: %w", err)
 	}
 	return checkout.New(checkout.Deps{
-		Store: b.store, Payments: svc, Limiter: b.store, Tokens: tokens, Links: links,
+		Store: b.Store, Payments: svc, Limiter: b.Store, Tokens: tokens, Links: links,
 		Challenges: challenges, StripePublishableKey: publishable,
 		StripeAccountCountry: getenv("STRIPE_ACCOUNT_COUNTRY"), GooglePayMerchantID: getenv("GOOGLE_PAY_MERCHANT_ID"),
-		Log: b.cfg.NewLogger().With("function", "checkout"), PublicBaseURL: b.cfg.PublicBaseURL, Sandbox: b.cfg.Sandbox(),
+		Log: b.Logger("checkout"), PublicBaseURL: b.Cfg.PublicBaseURL, Sandbox: b.Cfg.Sandbox(),
 	}), nil
 }
 

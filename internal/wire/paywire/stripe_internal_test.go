@@ -1,9 +1,10 @@
-package wire
+package paywire
 
 import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/wire"
 )
 
 // The hosted page's wallet buttons get the production stage's publishable
@@ -22,8 +23,8 @@ func TestStripePublishableKey(t *testing.T) {
 		{"local sandbox", config.Config{Stage: "sandbox", Local: true}, ""},
 		{"production on AWS without a secret ARN", config.Config{Stage: "production"}, ""},
 	} {
-		b := &base{cfg: c.cfg}
-		got, err := b.stripePublishableKey(getenv)
+		b := &wire.Base{Cfg: c.cfg}
+		got, err := StripePublishableKey(b, getenv)
 		if err != nil || got != c.want {
 			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
 		}

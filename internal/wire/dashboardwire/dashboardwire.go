@@ -1,4 +1,7 @@
-package wire
+// Package dashboardwire builds DashboardFunction: the merchant dashboard.
+// It takes the payments core for refunds (which go to the provider), S3 for
+// batch result files and sftpauth for SFTP passwords and SSH keys.
+package dashboardwire
 
 import (
 	"context"
@@ -16,6 +19,7 @@ import (
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/lambdahttp"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/notify"
@@ -25,21 +29,23 @@ import (
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/paywire"
 	dashweb "github.com/payreq/payreq/web/dashboard"
 )
 
 // DashboardLambda is DashboardFunction's Lambda handler.
-func DashboardLambda(ctx context.Context, getenv config.Getenv, opts Options) (HTTPLambda, error) {
-	return httpLambda(Dashboard(ctx, getenv, opts))
+func DashboardLambda(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire.HTTPLambda, error) {
+	return lambdahttp.Lambda(Dashboard(ctx, getenv, opts))
 }
 
-// Dashboard wires DashboardFunction: the merchant dashboard.
-func Dashboard(ctx context.Context, getenv config.Getenv, opts Options) (http.Handler, error) {
-	b, err := newBase(ctx, getenv, opts)
+// Dashboard wires DashboardFunction's router.
+func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
 		return nil, fmt.Errorf("wire dashboard: %w", err)
 	}
-	svc, err := b.paymentService(getenv, "dashboard")
+	svc, err := paywire.Service(b, getenv, "dashboard")
 	if err != nil {
 		return nil, fmt.Errorf("wire dashboard: %w", err)
 	}
@@ -47,18 +53,18 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts Options) (http.Ha
 	if bucket == "" || getenv("NOTIFICATIONS_QUEUE_URL") == "" {
 		return nil, errors.New("wire dashboard: BATCH_BUCKET and NOTIFICATIONS_QUEUE_URL are required")
 	}
-	ops := &dashOps{store: b.store, svc: svc, queue: queue.New(sqs.NewFromConfig(b.aws)), queueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
-		objects: s3store.New(s3store.NewClient(b.aws), bucket)}
+	ops := &dashOps{store: b.Store, svc: svc, queue: queue.New(sqs.NewFromConfig(b.AWS)), queueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
+		objects: s3store.New(s3store.NewClient(b.AWS), bucket)}
 	// Secure cookies need https; only a local stack on plain http goes without.
-	insecure := b.cfg.Local && (b.cfg.PublicBaseURL == "" || b.cfg.PublicBaseURL[:5] == "http:")
+	insecure := b.Cfg.Local && (b.Cfg.PublicBaseURL == "" || b.Cfg.PublicBaseURL[:5] == "http:")
 	return dashboard.New(dashboard.Deps{
-		Store: b.store, Ops: ops, Sealer: b.sealer, Overview: dashOverview{b.store},
+		Store: b.Store, Ops: ops, Sealer: b.Sealer, Overview: dashOverview{b.Store},
 		IsNotFound:       func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
 		IsConflict:       func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
 		Files:            dashweb.Files,
-		Log:              b.cfg.NewLogger().With("function", "dashboard"),
+		Log:              b.Logger("dashboard"),
 		InsecureCookies:  insecure,
-		PublicBaseURL:    b.cfg.PublicBaseURL,
+		PublicBaseURL:    b.Cfg.PublicBaseURL,
 		SFTPAddress:      getenv("SFTP_ADDRESS"),
 		NewWebhookSecret: notify.NewWebhookSecret,
 		HashPassword:     sftpauth.HashPassword,

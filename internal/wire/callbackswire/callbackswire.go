@@ -1,0 +1,60 @@
+// Package callbackswire builds CallbacksFunction: provider and 3-D Secure
+// callbacks, and the Stripe webhook of a production stage.
+package callbackswire
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/payreq/payreq/internal/callbacks"
+	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/lambdahttp"
+	"github.com/payreq/payreq/internal/sig"
+	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/paywire"
+)
+
+// CallbacksLambda is CallbacksFunction's Lambda handler.
+func CallbacksLambda(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire.HTTPLambda, error) {
+	return lambdahttp.Lambda(Callbacks(ctx, getenv, opts))
+}
+
+// Callbacks wires CallbacksFunction's router.
+func Callbacks(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+	b, err := wire.LoadSealed(ctx, getenv, opts)
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: %w", err)
+	}
+	svc, err := paywire.Service(b, getenv, "callbacks")
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: %w", err)
+	}
+	key, err := sig.DeriveKey(b.Cfg.SealKey, sig.InfoProviderCallback)
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: SEAL_KEY: %w", err)
+	}
+	stripeHook, err := stripeWebhook(b, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("wire callbacks: %w", err)
+	}
+	return callbacks.New(callbacks.Deps{
+		Service: svc,
+		Key:     key,
+		Log:     b.Logger("callbacks"),
+		Stripe:  stripeHook,
+	}), nil
+}
+
+// stripeWebhook is the Stripe hook, nil in the sandbox or without webhook
+// secrets.
+func stripeWebhook(b *wire.Base, getenv config.Getenv) (*callbacks.StripeWebhook, error) {
+	if b.Cfg.Sandbox() {
+		return nil, nil
+	}
+	s, ok, err := paywire.StripeConfig(b, getenv)
+	if err != nil || !ok || len(s.WebhookSecrets) == 0 {
+		return nil, err
+	}
+	return &callbacks.StripeWebhook{Secrets: s.WebhookSecrets, Events: b.Store}, nil
+}
