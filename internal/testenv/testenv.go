@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,9 +55,26 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// NeedsEmulators skips tb under -short: the fast suite (go test -short)
+// runs without emulators, a browser, an SFTP server, stripe-mock or a stack.
+// Every test that needs one of them calls it (Stack does), so one switch
+// decides what the fast suite leaves out.
+func NeedsEmulators(tb testing.TB, what ...string) {
+	tb.Helper()
+	if testing.Short() {
+		reason := "the local stack"
+		if len(what) > 0 {
+			reason = strings.Join(what, ", ")
+		}
+		tb.Skipf("needs %s: skipped under -short (make test runs it)", reason)
+	}
+}
+
 // Stack returns the shared running stack, starting it on first use.
+// Under -short it skips tb (NeedsEmulators).
 func Stack(tb testing.TB) *devstack.Stack {
 	tb.Helper()
+	NeedsEmulators(tb)
 	once.Do(func() {
 		stateDir, startErr = os.MkdirTemp("", "payreq-test-")
 		if startErr != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/devstack/stripemockd"
+
+	"github.com/payreq/payreq/internal/testenv"
 )
 
 // Start runs stripe-mock and returns its base URL ("http://127.0.0.1:N").
@@ -20,6 +22,7 @@ import (
 // e.g. fixtures["payment_intent"]) before the server loads them.
 func Start(t testing.TB, patch func(resources map[string]map[string]any)) string {
 	t.Helper()
+	testenv.NeedsEmulators(t, "stripe-mock")
 	ctx := context.Background()
 	dir := t.TempDir()
 	fixtures := ""
