@@ -12,6 +12,7 @@ import (
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/internal/cfn"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 func functions(t *testing.T) []cfn.FunctionSpec {
@@ -102,6 +103,7 @@ func archiveCopy(t *testing.T) string {
 // build-<LogicalId> target), from a `git archive` copy of the repository,
 // into a static linux/arm64 bootstrap of at most 15 MB.
 func TestEveryFunctionBuildsForLambdaArm64(t *testing.T) {
+	needs.External(t, "a linux/arm64 build of every function")
 	src := archiveCopy(t)
 	for _, f := range functions(t) {
 		t.Run(f.LogicalID, func(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // ChromiumPath returns the Chromium binary to run: $CHROMIUM_PATH, else `chromium` or
@@ -58,7 +58,7 @@ var Flags = []string{
 // is missing or does not start.
 func New(t testing.TB) context.Context {
 	t.Helper()
-	testenv.NeedsEmulators(t, "Chromium")
+	needs.External(t, "Chromium")
 	path, err := ChromiumPath()
 	if err != nil {
 		t.Fatalf("browsertest: %v", err)

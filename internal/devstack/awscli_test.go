@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // awsCLIBlocks reads the shell blocks of docs/operations.md marked
@@ -77,6 +78,7 @@ func awsCLIs(t *testing.T) []string {
 // tables and bucket work everywhere; queues work on moto, and on fauxqs
 // exactly when the CLI's SQS client speaks JSON, as the page says.
 func TestOperatorAWSCLI(t *testing.T) {
+	needs.External(t, "the emulators and the AWS CLI")
 	blocks := awsCLIBlocks(t)
 	clis := awsCLIs(t)
 	for _, backend := range []string{BackendDynalite, BackendMoto} {

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // Options are used when the shared stack starts; a TestMain may set them
@@ -55,26 +55,11 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// NeedsEmulators skips tb under -short: the fast suite (go test -short)
-// runs without emulators, a browser, an SFTP server, stripe-mock or a stack.
-// Every test that needs one of them calls it (Stack does), so one switch
-// decides what the fast suite leaves out.
-func NeedsEmulators(tb testing.TB, what ...string) {
-	tb.Helper()
-	if testing.Short() {
-		reason := "the local stack"
-		if len(what) > 0 {
-			reason = strings.Join(what, ", ")
-		}
-		tb.Skipf("needs %s: skipped under -short (make test runs it)", reason)
-	}
-}
-
 // Stack returns the shared running stack, starting it on first use.
-// Under -short it skips tb (NeedsEmulators).
+// Under -short it skips tb (needs.External).
 func Stack(tb testing.TB) *devstack.Stack {
 	tb.Helper()
-	NeedsEmulators(tb)
+	needs.External(tb)
 	once.Do(func() {
 		stateDir, startErr = os.MkdirTemp("", "payreq-test-")
 		if startErr != nil {
