@@ -78,6 +78,7 @@ func TestFastConcurrentRefundsRefundOnce(t *testing.T) {
 	rec := &refundRecorder{Provider: e.svc.Provider, ids: map[string]int{}}
 	e.svc.Provider = rec
 	res := e.approved(t, "30.00")
+	e.store.SetLatency(time.Millisecond) // the refunds interleave, as on DynamoDB
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	seen := map[string]int{}

@@ -239,6 +239,7 @@ func TestFastApproveAndDecline(t *testing.T) {
 func TestFastConcurrentAttemptsChargeOnce(t *testing.T) {
 	e := newFastEnv(t)
 	r := e.request(t, "30.00")
+	e.store.SetLatency(time.Millisecond) // the attempts interleave, as on DynamoDB
 	var approved atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -44,6 +45,7 @@ type Store struct {
 	merchants map[string]*merchant.Merchant
 	calls     map[string]int
 	faults    []*fault
+	latency   atomic.Int64 // ns each call waits before it runs
 }
 
 type fault struct {
@@ -63,6 +65,7 @@ func New() *Store {
 // without writing anything, as a store call that timed out before DynamoDB
 // applied it.
 func (s *Store) Fail(method string, n int, err error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &fault{method: method, call: s.calls[method] + n, err: err})
@@ -72,16 +75,30 @@ func (s *Store) Fail(method string, n int, err error) {
 // return err: the write happened, the caller never learnt it (a Lambda
 // killed, or a response lost, after DynamoDB committed).
 func (s *Store) CrashAfter(method string, n int, err error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &fault{method: method, call: s.calls[method] + n, err: err, after: true})
 }
 
+// SetLatency makes every call wait d before it runs, outside the lock, as
+// a call to DynamoDB does: concurrent callers then interleave between
+// their calls instead of each running its whole sequence at once, so a
+// race the conditional writes must settle really happens.
+func (s *Store) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+
 // Calls returns how many times method was called.
 func (s *Store) Calls(method string) int {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[method]
+}
+
+func (s *Store) wait() {
+	if d := time.Duration(s.latency.Load()); d > 0 {
+		time.Sleep(d)
+	}
 }
 
 // begin counts a call of method (s.mu held) and returns the fault that
@@ -102,6 +119,7 @@ func (s *Store) begin(method string) (before, after error) {
 
 // PutMerchant stores (a copy of) m.
 func (s *Store) PutMerchant(m *merchant.Merchant) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := clone(*m)
@@ -110,6 +128,7 @@ func (s *Store) PutMerchant(m *merchant.Merchant) {
 
 // Merchant loads a merchant by id; payment.ErrNotFound when missing.
 func (s *Store) Merchant(_ context.Context, id string) (*merchant.Merchant, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("Merchant"); err != nil {
@@ -126,6 +145,7 @@ func (s *Store) Merchant(_ context.Context, id string) (*merchant.Merchant, erro
 // Outbox returns the notification written with transaction id's
 // settlement (nil when none).
 func (s *Store) Outbox(id int64) *payment.NotifyEvent {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	row, ok := s.txs[id]
@@ -138,6 +158,7 @@ func (s *Store) Outbox(id int64) *payment.NotifyEvent {
 
 // TransactionsOfRequest lists a request's transactions, oldest first.
 func (s *Store) TransactionsOfRequest(_ context.Context, requestID int64) ([]*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("TransactionsOfRequest"); err != nil {
@@ -169,6 +190,7 @@ func (row *requestRow) out() *payment.Request {
 // CreatePaymentRequest stores a new request (version 1); payment.ErrExists
 // when the id is taken.
 func (s *Store) CreatePaymentRequest(_ context.Context, r *payment.Request) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CreatePaymentRequest")
@@ -185,6 +207,7 @@ func (s *Store) CreatePaymentRequest(_ context.Context, r *payment.Request) erro
 
 // PaymentRequest loads a request; payment.ErrNotFound when missing.
 func (s *Store) PaymentRequest(_ context.Context, id int64) (*payment.Request, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("PaymentRequest"); err != nil {
@@ -199,6 +222,7 @@ func (s *Store) PaymentRequest(_ context.Context, id int64) (*payment.Request, e
 
 // PaymentRequestLease loads a request with its attempt lease.
 func (s *Store) PaymentRequestLease(_ context.Context, id int64) (*payment.Request, payment.AttemptLease, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("PaymentRequestLease"); err != nil {
@@ -215,6 +239,7 @@ func (s *Store) PaymentRequestLease(_ context.Context, id int64) (*payment.Reque
 // condition: the merchant's, unpaid, no attemptTx, and amount and unit
 // equal when given. payment.ErrConflict otherwise (a missing request too).
 func (s *Store) LeasePaymentRequest(_ context.Context, l payment.Lease) (*payment.Request, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("LeasePaymentRequest")
@@ -235,6 +260,7 @@ func (s *Store) LeasePaymentRequest(_ context.Context, l payment.Lease) (*paymen
 // CreateLeasedPaymentRequest stores a new request whose lease txID holds;
 // payment.ErrExists when the id is taken.
 func (s *Store) CreateLeasedPaymentRequest(_ context.Context, r *payment.Request, txID int64, until time.Time) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CreateLeasedPaymentRequest")
@@ -253,6 +279,7 @@ func (s *Store) CreateLeasedPaymentRequest(_ context.Context, r *payment.Request
 // together or not at all: payment.ErrExists when the request id is taken,
 // payment.ErrTransactionExists when only t's is.
 func (s *Store) CreateLeasedRequestWithTransaction(_ context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CreateLeasedRequestWithTransaction")
@@ -308,6 +335,7 @@ func validCommit(c payment.AttemptCommit) error {
 // store's): payment.ErrConflict unless the request is unpaid and
 // c.TransactionID holds its lease.
 func (s *Store) CommitAttempt(_ context.Context, c payment.AttemptCommit) (*payment.Request, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CommitAttempt")
@@ -329,6 +357,7 @@ func (s *Store) CommitAttempt(_ context.Context, c payment.AttemptCommit) (*paym
 // transaction: both guards hold and both writes happen, or nothing is
 // written and the answer is payment.ErrConflict.
 func (s *Store) CommitAndSettle(_ context.Context, c payment.AttemptCommit, st payment.Settlement) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CommitAndSettle")
@@ -351,6 +380,7 @@ func (s *Store) CommitAndSettle(_ context.Context, c payment.AttemptCommit, st p
 // ReleaseLease gives up txID's lease; payment.ErrConflict when txID does
 // not hold it.
 func (s *Store) ReleaseLease(_ context.Context, requestID, txID int64) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("ReleaseLease")
@@ -368,6 +398,7 @@ func (s *Store) ReleaseLease(_ context.Context, requestID, txID int64) error {
 // DiscardAttempt deletes waiting transaction txID (no provider reference)
 // and releases its lease, together or not at all (payment.ErrConflict).
 func (s *Store) DiscardAttempt(_ context.Context, requestID, txID int64) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("DiscardAttempt")
@@ -387,6 +418,7 @@ func (s *Store) DiscardAttempt(_ context.Context, requestID, txID int64) error {
 // RecordCancelledAttempt shows attempt txID's final state on a cancelled
 // request; payment.ErrConflict unless cancelled with transactionId txID.
 func (s *Store) RecordCancelledAttempt(_ context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("RecordCancelledAttempt")
@@ -408,6 +440,7 @@ func (s *Store) RecordCancelledAttempt(_ context.Context, requestID, txID int64,
 // payment.ErrNotFound when missing or another merchant's, payment.ErrConflict
 // (with the current request) when no longer unpaid.
 func (s *Store) CancelPaymentRequest(_ context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CancelPaymentRequest")
@@ -458,6 +491,7 @@ func (s *Store) txOut(row *txRow) *payment.Transaction {
 // CreateTransaction stores a new transaction; payment.ErrExists when the
 // id is taken.
 func (s *Store) CreateTransaction(_ context.Context, t *payment.Transaction) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CreateTransaction")
@@ -473,6 +507,7 @@ func (s *Store) CreateTransaction(_ context.Context, t *payment.Transaction) err
 
 // Transaction loads a transaction; payment.ErrNotFound when missing.
 func (s *Store) Transaction(_ context.Context, id int64) (*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("Transaction"); err != nil {
@@ -488,6 +523,7 @@ func (s *Store) Transaction(_ context.Context, id int64) (*payment.Transaction, 
 // TransactionByNumber finds the one transaction with number num;
 // payment.ErrNotFound when there is none (or more than one).
 func (s *Store) TransactionByNumber(_ context.Context, num string) (*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("TransactionByNumber"); err != nil {
@@ -512,6 +548,7 @@ func (s *Store) TransactionByNumber(_ context.Context, num string) (*payment.Tra
 // payment.ErrConflict with the current transaction otherwise,
 // payment.ErrNotFound when missing.
 func (s *Store) MarkPending(_ context.Context, p payment.Pending) (*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("MarkPending")
@@ -569,6 +606,7 @@ func applySettle(row *txRow, st payment.Settlement) {
 // state with its outbox entry; payment.ErrConflict with the stored
 // transaction when it is already final, payment.ErrNotFound when missing.
 func (s *Store) SettleTransaction(_ context.Context, st payment.Settlement) (*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("SettleTransaction")
@@ -589,6 +627,7 @@ func (s *Store) SettleTransaction(_ context.Context, st payment.Settlement) (*pa
 // OpenAttempts lists shard's open transactions whose RecoverAfter is
 // before cutoff, earliest first, at most limit.
 func (s *Store) OpenAttempts(_ context.Context, shard int, cutoff time.Time, limit int32) ([]*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("OpenAttempts"); err != nil {
@@ -614,6 +653,7 @@ func (s *Store) OpenAttempts(_ context.Context, shard int, cutoff time.Time, lim
 // BeginRefund records refund r on an approved transaction of merchantID
 // that has none yet; payment.ErrConflict otherwise (a missing one too).
 func (s *Store) BeginRefund(_ context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("BeginRefund")
@@ -634,6 +674,7 @@ func (s *Store) BeginRefund(_ context.Context, txID int64, merchantID string, r 
 // CompleteRefund moves processing refund refundID to status;
 // payment.ErrConflict when it is not that refund or no longer processing.
 func (s *Store) CompleteRefund(_ context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("CompleteRefund")
@@ -662,6 +703,7 @@ func counterNames(w payment.LimitWindow) (mc, dc, ma, da string) {
 // ReserveLimits adds one attempt of amount if every limited counter stays
 // within caps; payment.ErrConflict (nothing added) otherwise.
 func (s *Store) ReserveLimits(_ context.Context, w payment.LimitWindow, amount decimal.Decimal, caps payment.LimitCaps) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("ReserveLimits")
@@ -695,6 +737,7 @@ func (s *Store) ReserveLimits(_ context.Context, w payment.LimitWindow, amount d
 // ReleaseLimits takes one attempt of amount back out of the window's
 // counters; nothing when nothing was ever reserved in the window.
 func (s *Store) ReleaseLimits(_ context.Context, w payment.LimitWindow, amount decimal.Decimal) error {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before, after := s.begin("ReleaseLimits")
@@ -713,6 +756,7 @@ func (s *Store) ReleaseLimits(_ context.Context, w payment.LimitWindow, amount d
 
 // LimitUsageOf reads the window's counters.
 func (s *Store) LimitUsageOf(_ context.Context, w payment.LimitWindow) (payment.LimitUsage, error) {
+	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("LimitUsageOf"); err != nil {
