@@ -29,6 +29,11 @@ type contractStore interface {
 	payments.Store
 	CreatePaymentRequest(ctx context.Context, r *payment.Request) error
 	CancelPaymentRequest(ctx context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error)
+	// The outbox's reconciler side (notifier.OutboxStore, and the notifier's clear).
+	DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]dynamo.OutboxEntry, error)
+	LeaseOutbox(ctx context.Context, e dynamo.OutboxEntry, now time.Time) (bool, error)
+	ClearOutbox(ctx context.Context, txID int64, eventID string) error
+	MarkOutboxUnsent(ctx context.Context, txID int64, eventID string) error
 }
 
 var (
@@ -464,6 +469,49 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		}
 	})
 
+	t.Run("outbox", func(t *testing.T) {
+		s := open(t)
+		r := newRequest(t, s, merchantID())
+		tx := newTx(r, payment.TxWaiting, time.Time{})
+		ok(t, "create tx", s.CreateTransaction(ctx, tx))
+		_, st := final(r, tx, payment.TxApproved)
+		st.Now = time.Now().Add(-time.Minute)
+		_, err := s.SettleTransaction(ctx, st)
+		ok(t, "settle", err)
+		entry := findEntry(t, s, st.Event.EventID, time.Now())
+		if entry == nil || entry.Event.TransactionID != tx.ID || entry.Event.TransactionStatusID != payment.TxApproved {
+			t.Fatalf("the settle's outbox entry: %+v", entry)
+		}
+		if e := findEntry(t, s, st.Event.EventID, st.Now.Add(-time.Second)); e != nil {
+			t.Fatalf("an entry listed before it was due: %+v", e)
+		}
+		won := concurrently(30, func(int) error {
+			if got, err := s.LeaseOutbox(ctx, *entry, time.Now()); err != nil || !got {
+				return errors.New("lost")
+			}
+			return nil
+		})
+		if won != 1 {
+			t.Fatalf("30 reconcilers leased one entry %d times, want once", won)
+		}
+		ok(t, "mark unsent", s.MarkOutboxUnsent(ctx, tx.ID, st.Event.EventID))
+		if e := findEntry(t, s, st.Event.EventID, time.Unix(1, 0)); e == nil {
+			t.Fatal("an entry marked unsent is not due at the epoch")
+		}
+		ok(t, "clear another event", s.ClearOutbox(ctx, tx.ID, "ev_other"))
+		if findEntry(t, s, st.Event.EventID, time.Now()) == nil {
+			t.Fatal("clearing another event removed the entry")
+		}
+		ok(t, "clear", s.ClearOutbox(ctx, tx.ID, st.Event.EventID))
+		if e := findEntry(t, s, st.Event.EventID, time.Now()); e != nil {
+			t.Fatalf("a cleared entry is still due: %+v", e)
+		}
+		if got, err := s.LeaseOutbox(ctx, *entry, time.Now()); err != nil || got {
+			t.Fatalf("lease of a cleared entry: %v %v", got, err)
+		}
+		ok(t, "clear a missing transaction", s.ClearOutbox(ctx, newID(), "ev_none"))
+	})
+
 	t.Run("limit counters", func(t *testing.T) {
 		s := open(t)
 		w := payment.WindowAt(merchantID(), "EUR", time.Now())
@@ -489,6 +537,22 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 			t.Fatalf("30 reservations at once under a cap of 3: %d granted", won)
 		}
 	})
+}
+
+// findEntry looks for eventID's entry among every shard's entries due
+// before cutoff.
+func findEntry(t *testing.T, s contractStore, eventID string, cutoff time.Time) *dynamo.OutboxEntry {
+	t.Helper()
+	for shard := range dynamo.OutboxAllShards {
+		es, err := s.DueOutbox(context.Background(), shard, cutoff, 1000)
+		ok(t, "due outbox", err)
+		for _, e := range es {
+			if e.Event.EventID == eventID {
+				return &e
+			}
+		}
+	}
+	return nil
 }
 
 func containsTx(txs []*payment.Transaction, id int64) bool {

@@ -1,5 +1,7 @@
-// Package memstore is an in-memory payments.Store for fast tests: the
-// payment state machine without emulators. It keeps the DynamoDB store's
+// Package memstore is an in-memory payments.Store, plus the outbox's
+// reconciler side (notifier.OutboxStore, ClearOutbox, MarkOutboxUnsent),
+// for fast tests: the payment state machine and the notification outbox
+// without emulators. It keeps the DynamoDB store's
 // semantics that callers depend on, each write under the same condition as
 // internal/dynamo's (payment.ErrConflict exactly where the condition fails,
 // payment.ErrNotFound for a missing item, transactions all-or-nothing,
@@ -11,6 +13,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,6 +22,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -32,8 +36,11 @@ type txRow struct {
 	t payment.Transaction
 	// open: the transaction carries openShard (is in the reconciler's index).
 	open bool
-	// outbox is the notification written with the settlement, if any.
-	outbox *payment.NotifyEvent
+	// outbox is the notification written with the settlement, if any, and
+	// its due time as DynamoDB keeps it (RFC 3339 text: the reconciler's
+	// lease compares it exactly).
+	outbox      *payment.NotifyEvent
+	outboxDueAt string
 }
 
 // Store is an in-memory payments.Store. The zero value is not usable: New.
@@ -142,8 +149,8 @@ func (s *Store) Merchant(_ context.Context, id string) (*merchant.Merchant, erro
 	return &c, nil
 }
 
-// Outbox returns the notification written with transaction id's
-// settlement (nil when none).
+// Outbox returns transaction id's outbox entry: the notification written
+// with its settlement until the notifier clears it (nil when none).
 func (s *Store) Outbox(id int64) *payment.NotifyEvent {
 	s.wait()
 	s.mu.Lock()
@@ -598,7 +605,7 @@ func applySettle(row *txRow, st payment.Settlement) {
 	}
 	if st.Event.EventID != "" {
 		ev := clone(st.Event)
-		row.outbox = &ev
+		row.outbox, row.outboxDueAt = &ev, dueText(st.Now)
 	}
 }
 
@@ -766,4 +773,107 @@ func (s *Store) LimitUsageOf(_ context.Context, w payment.LimitWindow) (payment.
 	mc, dc, ma, da := counterNames(w)
 	return payment.LimitUsage{MonthlyCount: item[mc].IntPart(), DailyCount: item[dc].IntPart(),
 		MonthlyAmount: item[ma], DailyAmount: item[da]}, nil
+}
+
+// ---- the outbox's reconciler side ---------------------------------------
+
+func dueText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// outboxShard is the shard the DynamoDB store files ev under.
+func outboxShard(ev *payment.NotifyEvent) int {
+	h := fnv.New32a()
+	h.Write([]byte(ev.EventID))
+	return dynamo.OutboxShard(ev.Channel) + int(h.Sum32()%dynamo.OutboxShards)
+}
+
+// PutOutbox stores ev in its transaction's outbox on its own;
+// payment.ErrNotFound when the transaction is missing.
+func (s *Store) PutOutbox(_ context.Context, ev payment.NotifyEvent, now time.Time) error {
+	s.wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before, after := s.begin("PutOutbox")
+	if before != nil {
+		return before
+	}
+	row, ok := s.txs[ev.TransactionID]
+	if !ok {
+		return payment.ErrNotFound
+	}
+	c := clone(ev)
+	row.outbox, row.outboxDueAt = &c, dueText(now)
+	return after
+}
+
+// DueOutbox lists one shard's entries due before cutoff, earliest first.
+func (s *Store) DueOutbox(_ context.Context, shard int, cutoff time.Time, limit int32) ([]dynamo.OutboxEntry, error) {
+	s.wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, _ := s.begin("DueOutbox"); err != nil {
+		return nil, err
+	}
+	c := dueText(cutoff)
+	var out []dynamo.OutboxEntry
+	for _, row := range s.txs {
+		// The index's sort key is the text: compared as DynamoDB compares strings.
+		if row.outbox != nil && outboxShard(row.outbox) == shard && row.outboxDueAt < c {
+			out = append(out, dynamo.OutboxEntry{Event: clone(*row.outbox), DueAt: row.outboxDueAt})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].DueAt < out[j].DueAt })
+	if len(out) > int(limit) {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// LeaseOutbox moves e's due time to now if it is still e.DueAt; false when
+// the entry changed or is gone.
+func (s *Store) LeaseOutbox(_ context.Context, e dynamo.OutboxEntry, now time.Time) (bool, error) {
+	s.wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before, after := s.begin("LeaseOutbox")
+	if before != nil {
+		return false, before
+	}
+	row, ok := s.txs[e.Event.TransactionID]
+	if !ok || row.outbox == nil || row.outboxDueAt != e.DueAt {
+		return false, nil
+	}
+	row.outboxDueAt = dueText(now)
+	return true, after
+}
+
+// ClearOutbox removes the transaction's entry if it is eventID's; nothing
+// (and no error) otherwise.
+func (s *Store) ClearOutbox(_ context.Context, txID int64, eventID string) error {
+	s.wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before, after := s.begin("ClearOutbox")
+	if before != nil {
+		return before
+	}
+	if row, ok := s.txs[txID]; ok && row.outbox != nil && row.outbox.EventID == eventID {
+		row.outbox, row.outboxDueAt = nil, ""
+	}
+	return after
+}
+
+// MarkOutboxUnsent makes eventID's entry due at the Unix epoch; nothing
+// when the entry is missing or another event's.
+func (s *Store) MarkOutboxUnsent(_ context.Context, txID int64, eventID string) error {
+	s.wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before, after := s.begin("MarkOutboxUnsent")
+	if before != nil {
+		return before
+	}
+	if row, ok := s.txs[txID]; ok && row.outbox != nil && row.outbox.EventID == eventID {
+		row.outboxDueAt = dueText(time.Unix(0, 0))
+	}
+	return after
 }
