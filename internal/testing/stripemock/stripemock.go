@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/devstack/stripemockd"
-
 	"github.com/payreq/payreq/internal/testing/needs"
 )
 
