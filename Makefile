@@ -10,7 +10,7 @@ ARTIFACTS_DIR ?= bin/manual
 
 EMULATORS := infra/local/node_modules/.package-lock.json
 
-.PHONY: dev test bench batch-million chaos lint build clean api-lint api-docs screenshots
+.PHONY: dev test test-short bench batch-million chaos lint build clean api-lint api-docs screenshots
 
 # Ports of `make dev` (127.0.0.1): PORT for the API, SFTP_PORT for the SFTP
 # server. Another PORT runs a second stack side by side: its SFTP port then
@@ -44,6 +44,12 @@ test: $(EMULATORS)
 	echo "== every test, dynalite + fauxqs"; time go test -count=1 -timeout 40m ./... || rc=1; \
 	echo "== integration tests, moto"; time PAYREQ_BACKEND=moto go test -count=1 -timeout 40m -skip '$(MOTO_EXCLUDED)' $(STACK_PKGS) || rc=1; \
 	exit $$rc
+
+# The fast suite: unit tests, the in-memory store's half of its contract
+# test, no emulator, browser, SFTP client or stack (docs/testing.md). Not a
+# substitute for `make test`, which runs everything on both backends.
+test-short:
+	go test -short -count=1 ./...
 
 # The service/ceiling table of every path (internal/testing/bench,
 # docs/testing.md), then every Benchmark (the 100,000-row batch file among them).

@@ -136,7 +136,9 @@ var layerOf = map[string]int{
 	"internal/testing/bench":      layerTest,
 	"internal/testing/clientgen":  layerTest,
 	"internal/testing/crashtest":  layerTest,
+	"internal/testing/memstore":   layerTest,
 	"internal/testing/motoserver": layerTest,
+	"internal/testing/needs":      layerTest,
 	"internal/testing/stripemock": layerTest,
 }
 

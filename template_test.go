@@ -12,6 +12,7 @@ import (
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/internal/cfn"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 func functions(t *testing.T) []cfn.FunctionSpec {
@@ -102,6 +103,7 @@ func archiveCopy(t *testing.T) string {
 // build-<LogicalId> target), from a `git archive` copy of the repository,
 // into a static linux/arm64 bootstrap of at most 15 MB.
 func TestEveryFunctionBuildsForLambdaArm64(t *testing.T) {
+	needs.External(t, "a linux/arm64 build of every function")
 	src := archiveCopy(t)
 	for _, f := range functions(t) {
 		t.Run(f.LogicalID, func(t *testing.T) {
@@ -159,6 +161,7 @@ func TestMakefileListsEveryFunction(t *testing.T) {
 // no warning in the template. A missing cfn-lint fails the test: it is part
 // of every machine's toolchain (.ci/run checks for it).
 func TestTemplatePassesCfnLint(t *testing.T) {
+	needs.External(t, "cfn-lint")
 	bin, err := exec.LookPath("cfn-lint")
 	if err != nil {
 		t.Fatalf("cfn-lint is not on PATH (pip install cfn-lint): %v", err)

@@ -19,12 +19,14 @@ import (
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // buildPayctl compiles the command: help and usage errors are tested on the
 // real process (exit code, stdout and stderr as a shell sees them).
 func buildPayctl(t *testing.T) string {
 	t.Helper()
+	needs.External(t, "payctl built and run as a process")
 	bin := filepath.Join(t.TempDir(), "payctl")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -13,12 +13,14 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // `payctl --local` talks to the endpoints and region of stack.json, also
 // when they are an external endpoint (LocalStack), and never to AWS — even
 // from a shell whose AWS variables point elsewhere.
 func TestLocalUsesStackJSONEndpointsAndRegion(t *testing.T) {
+	needs.External(t, "payctl built and run as a process")
 	var mu sync.Mutex
 	var auths []string
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

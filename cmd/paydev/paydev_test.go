@@ -14,11 +14,13 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // The local stack starts from the code, serves a request with the seeded key
 // and stops on Ctrl-C (SIGINT) leaving no process behind.
 func TestPaydevStartsServesAndStopsCleanly(t *testing.T) {
+	needs.External(t, "paydev and the local stack")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "paydev")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

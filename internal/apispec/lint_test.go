@@ -2,6 +2,7 @@ package apispec_test
 
 import (
 	"encoding/json"
+	"github.com/payreq/payreq/internal/testing/needs"
 	"testing"
 )
 
@@ -9,6 +10,7 @@ import (
 // warning in docs/openapi.yaml. The deliberate exceptions are listed one by
 // one in docs/.redocly.lint-ignore.yaml and reported as ignored, not passed.
 func TestSpecPassesRedoclyLint(t *testing.T) {
+	needs.External(t, "redocly from infra/local (npm ci)")
 	out, err := nodeTool(t, "redocly", "lint", "--config", "docs/redocly.yaml", "--format", "json", "docs/openapi.yaml")
 	var report struct {
 		Totals   struct{ Errors, Warnings, Ignored int }
@@ -37,6 +39,7 @@ func TestSpecPassesRedoclyLint(t *testing.T) {
 // Spectral with a ruleset that extends spectral:oas (docs/.spectral.yaml)
 // reports nothing at all, not even a hint.
 func TestSpecPassesSpectralLint(t *testing.T) {
+	needs.External(t, "spectral from infra/local (npm ci)")
 	out, err := nodeTool(t, "spectral", "lint", "--ruleset", "docs/.spectral.yaml", "--format", "json",
 		"--fail-severity", "hint", "--quiet", "docs/openapi.yaml")
 	var results []struct {

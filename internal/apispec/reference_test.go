@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/docs"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 var update = flag.Bool("update", false, "copy the pinned Redoc bundle into docs/redoc.standalone.js.gz (make api-docs)")
@@ -17,6 +18,7 @@ var update = flag.Bool("update", false, "copy the pinned Redoc bundle into docs/
 // infra/local's package-lock.json. With -update (make api-docs) it is copied
 // again.
 func TestRedocBundleIsThePinnedOne(t *testing.T) {
+	needs.External(t, "redoc from infra/local (npm ci)")
 	pinned, err := os.ReadFile(filepath.Join(repoRoot(t), "infra/local/node_modules/redoc/bundles/redoc.standalone.js"))
 	if err != nil {
 		t.Fatalf("redoc is not installed: run `npm ci` in infra/local (make does it): %v", err)

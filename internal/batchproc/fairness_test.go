@@ -16,6 +16,7 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/testing/needs"
 	"github.com/payreq/payreq/internal/testing/stripemock"
 )
 
@@ -35,6 +36,7 @@ import (
 // per-invocation pace); A's small file must not start before A's large file
 // is done (upload order). Every row is charged once.
 func TestSmallFileIsNotStuckBehindALargeOne(t *testing.T) {
+	needs.External(t, "a local stack of its own")
 	if os.Getenv("PAYREQ_OWN_STACK") == "" {
 		// A process of its own, without the endpoint variables the
 		// package's shared sandbox stack set in this one

@@ -23,6 +23,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // ChromiumPath returns the Chromium binary to run: $CHROMIUM_PATH, else `chromium` or
@@ -56,6 +58,7 @@ var Flags = []string{
 // is missing or does not start.
 func New(t testing.TB) context.Context {
 	t.Helper()
+	needs.External(t, "Chromium")
 	path, err := ChromiumPath()
 	if err != nil {
 		t.Fatalf("browsertest: %v", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/s3store"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // awsCLIBlocks reads the shell blocks of docs/operations.md marked
@@ -78,6 +79,7 @@ func awsCLIs(t *testing.T) []string {
 // tables and bucket work everywhere; queues work on moto, and on fauxqs
 // exactly when the CLI's SQS client speaks JSON, as the page says.
 func TestOperatorAWSCLI(t *testing.T) {
+	needs.External(t, "the emulators and the AWS CLI")
 	blocks := awsCLIBlocks(t)
 	clis := awsCLIs(t)
 	for _, backend := range []string{BackendDynalite, BackendMoto} {

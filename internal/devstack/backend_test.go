@@ -29,6 +29,7 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/s3store"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 func TestSelectedBackend(t *testing.T) {
@@ -54,6 +55,7 @@ func TestMotoMissingIsAnError(t *testing.T) {
 
 // moto_server listens on loopback only, and Stop leaves no process behind.
 func TestMotoStartsOnLoopbackAndStops(t *testing.T) {
+	needs.External(t, "moto_server")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	emu, err := StartMoto(ctx, t.TempDir(), 0)
@@ -89,6 +91,7 @@ func TestMotoStartsOnLoopbackAndStops(t *testing.T) {
 // which like LocalStack and AWS refuses a bucket outside us-east-1 without
 // a LocationConstraint. Everything the template provisions is checked.
 func TestExternalEndpointInEUWest1(t *testing.T) {
+	needs.External(t, "the emulators")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	emu, err := StartMoto(ctx, t.TempDir(), 0)
@@ -232,6 +235,7 @@ func checkProvisioned(ctx context.Context, t *testing.T, cfg aws.Config, r *Reso
 
 // The stack chosen by PAYREQ_BACKEND=moto provisions the whole template.
 func TestMotoBackendProvisionsTemplate(t *testing.T) {
+	needs.External(t, "moto_server")
 	t.Setenv(BackendEnv, BackendMoto)
 	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_REGION"} {
 		t.Setenv(k, "") // restored after the test; Start sets the emulator's
@@ -266,6 +270,7 @@ func TestMotoBackendProvisionsTemplate(t *testing.T) {
 // alone lets concurrent guarded increments overshoot or lose updates; the
 // serialising proxy in front of its DynamoDB API fixes it.
 func TestMotoConditionalWritesAreAtomic(t *testing.T) {
+	needs.External(t, "moto_server")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, table := motoTable(ctx, t, "atomic")
@@ -309,6 +314,7 @@ func TestMotoConditionalWritesAreAtomic(t *testing.T) {
 // once per item to roll back; infra/local/moto-server.py makes it once per
 // table, so a 25-row claim on a table of thousands of items stays fast.
 func TestMotoTransactionCopiesEachTableOnce(t *testing.T) {
+	needs.External(t, "moto_server")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	db, table := motoTable(ctx, t, "copies")
@@ -398,6 +404,7 @@ func motoTable(ctx context.Context, t *testing.T, name string) (*dynamodb.Client
 // run several at once) share no table, queue or bucket: a batch
 // continuation one stack queues cannot be taken by the other's poller.
 func TestStacksWithDifferentNamesShareNoResource(t *testing.T) {
+	needs.External(t, "the emulators")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	infra, err := InfraDir()

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"github.com/payreq/payreq/internal/testing/needs"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 // mid-run). StartEmulators notices its own emulator exited and starts on
 // fresh ports.
 func TestEmulatorsThatLostTheirPortAreRestarted(t *testing.T) {
+	needs.External(t, "the emulators")
 	infra, err := InfraDir()
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // txCase is one case of the transactional corpus. build makes its setup
@@ -232,6 +233,7 @@ func transactCorpus() []txCase {
 // AWS decides: the case records moto's departure and why, and moto is held
 // to that record (so a moto that changes is noticed).
 func TestTransactionsDifferential(t *testing.T) {
+	needs.External(t, "the emulators")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	infra, err := InfraDir()

@@ -3,6 +3,7 @@ package sftpd
 import (
 	"bytes"
 	"context"
+	"github.com/payreq/payreq/internal/testing/needs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,7 @@ var (
 )
 
 func TestOpenSSHPasswordUploadListDownloadRemove(t *testing.T) {
+	needs.External(t, "the OpenSSH sftp client")
 	e := newEnv(t, nil)
 	e.store.set("results/m_a/old.csv.result.csv", []byte("1;approved;pr_1;tx_1;1;;\n"))
 	src := localFile(t, "batch-2024.csv", batchFile)
@@ -155,6 +157,7 @@ func TestOpenSSHPasswordUploadListDownloadRemove(t *testing.T) {
 }
 
 func TestOpenSSHKeyUpload(t *testing.T) {
+	needs.External(t, "the OpenSSH sftp client")
 	e := newEnv(t, nil)
 	src := localFile(t, "by-key.csv", batchFile)
 	e.mustSFTP(login{user: "merchant_a", keyPath: e.keyPath}, "put "+src+" /incoming/by-key.csv\nls /incoming")
@@ -167,6 +170,7 @@ func TestOpenSSHKeyUpload(t *testing.T) {
 }
 
 func TestOpenSSHRefusesPathsOutsideHome(t *testing.T) {
+	needs.External(t, "the OpenSSH sftp client")
 	e := newEnv(t, nil)
 	e.store.set("incoming/m_a/mine.csv", []byte("x"))
 	src := localFile(t, "f.csv", batchFile)
@@ -209,6 +213,7 @@ func TestOpenSSHRefusesPathsOutsideHome(t *testing.T) {
 }
 
 func TestOpenSSHMerchantIsolation(t *testing.T) {
+	needs.External(t, "the OpenSSH sftp client")
 	e := newEnv(t, nil)
 	e.store.set("incoming/m_b/b-secret.csv", []byte("b"))
 	e.store.set("results/m_b/b-secret.csv.result.csv", []byte("b"))
@@ -244,6 +249,7 @@ func TestOpenSSHMerchantIsolation(t *testing.T) {
 }
 
 func TestOpenSSHRefusesBadCredentials(t *testing.T) {
+	needs.External(t, "the OpenSSH sftp client")
 	e := newEnv(t, nil)
 	src := localFile(t, "f.csv", batchFile)
 	otherKey := filepath.Join(t.TempDir(), "other")

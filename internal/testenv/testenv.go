@@ -20,6 +20,7 @@ import (
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // Options are used when the shared stack starts; a TestMain may set them
@@ -55,8 +56,10 @@ func Main(m *testing.M) {
 }
 
 // Stack returns the shared running stack, starting it on first use.
+// Under -short it skips tb (needs.External).
 func Stack(tb testing.TB) *devstack.Stack {
 	tb.Helper()
+	needs.External(tb)
 	once.Do(func() {
 		stateDir, startErr = os.MkdirTemp("", "payreq-test-")
 		if startErr != nil {

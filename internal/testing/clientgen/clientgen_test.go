@@ -25,6 +25,7 @@ import (
 
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -176,6 +177,7 @@ func checkFlow(t *testing.T, out []byte, env []string, amount25 string, amounts 
 // Amounts arrive as json.Number (x-go-type), exact up to the largest amount
 // the service accepts, 18 decimal places included.
 func TestOapiCodegenClientRunsMerchantFlow(t *testing.T) {
+	needs.External(t, "oapi-codegen, a go build and the local stack")
 	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "payreq"), 0o755); err != nil {
@@ -214,6 +216,7 @@ func TestOapiCodegenClientRunsMerchantFlow(t *testing.T) {
 // under tsc --strict, and runs the whole flow under Node.js. Amounts are
 // JavaScript numbers: exact up to 15 significant digits (docs/openapi.md).
 func TestOpenAPITypeScriptClientRunsMerchantFlow(t *testing.T) {
+	needs.External(t, "node, infra/local npm tools and the local stack")
 	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	bin := filepath.Join(r, "infra", "local", "node_modules", ".bin")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // docSnippet returns the one fenced block of docs/notifications.md whose
@@ -288,6 +289,7 @@ func checkReceiver(t *testing.T, cmd func(env []string) *exec.Cmd) {
 // package (pinned in infra/local), against real notifications of both
 // formats.
 func TestStandardWebhooksNodeReceiverVerifiesNotifications(t *testing.T) {
+	needs.External(t, "node and infra/local npm tools")
 	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	if err := os.Symlink(filepath.Join(r, "infra", "local", "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
@@ -318,6 +320,7 @@ for (const [name, secret] of [['form', process.env.SECRET_FORM], ['json', proces
 // of docs/notifications.md, built on the Standard Webhooks Go library (the
 // version go.mod pins), against real notifications of both formats.
 func TestStandardWebhooksGoReceiverVerifiesNotifications(t *testing.T) {
+	needs.External(t, "a go build of a receiver program")
 	t.Parallel()
 	r, dir := root(t), t.TempDir()
 	version := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/standard-webhooks/standard-webhooks/libraries")

@@ -21,6 +21,7 @@ import (
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // batchParams shorten what a dead batch invocation leaves locked: its job
@@ -33,6 +34,7 @@ var batchParams = []string{"-schedule-every", "2s", "-param", "BatchTimeout=20",
 // the schedule resumes the job; every line is charged exactly once, the
 // result file has one line per input line, and no card data is left in S3.
 func TestCrashDuringBatchFile(t *testing.T) {
+	needs.External(t, "paydev with crash points on the emulators")
 	var last *proc
 	t.Run("points", func(t *testing.T) { crashBatchAtEveryPoint(t, &last) })
 	if last != nil && !t.Failed() {

@@ -19,6 +19,7 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // TestChaos (make chaos): the local stack, its emulators running outside it,
@@ -30,6 +31,7 @@ import (
 // sandbox acquirer's ledger holds exactly one live charge per approved
 // transaction: zero double charges.
 func TestChaos(t *testing.T) {
+	needs.External(t, "paydev with crash points on the emulators")
 	kills := envInt("CHAOS_KILLS", 10)
 	workers := envInt("CHAOS_WORKERS", 6)
 	dir := t.TempDir()

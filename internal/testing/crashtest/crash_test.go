@@ -14,6 +14,7 @@ import (
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/sandboxworker"
 	"github.com/payreq/payreq/internal/sig"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 func payerBody(kv ...any) string {
@@ -87,6 +88,7 @@ func crashThenRetryOn(t *testing.T, point string, extra []string, pay func(p *pr
 // The payment of an existing request (wallet, host-to-host), killed at each
 // point of its path.
 func TestCrashDuringWalletPayment(t *testing.T) {
+	needs.External(t, "paydev with crash points on the emulators")
 	points := []string{
 		crashpoint.AfterIdemBind, crashpoint.AfterLease, crashpoint.AfterTxWrite, crashpoint.AfterCharge,
 		crashpoint.AfterRequestCommit, crashpoint.AfterTxSettle, crashpoint.AfterOutboxWrite, crashpoint.AfterQueueSend,
@@ -107,6 +109,7 @@ func TestCrashDuringWalletPayment(t *testing.T) {
 // The create-and-pay form of /payments/h2h/{n}: the retry must find the
 // request the first try created, not create and charge a second one.
 func TestCrashDuringCreateAndPay(t *testing.T) {
+	needs.External(t, "paydev with crash points on the emulators")
 	for _, point := range []string{crashpoint.AfterLease, crashpoint.AfterCharge, crashpoint.AfterRequestCommit} {
 		t.Run(point, func(t *testing.T) {
 			crashThenRetry(t, point, func(p *proc, key string) response {
@@ -119,6 +122,7 @@ func TestCrashDuringCreateAndPay(t *testing.T) {
 // A provider callback whose processing dies midway: the provider's retry
 // completes it (no dedupe record hides it).
 func TestCrashInsideCallback(t *testing.T) {
+	needs.External(t, "paydev with crash points on the emulators")
 	dir := t.TempDir()
 	p := startStack(t, dir, crashpoint.InCallback)
 	r := p.call("POST", "/payments/h2h/30", "upi-1", payerBody("amount", "99", "unit", "INR", "upiId", "success@upi"))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/testing/needs"
 	"github.com/payreq/payreq/internal/testing/stripemock"
 )
 
@@ -69,6 +70,7 @@ func (f *intentFront) seen() []intentSeen {
 // its transaction's write-ahead reference as Idempotency-Key, and the
 // charges of the request all carry one key: Stripe charges it once.
 func TestCrashDuringProductionMethods(t *testing.T) {
+	needs.External(t, "paydev with crash points on the emulators")
 	front := startIntentFront(t)
 	extra := []string{"-stage", "production", "-param", "LocalStripeSecretKey=sk_test_crash",
 		"-param", "LocalStripeApiBase=" + front.URL, "-param", "LocalStripeWebhookSecrets=whsec_crash_test"}

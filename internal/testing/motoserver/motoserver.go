@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // Start runs moto_server for t and returns its endpoint (every service,
 // Secrets Manager included, answers there).
 func Start(t testing.TB) string {
 	t.Helper()
+	needs.External(t, "moto_server")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	e, err := devstack.StartMoto(ctx, t.TempDir(), 0)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/devstack/stripemockd"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // Start runs stripe-mock and returns its base URL ("http://127.0.0.1:N").
@@ -20,6 +21,7 @@ import (
 // e.g. fixtures["payment_intent"]) before the server loads them.
 func Start(t testing.TB, patch func(resources map[string]map[string]any)) string {
 	t.Helper()
+	needs.External(t, "stripe-mock")
 	ctx := context.Background()
 	dir := t.TempDir()
 	fixtures := ""
