@@ -3,31 +3,31 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/payreq/payreq/internal/batch"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/sftpauth"
 )
 
 // batchView is one processed (or processing) batch file: its summary, never
 // a row's data.
 type batchView struct {
-	File          string             `json:"file"`
-	State         string             `json:"state"`
-	Counts        dynamo.BatchCounts `json:"counts"`
-	ResultFile    string             `json:"resultFile,omitempty"` // as the merchant sees it over SFTP
-	Size          int64              `json:"size"`
-	ContentSHA256 string             `json:"contentSha256,omitempty"`
-	Progress      *batchProgress     `json:"progress,omitempty"`
-	Invocations   int                `json:"invocations"`
-	Error         string             `json:"error,omitempty"`
-	UploadedAt    time.Time          `json:"uploadedAt"`
-	CompletedAt   *time.Time         `json:"completedAt,omitempty"`
-	JobID         string             `json:"jobId"`
+	File          string         `json:"file"`
+	State         string         `json:"state"`
+	Counts        batch.Counts   `json:"counts"`
+	ResultFile    string         `json:"resultFile,omitempty"` // as the merchant sees it over SFTP
+	Size          int64          `json:"size"`
+	ContentSHA256 string         `json:"contentSha256,omitempty"`
+	Progress      *batchProgress `json:"progress,omitempty"`
+	Invocations   int            `json:"invocations"`
+	Error         string         `json:"error,omitempty"`
+	UploadedAt    time.Time      `json:"uploadedAt"`
+	CompletedAt   *time.Time     `json:"completedAt,omitempty"`
+	JobID         string         `json:"jobId"`
 }
 
 type batchProgress struct {
@@ -84,7 +84,7 @@ func batchShow(ctx context.Context, g globals, id, file *string) (any, error) {
 		}
 		v := batchView{File: j.File, State: j.State, Counts: j.Counts, Size: j.Size, ContentSHA256: j.FileHash,
 			Invocations: j.Invocations, Error: j.Error, UploadedAt: j.CreatedAt, CompletedAt: j.CompletedAt, JobID: j.JobID}
-		if j.State == dynamo.BatchDone {
+		if j.State == batch.JobDone {
 			v.ResultFile = sftpauth.ResultsDir + "/" + j.File + ".result.csv"
 		} else if !j.Finished() {
 			v.Progress = &batchProgress{Offset: j.Offset, NextLine: j.NextLine, Parts: j.Parts}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"github.com/payreq/payreq/internal/batch"
 	"io"
 	"os"
 	"os/exec"
@@ -316,7 +317,7 @@ func (f *fixture) result(t testing.TB, merchantID, name string) string {
 	return string(b)
 }
 
-func (f *fixture) jobs(t testing.TB, merchantID, name string) []*dynamo.BatchJob {
+func (f *fixture) jobs(t testing.TB, merchantID, name string) []*batch.Job {
 	t.Helper()
 	jobs, err := f.store.BatchJobs(context.Background(), merchantID, name)
 	if err != nil {

@@ -397,8 +397,8 @@ func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
 	// died before creating its request; the id it recorded is the other
 	// merchant's request.
 	ev := f.upload(t, m.ID, "ids.csv", []byte(content))
-	crashed := &dynamo.BatchRow{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference("X-2"),
-		JobID: dynamo.BatchJobID("ids.csv", ev.Records[0].S3.Object.Sequencer), File: "ids.csv", Row: 2, PaymentRequestID: taken[1],
+	crashed := &batch.RowRecord{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference("X-2"),
+		JobID: batch.JobID("ids.csv", ev.Records[0].S3.Object.Sequencer), File: "ids.csv", Row: 2, PaymentRequestID: taken[1],
 		Owner: "crashed", LeaseUntil: now.Add(-time.Second).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	if _, err := f.store.ClaimBatchRow(ctx, crashed, now); err != nil {
 		t.Fatal(err)

@@ -168,22 +168,22 @@ func (c *Config) setDefaults() {
 // Store is the persistence the processor needs (*dynamo.Store).
 type Store interface {
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
-	AcquireBatchJob(ctx context.Context, j *dynamo.BatchJob, owner string, now, until time.Time) (*dynamo.BatchJob, error)
-	LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*dynamo.BatchJob, error)
-	SaveBatchJob(ctx context.Context, j *dynamo.BatchJob, now time.Time) error
+	AcquireBatchJob(ctx context.Context, j *batch.Job, owner string, now, until time.Time) (*batch.Job, error)
+	LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*batch.Job, error)
+	SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) error
 	ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner string) error
-	BatchJob(ctx context.Context, merchantID, jobID string) (*dynamo.BatchJob, error)
-	OpenBatchJobs(ctx context.Context) ([]dynamo.OpenBatchJob, error)
+	BatchJob(ctx context.Context, merchantID, jobID string) (*batch.Job, error)
+	OpenBatchJobs(ctx context.Context) ([]batch.OpenJob, error)
 	CloseBatchJob(ctx context.Context, merchantID, jobID string) error
-	ClaimBatchRow(ctx context.Context, r *dynamo.BatchRow, now time.Time) (*dynamo.BatchRow, error)
-	ClaimBatchRows(ctx context.Context, rows []*dynamo.BatchRow, now time.Time) ([]int, error)
-	BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*dynamo.BatchRow, error)
-	TakeOverBatchRow(ctx context.Context, r *dynamo.BatchRow, prevOwner string) error
-	CompleteBatchRows(ctx context.Context, rows []*dynamo.BatchRow) error
-	ReleaseBatchRow(ctx context.Context, r *dynamo.BatchRow) error
-	ForgetBatchRow(ctx context.Context, r *dynamo.BatchRow) error
-	ReassignBatchRow(ctx context.Context, r *dynamo.BatchRow, newID int64) error
-	OpenBatchJobsOf(ctx context.Context, merchantID string) ([]dynamo.OpenBatchJob, error)
+	ClaimBatchRow(ctx context.Context, r *batch.RowRecord, now time.Time) (*batch.RowRecord, error)
+	ClaimBatchRows(ctx context.Context, rows []*batch.RowRecord, now time.Time) ([]int, error)
+	BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*batch.RowRecord, error)
+	TakeOverBatchRow(ctx context.Context, r *batch.RowRecord, prevOwner string) error
+	CompleteBatchRows(ctx context.Context, rows []*batch.RowRecord) error
+	ReleaseBatchRow(ctx context.Context, r *batch.RowRecord) error
+	ForgetBatchRow(ctx context.Context, r *batch.RowRecord) error
+	ReassignBatchRow(ctx context.Context, r *batch.RowRecord, newID int64) error
+	OpenBatchJobsOf(ctx context.Context, merchantID string) ([]batch.OpenJob, error)
 }
 
 // Sender queues a message (internal/queue).
@@ -353,10 +353,10 @@ func (p *Processor) handleRecord(ctx context.Context, rec events.S3EventRecord) 
 		seq = s3store.CleanETag(rec.S3.Object.ETag)
 	}
 	now := p.Now().UTC()
-	j := &dynamo.BatchJob{
-		MerchantID: merchantID, JobID: dynamo.BatchJobID(file, seq), File: file, Bucket: rec.S3.Bucket.Name, Key: key,
+	j := &batch.Job{
+		MerchantID: merchantID, JobID: batch.JobID(file, seq), File: file, Bucket: rec.S3.Bucket.Name, Key: key,
 		ETag: s3store.CleanETag(rec.S3.Object.ETag), Size: rec.S3.Object.Size, Sequencer: seq,
-		ResultKey: ResultKey(merchantID, file), State: dynamo.BatchHashing, NextLine: 1, Clock: now,
+		ResultKey: ResultKey(merchantID, file), State: batch.JobHashing, NextLine: 1, Clock: now,
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(p.cfg.Retention).Unix(),
 	}
 	return p.run(ctx, j, true, false)
@@ -373,7 +373,7 @@ func (p *Processor) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.S
 			p.Log.Error("malformed batch continuation dropped", "messageId", m.MessageId)
 			continue
 		}
-		j := &dynamo.BatchJob{MerchantID: c.MerchantID, JobID: c.JobID}
+		j := &batch.Job{MerchantID: c.MerchantID, JobID: c.JobID}
 		if err := p.run(ctx, j, false, c.Check); err != nil {
 			p.Log.Error("batch continuation failed; it will be retried", "merchantId", c.MerchantID, "jobId", c.JobID, "error", err.Error())
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
@@ -442,11 +442,11 @@ var errLeaseLost = errors.New("batch job lease lost to another invocation")
 
 // run takes the job (creating it for an S3 event) and works on it until it
 // is done or the invocation's budget is spent.
-func (p *Processor) run(ctx context.Context, j *dynamo.BatchJob, create, check bool) error {
+func (p *Processor) run(ctx context.Context, j *batch.Job, create, check bool) error {
 	owner := newToken()
 	now := p.Now()
 	deadline, until := p.budget(ctx, now)
-	var job *dynamo.BatchJob
+	var job *batch.Job
 	var err error
 	if create {
 		job, err = p.Store.AcquireBatchJob(ctx, j, owner, now, until)
@@ -479,7 +479,7 @@ func withQueued(ctx context.Context, q bool) context.Context {
 }
 
 // runJob works on a job whose lease owner holds until `until`.
-func (p *Processor) runJob(ctx context.Context, job *dynamo.BatchJob, owner string, until, deadline time.Time) error {
+func (p *Processor) runJob(ctx context.Context, job *batch.Job, owner string, until, deadline time.Time) error {
 	job.Owner, job.LeaseUntil = owner, until.UnixMilli()
 	r := p.newRun(job)
 	r.stopAt = deadline.Add(-p.cfg.TimeReserve)
@@ -510,12 +510,12 @@ func (p *Processor) runJob(ctx context.Context, job *dynamo.BatchJob, owner stri
 	return nil
 }
 
-func (p *Processor) newRun(job *dynamo.BatchJob) *jobRun {
+func (p *Processor) newRun(job *batch.Job) *jobRun {
 	return &jobRun{p: p, job: job, log: p.Log.With("merchantId", job.MerchantID, "jobId", job.JobID)}
 }
 
 // schedule queues a continuation of job after delay.
-func (p *Processor) schedule(ctx context.Context, job *dynamo.BatchJob, delay time.Duration, check bool) error {
+func (p *Processor) schedule(ctx context.Context, job *batch.Job, delay time.Duration, check bool) error {
 	c := Continuation{Bucket: job.Bucket, Key: job.Key, ETag: job.ETag, MerchantID: job.MerchantID, JobID: job.JobID,
 		Phase: job.State, Offset: job.Offset, NextLine: job.NextLine, Check: check}
 	if err := p.Queue.Send(ctx, p.cfg.ContinueQueueURL, c, delay); err != nil {
@@ -527,7 +527,7 @@ func (p *Processor) schedule(ctx context.Context, job *dynamo.BatchJob, delay ti
 // jobRun is one invocation's work on a job.
 type jobRun struct {
 	p      *Processor
-	job    *dynamo.BatchJob
+	job    *batch.Job
 	stopAt time.Time
 	lines  int   // lines handled in this run
 	hashed int64 // bytes hashed in this run
@@ -542,7 +542,7 @@ type jobRun struct {
 	delay     time.Duration
 
 	doneMu   sync.Mutex
-	doneRows []*dynamo.BatchRow // charged rows whose results are not stored yet
+	doneRows []*batch.RowRecord // charged rows whose results are not stored yet
 	crashed  atomic.Bool        // a simulated crash: no clean-up at all
 }
 
@@ -572,9 +572,9 @@ func (r *jobRun) work(ctx context.Context) error {
 	for {
 		var finished bool
 		switch r.job.State {
-		case dynamo.BatchHashing:
+		case batch.JobHashing:
 			finished, err = r.hash(ctx)
-		case dynamo.BatchCharging, dynamo.BatchReporting:
+		case batch.JobCharging, batch.JobReporting:
 			if r.p.cfg.QueueCharging && !r.queued {
 				// Acquirer calls only under the queue's concurrency.
 				return r.pause(ctx)
@@ -587,7 +587,7 @@ func (r *jobRun) work(ctx context.Context) error {
 				return r.pause(ctx)
 			}
 			finished, err = r.charge(ctx, m)
-		case dynamo.BatchAssembling:
+		case batch.JobAssembling:
 			finished, err = true, r.assemble(ctx)
 		default: // done, failed
 			return nil
@@ -631,7 +631,7 @@ func (r *jobRun) save(ctx context.Context) error {
 // fail ends a job that cannot be processed at all (no result file).
 func (r *jobRun) fail(ctx context.Context, reason string) error {
 	now := r.p.Now().UTC()
-	r.job.State, r.job.Error, r.job.CompletedAt, r.job.LeaseUntil = dynamo.BatchFailed, reason, &now, 0
+	r.job.State, r.job.Error, r.job.CompletedAt, r.job.LeaseUntil = batch.JobFailed, reason, &now, 0
 	r.log.Warn("batch job failed", "reason", reason)
 	if err := r.save(ctx); err != nil {
 		return err
@@ -743,7 +743,7 @@ func (r *jobRun) hash(ctx context.Context) (bool, error) {
 	if !endsInNewline && r.job.HashOffset > 0 {
 		r.job.Lines++ // the last line has no newline
 	}
-	r.job.HashState, r.job.State, r.job.Offset, r.job.NextLine = nil, dynamo.BatchCharging, 0, 1
+	r.job.HashState, r.job.State, r.job.Offset, r.job.NextLine = nil, batch.JobCharging, 0, 1
 	return true, r.save(ctx)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/payreq/payreq/internal/batch"
 	"time"
 
 	"github.com/payreq/payreq/internal/dynamo"
@@ -84,7 +85,7 @@ func (p *Processor) RecoverStuck(ctx context.Context, now time.Time) (RecoveryRe
 
 // stuck: its lease lapsed without the job being saved and released (the
 // invocation died), or nobody has worked on it for StuckAfter.
-func (p *Processor) stuck(j *dynamo.BatchJob, now time.Time) bool {
+func (p *Processor) stuck(j *batch.Job, now time.Time) bool {
 	if j.LeaseUntil != 0 {
 		return j.LeaseUntil < now.UnixMilli()
 	}
@@ -93,7 +94,7 @@ func (p *Processor) stuck(j *dynamo.BatchJob, now time.Time) bool {
 
 // recoverJob leases a stuck job and runs it, abandoning it first when it was
 // stuck too often.
-func (p *Processor) recoverJob(ctx context.Context, stuck *dynamo.BatchJob, now time.Time) (abandoned bool, err error) {
+func (p *Processor) recoverJob(ctx context.Context, stuck *batch.Job, now time.Time) (abandoned bool, err error) {
 	owner := newToken()
 	deadline, until := p.budget(ctx, now)
 	job, err := p.Store.LeaseBatchJob(ctx, stuck.MerchantID, stuck.JobID, owner, now, until)
@@ -106,13 +107,13 @@ func (p *Processor) recoverJob(ctx context.Context, stuck *dynamo.BatchJob, now 
 	job.Owner, job.LeaseUntil = owner, until.UnixMilli()
 	job.Recoveries++
 	log := p.Log.With("merchantId", job.MerchantID, "jobId", job.JobID)
-	if job.Recoveries > p.cfg.MaxRecoveries && (job.State == dynamo.BatchHashing || job.State == dynamo.BatchCharging) {
+	if job.Recoveries > p.cfg.MaxRecoveries && (job.State == batch.JobHashing || job.State == batch.JobCharging) {
 		abandoned = true
 		job.Error = "processing of this file stopped after repeated failures"
-		if job.State == dynamo.BatchHashing || job.Snapshot == "" {
+		if job.State == batch.JobHashing || job.Snapshot == "" {
 			job.Offset, job.NextLine = 0, 1
 		}
-		job.State = dynamo.BatchReporting
+		job.State = batch.JobReporting
 		log.Warn("stuck batch job abandoned: its remaining lines are reported, not charged", "recoveries", job.Recoveries)
 	} else {
 		log.Warn("stuck batch job resumed", "state", job.State, "recoveries", job.Recoveries, "nextLine", job.NextLine)

@@ -56,7 +56,7 @@ type rowTask struct {
 	wait chan struct{} // done of an earlier line of this run with the same key
 	// claimed is the row's record when the producer claimed it with its
 	// group (claimRows); nil: the row claims its own.
-	claimed *dynamo.BatchRow
+	claimed *batch.RowRecord
 	done    chan struct{}
 	res     batch.Result
 	err     error
@@ -66,9 +66,9 @@ type rowTask struct {
 type partBuffer struct {
 	buf    bytes.Buffer
 	w      *batch.ResultWriter
-	counts dynamo.BatchCounts // of the lines in buf
-	end    int64              // offset after the last line in buf
-	next   int                // line after the last line in buf
+	counts batch.Counts // of the lines in buf
+	end    int64        // offset after the last line in buf
+	next   int          // line after the last line in buf
 	lines  int
 }
 
@@ -83,7 +83,7 @@ func newPartBuffer() *partBuffer {
 // buffer) would send every later line nowhere.
 func (pb *partBuffer) reset() {
 	pb.buf.Reset()
-	pb.counts, pb.lines = dynamo.BatchCounts{}, 0
+	pb.counts, pb.lines = batch.Counts{}, 0
 }
 
 func (pb *partBuffer) add(t *rowTask) error {
@@ -179,7 +179,7 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 	var group []*rowTask
 	start := func() bool {
 		defer func() { group = group[:0] }()
-		if r.job.State != dynamo.BatchReporting && !r.crashed.Load() {
+		if r.job.State != batch.JobReporting && !r.crashed.Load() {
 			r.claimRows(rctx, group)
 		}
 		for i, t := range group {
@@ -200,7 +200,7 @@ func (r *jobRun) charge(ctx context.Context, m *merchant.Merchant) (bool, error)
 						case <-rctx.Done():
 						}
 					}
-					if r.job.State == dynamo.BatchReporting {
+					if r.job.State == batch.JobReporting {
 						t.res, t.err = r.reportRow(rctx, m, t)
 					} else {
 						t.res, t.err = r.chargeRow(rctx, m, t)
@@ -359,7 +359,7 @@ func (r *jobRun) finishRows(ctx context.Context, pb *partBuffer) error {
 	if err := r.checkpoint(ctx, pb); err != nil {
 		return err
 	}
-	r.job.State = dynamo.BatchAssembling
+	r.job.State = batch.JobAssembling
 	return r.save(ctx)
 }
 
@@ -416,9 +416,9 @@ func (r *jobRun) done(ctx context.Context) error {
 		return err
 	}
 	now := r.p.Now().UTC()
-	state := dynamo.BatchDone
+	state := batch.JobDone
 	if r.job.Error != "" {
-		state = dynamo.BatchFailed
+		state = batch.JobFailed
 	}
 	r.job.State, r.job.CompletedAt, r.job.LeaseUntil = state, &now, 0
 	if err := r.save(ctx); err != nil {
@@ -444,7 +444,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		return batch.Result{}, crashError{"an earlier crash point"}
 	}
 	rec := t.claimed // claimed with its group
-	var held *dynamo.BatchRow
+	var held *batch.RowRecord
 	var err error
 	if rec == nil {
 		now := r.p.Now()
@@ -534,9 +534,9 @@ const claimGroup = 25
 
 // newRowRecord is the record that claims line t for this job: a fresh
 // payment request id, leased to this owner.
-func (r *jobRun) newRowRecord(t *rowTask, now time.Time) *dynamo.BatchRow {
+func (r *jobRun) newRowRecord(t *rowTask, now time.Time) *batch.RowRecord {
 	key, keep := r.p.rowKey(t.row)
-	return &dynamo.BatchRow{MerchantID: r.job.MerchantID, Key: key, JobID: r.job.JobID, File: r.job.File, Row: t.line,
+	return &batch.RowRecord{MerchantID: r.job.MerchantID, Key: key, JobID: r.job.JobID, File: r.job.File, Row: t.line,
 		PaymentRequestID: r.p.NewID(now), Owner: r.job.Owner, LeaseUntil: now.Add(r.p.cfg.RowLease).UnixMilli(),
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(keep).Unix()}
 }
@@ -550,7 +550,7 @@ func (r *jobRun) newRowRecord(t *rowTask, now time.Time) *dynamo.BatchRow {
 func (r *jobRun) claimRows(ctx context.Context, group []*rowTask) {
 	now := r.p.Now()
 	var ts []*rowTask
-	var recs []*dynamo.BatchRow
+	var recs []*batch.RowRecord
 	for _, t := range group {
 		if t.errs == nil && t.wait == nil {
 			ts, recs = append(ts, t), append(recs, r.newRowRecord(t, now))
@@ -574,7 +574,7 @@ func (r *jobRun) claimRows(ctx context.Context, group []*rowTask) {
 			skip[i] = true
 		}
 		var keepTs []*rowTask
-		var keepRecs []*dynamo.BatchRow
+		var keepRecs []*batch.RowRecord
 		for i := range ts {
 			if !skip[i] {
 				keepTs, keepRecs = append(keepTs, ts[i]), append(keepRecs, recs[i])
@@ -603,7 +603,7 @@ func (r *jobRun) releaseClaims(ctx context.Context, ts []*rowTask) {
 // resumeOwn handles this line's own record found claimed: its stored result
 // (res), or the record to charge after taking it over (rec), waiting while
 // another holder's lease runs.
-func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask, held *dynamo.BatchRow) (*batch.Result, *dynamo.BatchRow, error) {
+func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask, held *batch.RowRecord) (*batch.Result, *batch.RowRecord, error) {
 	wait := 50 * time.Millisecond
 	for {
 		now := r.p.Now()
@@ -652,7 +652,7 @@ func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask
 // duplicate is the result of a line whose payment another line owns: the
 // original's ids and outcome, once known. It waits while the owner is
 // charging (its lease runs), and never charges.
-func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask, held *dynamo.BatchRow) (batch.Result, error) {
+func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask, held *batch.RowRecord) (batch.Result, error) {
 	peeker, _ := r.p.Charger.(Peeker)
 	// peek reads the original's outcome off its payment request, committed
 	// before its record says done (which may wait for the end of a run: the
@@ -801,13 +801,13 @@ const completeBatch = 25
 // completed queues a charged row's result for storing; every 25 results
 // are written in one call. Until its result is stored, a replay of the row
 // finds its outcome on the payment request instead.
-func (r *jobRun) completed(ctx context.Context, rec *dynamo.BatchRow) error {
+func (r *jobRun) completed(ctx context.Context, rec *batch.RowRecord) error {
 	if r.crashed.Load() {
 		return nil
 	}
 	r.doneMu.Lock()
 	r.doneRows = append(r.doneRows, rec)
-	var full []*dynamo.BatchRow
+	var full []*batch.RowRecord
 	if len(r.doneRows) >= completeBatch {
 		full, r.doneRows = r.doneRows, nil
 	}
@@ -833,7 +833,7 @@ func (r *jobRun) flushCompleted(ctx context.Context) error {
 // chargeWithRetry retries a charge whose outcome could not be determined
 // (the charger is idempotent on the payment request id), and gives the row a
 // new id when its id belongs to another payment request.
-func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row batch.Row, rec *dynamo.BatchRow) (batch.Result, error) {
+func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row batch.Row, rec *batch.RowRecord) (batch.Result, error) {
 	var err error
 	for attempt, reassigned := 0, 0; attempt < 3; attempt++ {
 		if attempt > 0 {
@@ -875,7 +875,7 @@ func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row 
 	return batch.Result{}, err
 }
 
-func storedResult(rec *dynamo.BatchRow) batch.Result {
+func storedResult(rec *batch.RowRecord) batch.Result {
 	return batch.Result{Status: batch.Status(rec.Status), PaymentRequestID: strconv.FormatInt(rec.PaymentRequestID, 10),
 		TransactionID: rec.TransactionID, Code: codes.Code(rec.Code), Message: rec.Message}
 }

@@ -2,13 +2,13 @@ package batchproc_test
 
 import (
 	"encoding/json"
+	"github.com/payreq/payreq/internal/batch"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -124,7 +124,7 @@ func TestOpenSSHUploadGetsResultInSameSession(t *testing.T) {
 	checkDuplicates(t, parseResult(t, string(data2)), parseResult(t, string(data)), "payments-2026-01-15.csv")
 
 	// The summaries.
-	for name, want := range map[string]dynamo.BatchCounts{
+	for name, want := range map[string]batch.Counts{
 		"payments-2026-01-15.csv": {Rows: 12, Approved: 4, Declined: 4, Rejected: 4},
 		"again.csv":               {Rows: 12, Duplicate: 8, Rejected: 4},
 	} {

@@ -3,6 +3,7 @@ package batchproc
 import (
 	"context"
 	"errors"
+	"github.com/payreq/payreq/internal/batch"
 	"sync"
 	"time"
 
@@ -53,7 +54,7 @@ func (p *pacer) wait(ctx context.Context) error {
 // files are charged in upload order (the order their jobs were opened), one
 // after the other, while other merchants' files go on.
 func (r *jobRun) behindOlderFile(ctx context.Context) (bool, error) {
-	if !r.p.cfg.MerchantOrder || r.job.State != dynamo.BatchCharging || r.job.Offset != 0 || r.job.Parts != 0 {
+	if !r.p.cfg.MerchantOrder || r.job.State != batch.JobCharging || r.job.Offset != 0 || r.job.Parts != 0 {
 		return false, nil
 	}
 	open, err := r.p.Store.OpenBatchJobsOf(ctx, r.job.MerchantID)

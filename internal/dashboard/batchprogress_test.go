@@ -2,12 +2,12 @@ package dashboard_test
 
 import (
 	"context"
+	"github.com/payreq/payreq/internal/batch"
 	"testing"
 	"time"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -23,8 +23,8 @@ func TestBrowserBatchProgressUpdatesWithoutReload(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	file := "big-" + dashboard.NewToken()[:6] + ".csv"
-	job := &dynamo.BatchJob{MerchantID: m.ID, JobID: dynamo.BatchJobID(file, "0001"), File: file, State: dynamo.BatchCharging,
-		NextLine: 30_001, Lines: 100_000, Counts: dynamo.BatchCounts{Rows: 30_000, Approved: 27_000, Declined: 2_500, Rejected: 500},
+	job := &batch.Job{MerchantID: m.ID, JobID: batch.JobID(file, "0001"), File: file, State: batch.JobCharging,
+		NextLine: 30_001, Lines: 100_000, Counts: batch.Counts{Rows: 30_000, Approved: 27_000, Declined: 2_500, Rejected: 500},
 		CreatedAt: now.Add(-time.Minute), UpdatedAt: now}
 	const owner = "progress-test"
 	if _, err := st.AcquireBatchJob(ctx, job, owner, now, now.Add(time.Hour)); err != nil {
@@ -34,14 +34,14 @@ func TestBrowserBatchProgressUpdatesWithoutReload(t *testing.T) {
 	if err := st.CloseBatchJob(ctx, m.ID, job.JobID); err != nil {
 		t.Fatal(err)
 	}
-	save := func(next int, counts dynamo.BatchCounts, state string) {
+	save := func(next int, counts batch.Counts, state string) {
 		t.Helper()
 		job.NextLine, job.Counts, job.State, job.Owner = next, counts, state, owner
 		if err := st.SaveBatchJob(ctx, job, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	save(30_001, job.Counts, dynamo.BatchCharging)
+	save(30_001, job.Counts, batch.JobCharging)
 
 	tab := bt.New(t)
 	viewerLanguage(t, tab, "en-US")
@@ -66,7 +66,7 @@ func TestBrowserBatchProgressUpdatesWithoutReload(t *testing.T) {
 
 	// The job moves on; the page follows without a reload.
 	bt.Eval[bool](t, tab, `(() => { window.__samePage = true; return true; })()`)
-	save(80_001, dynamo.BatchCounts{Rows: 80_000, Approved: 72_000, Declined: 7_000, Rejected: 1_000}, dynamo.BatchCharging)
+	save(80_001, batch.Counts{Rows: 80_000, Approved: 72_000, Declined: 7_000, Rejected: 1_000}, batch.JobCharging)
 	bt.WaitJS(t, tab, row+`.querySelector("progress").getAttribute("value") === "80000"`, 20*time.Second)
 	if !bt.Eval[bool](t, tab, `window.__samePage === true`) {
 		t.Error("the page was reloaded")
@@ -78,7 +78,7 @@ func TestBrowserBatchProgressUpdatesWithoutReload(t *testing.T) {
 	job.ResultKey = "results/" + m.ID + "/" + file + ".result.csv"
 	now2 := time.Now()
 	job.CompletedAt = &now2
-	save(100_001, dynamo.BatchCounts{Rows: 100_000, Approved: 90_000, Declined: 9_000, Rejected: 1_000}, dynamo.BatchDone)
+	save(100_001, batch.Counts{Rows: 100_000, Approved: 90_000, Declined: 9_000, Rejected: 1_000}, batch.JobDone)
 	bt.WaitJS(t, tab, row+`.querySelector(".state").textContent === "done"`, 20*time.Second)
 	if g := bt.Eval[string](t, tab, row+`.querySelector(".lines-text").textContent`); g != "100,000 of 100,000 lines" || !bt.Eval[bool](t, tab, `window.__samePage === true`) {
 		t.Errorf("done: %q (same page: %v)", g, bt.Eval[bool](t, tab, `window.__samePage === true`))

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"github.com/payreq/payreq/internal/batch"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -59,9 +60,9 @@ func TestBrowserDashboardScreenshots(t *testing.T) {
 	}
 	// A file halfway through.
 	now := time.Now().UTC()
-	job := &dynamo.BatchJob{MerchantID: m.ID, JobID: dynamo.BatchJobID("orders-2026-11.csv", "0001"), File: "orders-2026-11.csv",
-		State: dynamo.BatchCharging, NextLine: 41_201, Lines: 100_000,
-		Counts:    dynamo.BatchCounts{Rows: 41_200, Approved: 38_950, Declined: 1_870, Rejected: 380},
+	job := &batch.Job{MerchantID: m.ID, JobID: batch.JobID("orders-2026-11.csv", "0001"), File: "orders-2026-11.csv",
+		State: batch.JobCharging, NextLine: 41_201, Lines: 100_000,
+		Counts:    batch.Counts{Rows: 41_200, Approved: 38_950, Declined: 1_870, Rejected: 380},
 		CreatedAt: now.Add(-3 * time.Minute), UpdatedAt: now}
 	if _, err := st.AcquireBatchJob(ctx, job, "screenshots", now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/payreq/payreq/internal/batch"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,7 @@ import (
 // Batch files (docs/batch.md) keep two kinds of records in the operations table.
 //
 // A job is one uploaded object being processed: pk "batch#<merchantId>",
-// sk "file#<name>#<sequencer>" (BatchJobID). It holds the progress that lets
+// sk "file#<name>#<sequencer>" (batch.JobID). It holds the progress that lets
 // the next invocation continue at an exact byte of the object, the lease that
 // lets only one invocation work on it at a time, and the summary counts.
 //
@@ -36,18 +37,6 @@ import (
 // a job's creation until it is finished and its work files are removed, so
 // the recovery of stuck jobs finds them without scanning.
 
-// Job states.
-const (
-	BatchHashing    = "hashing"    // computing the content hash (resumable)
-	BatchCharging   = "charging"   // reading rows from Offset
-	BatchAssembling = "assembling" // joining result parts into the result file
-	// BatchReporting: the job was abandoned (see Error); its remaining lines
-	// are reported from their row records, and nothing more is charged.
-	BatchReporting = "reporting"
-	BatchDone      = "done"
-	BatchFailed    = "failed" // nothing more will happen (see Error)
-)
-
 const (
 	batchJobPrefix  = "batch#"
 	batchRowPrefix  = "batchrow#"
@@ -64,76 +53,6 @@ func BatchRowKeyOfReference(ref string) string { return batchRowRefPfx + ref }
 // keyed fingerprint (never card data).
 func BatchRowKeyOfFingerprint(fp string) string { return batchRowFingPfx + fp }
 
-// BatchCounts are a job's rows by outcome.
-type BatchCounts struct {
-	Rows     int64 `dynamodbav:"rows" json:"rows"`
-	Approved int64 `dynamodbav:"approved" json:"approved"`
-	Declined int64 `dynamodbav:"declined" json:"declined"`
-	Pending  int64 `dynamodbav:"pending" json:"pending"`
-	Rejected int64 `dynamodbav:"rejected" json:"rejected"`
-	// Duplicate rows were charged before by another line or file.
-	Duplicate int64 `dynamodbav:"duplicate" json:"duplicate"`
-}
-
-// Add sums two counts.
-func (c BatchCounts) Add(o BatchCounts) BatchCounts {
-	return BatchCounts{Rows: c.Rows + o.Rows, Approved: c.Approved + o.Approved, Declined: c.Declined + o.Declined,
-		Pending: c.Pending + o.Pending, Rejected: c.Rejected + o.Rejected, Duplicate: c.Duplicate + o.Duplicate}
-}
-
-// BatchJob is the processing state and summary of one uploaded file. It never
-// holds card data: only byte offsets, line numbers, counts and object keys.
-type BatchJob struct {
-	MerchantID string `dynamodbav:"-"`
-	JobID      string `dynamodbav:"-"`
-
-	File      string `dynamodbav:"file"`      // name as uploaded
-	Bucket    string `dynamodbav:"bucket"`    // batch bucket
-	Key       string `dynamodbav:"key"`       // incoming/<merchantId>/<file>
-	ETag      string `dynamodbav:"etag"`      // of the uploaded object
-	Size      int64  `dynamodbav:"size"`      // bytes
-	Sequencer string `dynamodbav:"sequencer"` // of the S3 event
-	Snapshot  string `dynamodbav:"snapshot,omitempty"`
-	ResultKey string `dynamodbav:"resultKey"`
-
-	State      string      `dynamodbav:"state"`
-	HashOffset int64       `dynamodbav:"hashOffset"`
-	HashState  []byte      `dynamodbav:"hashState,omitempty"` // sha256 digest state (encoding.BinaryMarshaler)
-	FileHash   string      `dynamodbav:"fileHash,omitempty"`  // hex SHA-256 of the content
-	Offset     int64       `dynamodbav:"offset"`              // byte of the next unread line
-	NextLine   int         `dynamodbav:"nextLine"`            // its 1-based number
-	Parts      int         `dynamodbav:"parts"`               // result parts written
-	Counts     BatchCounts `dynamodbav:"counts"`
-	// Lines counts the file's lines, found while hashing (which reads the
-	// whole file anyway): newlines so far, then the total once hashed. With
-	// NextLine it is the dashboard's progress (lines done of lines total).
-	Lines int64 `dynamodbav:"lines,omitempty"`
-	// Clock is the instant rows are validated at (card expiry), fixed for the
-	// job so that a replayed row is judged exactly as the first time.
-	Clock       time.Time `dynamodbav:"clock"`
-	Invocations int       `dynamodbav:"invocations"`
-	// Recoveries counts the times the job was found stuck and taken up again.
-	Recoveries  int        `dynamodbav:"recoveries,omitempty"`
-	Error       string     `dynamodbav:"error,omitempty"`
-	Owner       string     `dynamodbav:"owner,omitempty"`
-	LeaseUntil  int64      `dynamodbav:"leaseUntil,omitempty"` // unix ms
-	CreatedAt   time.Time  `dynamodbav:"createdAt"`
-	UpdatedAt   time.Time  `dynamodbav:"updatedAt"`
-	CompletedAt *time.Time `dynamodbav:"completedAt,omitempty"`
-	ExpiresAt   int64      `dynamodbav:"expiresAt"` // unix s (TTL)
-}
-
-// Finished reports whether nothing more will happen to the job.
-func (j *BatchJob) Finished() bool { return j.State == BatchDone || j.State == BatchFailed }
-
-// BatchJobID is the sort key of a file's job: the file name and the S3
-// event's sequencer, which is the same for redeliveries of one event and
-// different for every new upload of the key.
-func BatchJobID(file, sequencer string) string { return "file#" + file + "#" + sequencer }
-
-// BatchJobFilePrefix is what every job of a file name starts with.
-func BatchJobFilePrefix(file string) string { return "file#" + file + "#" }
-
 func batchJobKey(merchantID, jobID string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: batchJobPrefix + merchantID},
@@ -141,8 +60,8 @@ func batchJobKey(merchantID, jobID string) map[string]types.AttributeValue {
 	}
 }
 
-func unmarshalBatchJob(item map[string]types.AttributeValue) (*BatchJob, error) {
-	var j BatchJob
+func unmarshalBatchJob(item map[string]types.AttributeValue) (*batch.Job, error) {
+	var j batch.Job
 	if err := attributevalue.UnmarshalMap(item, &j); err != nil {
 		return nil, fmt.Errorf("unmarshal batch job: %w", err)
 	}
@@ -168,7 +87,7 @@ var ErrBatchJobBusy = errors.New("batch job leased by another invocation")
 // with the job.
 //
 // The job's open marker is written first, so no job exists without one.
-func (s *Store) AcquireBatchJob(ctx context.Context, j *BatchJob, owner string, now, until time.Time) (*BatchJob, error) {
+func (s *Store) AcquireBatchJob(ctx context.Context, j *batch.Job, owner string, now, until time.Time) (*batch.Job, error) {
 	j.Owner, j.LeaseUntil, j.Invocations = owner, until.UnixMilli(), 1
 	if err := s.markBatchJobOpen(ctx, j.MerchantID, j.JobID, now); err != nil {
 		return nil, err
@@ -196,7 +115,7 @@ func (s *Store) AcquireBatchJob(ctx context.Context, j *BatchJob, owner string, 
 // free, expired or already owner's. A finished job is returned with a nil
 // error (check Finished); a live lease of another owner is ErrBatchJobBusy;
 // an unknown job ErrNotFound.
-func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*BatchJob, error) {
+func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*batch.Job, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.t.Operations,
 		Key:              batchJobKey(merchantID, jobID),
@@ -208,7 +127,7 @@ func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner stri
 			":owner": &types.AttributeValueMemberS{Value: owner}, ":until": numberAV(until.UnixMilli()),
 			":nowms": numberAV(now.UnixMilli()), ":one": numberAV(1),
 			":now":  &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
-			":done": &types.AttributeValueMemberS{Value: BatchDone}, ":failed": &types.AttributeValueMemberS{Value: BatchFailed},
+			":done": &types.AttributeValueMemberS{Value: batch.JobDone}, ":failed": &types.AttributeValueMemberS{Value: batch.JobFailed},
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
@@ -231,7 +150,7 @@ func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner stri
 // SaveBatchJob writes the job's progress, state and counts and extends the
 // lease, if owner still holds it; ErrConflict otherwise (another invocation
 // took the job over: this one must stop).
-func (s *Store) SaveBatchJob(ctx context.Context, j *BatchJob, now time.Time) error {
+func (s *Store) SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) error {
 	j.UpdatedAt = now.UTC()
 	counts, err := attributevalue.Marshal(j.Counts)
 	if err != nil {
@@ -304,7 +223,7 @@ func (s *Store) ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner st
 }
 
 // BatchJob loads one job; ErrNotFound when there is none.
-func (s *Store) BatchJob(ctx context.Context, merchantID, jobID string) (*BatchJob, error) {
+func (s *Store) BatchJob(ctx context.Context, merchantID, jobID string) (*batch.Job, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.Operations, Key: batchJobKey(merchantID, jobID), ConsistentRead: aws.Bool(true),
 	})
@@ -319,7 +238,7 @@ func (s *Store) BatchJob(ctx context.Context, merchantID, jobID string) (*BatchJ
 
 // BatchJobs lists a merchant's jobs (of one file name when file is not
 // empty), every page.
-func (s *Store) BatchJobs(ctx context.Context, merchantID, file string) ([]*BatchJob, error) {
+func (s *Store) BatchJobs(ctx context.Context, merchantID, file string) ([]*batch.Job, error) {
 	in := &dynamodb.QueryInput{
 		TableName:              &s.t.Operations,
 		KeyConditionExpression: aws.String("pk = :pk"),
@@ -329,9 +248,9 @@ func (s *Store) BatchJobs(ctx context.Context, merchantID, file string) ([]*Batc
 	}
 	if file != "" {
 		in.KeyConditionExpression = aws.String("pk = :pk AND begins_with(sk, :file)")
-		in.ExpressionAttributeValues[":file"] = &types.AttributeValueMemberS{Value: BatchJobFilePrefix(file)}
+		in.ExpressionAttributeValues[":file"] = &types.AttributeValueMemberS{Value: batch.JobFilePrefix(file)}
 	}
-	var jobs []*BatchJob
+	var jobs []*batch.Job
 	p := dynamodb.NewQueryPaginator(s.queryAPI(), in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
@@ -359,38 +278,6 @@ func (s *Store) queryAPI() dynamodb.QueryAPIClient { return queryOnly{s.db} }
 
 // ---- row idempotency records ----------------------------------------------
 
-// BatchRow is the dedupe record of one payment (see the top of the file).
-type BatchRow struct {
-	MerchantID string `dynamodbav:"-"`
-	Key        string `dynamodbav:"-"` // BatchRowKeyOfReference or BatchRowKeyOfFingerprint
-
-	// The line that owns the payment: job, file name and line number.
-	JobID string `dynamodbav:"jobId"`
-	File  string `dynamodbav:"file"`
-	Row   int    `dynamodbav:"line"`
-
-	// PaymentRequestID is fixed by the first claim: every later attempt at
-	// the row charges (or finds) this very payment request.
-	PaymentRequestID int64  `dynamodbav:"paymentRequestId"`
-	Owner            string `dynamodbav:"owner"`
-	LeaseUntil       int64  `dynamodbav:"leaseUntil,omitempty"` // unix ms, while charging
-	Done             bool   `dynamodbav:"done"`
-	// The stored result (Done): what the result file says for the row.
-	Status        string `dynamodbav:"status,omitempty"`
-	TransactionID string `dynamodbav:"transactionId,omitempty"`
-	Code          string `dynamodbav:"code,omitempty"`
-	Message       string `dynamodbav:"message,omitempty"`
-
-	CreatedAt time.Time `dynamodbav:"createdAt"`
-	ExpiresAt int64     `dynamodbav:"expiresAt"` // unix s (TTL)
-}
-
-// LeaseActive reports whether another holder may still be charging the row.
-func (r *BatchRow) LeaseActive(now time.Time) bool { return !r.Done && r.LeaseUntil >= now.UnixMilli() }
-
-// Owns reports whether the record belongs to line row of job jobID.
-func (r *BatchRow) Owns(jobID string, row int) bool { return r.JobID == jobID && r.Row == row }
-
 func batchRowKey(merchantID, key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: batchRowPrefix + merchantID + "#" + key},
@@ -398,8 +285,8 @@ func batchRowKey(merchantID, key string) map[string]types.AttributeValue {
 	}
 }
 
-func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, key string) (*BatchRow, error) {
-	var r BatchRow
+func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, key string) (*batch.RowRecord, error) {
+	var r batch.RowRecord
 	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
 		return nil, fmt.Errorf("unmarshal batch row: %w", err)
 	}
@@ -411,7 +298,7 @@ func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, key str
 // with one conditional PutItem that succeeds only when the key has no live
 // record: of two lines racing on one key, exactly one wins. Otherwise it
 // returns the stored record and ErrExists.
-func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (*BatchRow, error) {
+func (s *Store) ClaimBatchRow(ctx context.Context, r *batch.RowRecord, now time.Time) (*batch.RowRecord, error) {
 	claim, err := s.claimPut(r, now)
 	if err != nil {
 		return nil, err
@@ -444,7 +331,7 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *BatchRow, now time.Time) (
 // TransactWriteItems (at most 100 rows, each key once): every row is
 // claimed, or none is. When keys are held, it returns their indexes with
 // ErrExists and writes nothing; the caller claims the others again.
-func (s *Store) ClaimBatchRows(ctx context.Context, rows []*BatchRow, now time.Time) ([]int, error) {
+func (s *Store) ClaimBatchRows(ctx context.Context, rows []*batch.RowRecord, now time.Time) ([]int, error) {
 	items := make([]types.TransactWriteItem, len(rows))
 	for i, r := range rows {
 		claim, err := s.claimPut(r, now)
@@ -474,7 +361,7 @@ func (s *Store) ClaimBatchRows(ctx context.Context, rows []*BatchRow, now time.T
 
 // claimPut is the conditional put that claims row record r: it succeeds
 // only when the key has no live record.
-func (s *Store) claimPut(r *BatchRow, now time.Time) (*types.Put, error) {
+func (s *Store) claimPut(r *batch.RowRecord, now time.Time) (*types.Put, error) {
 	item, err := attributevalue.MarshalMap(r)
 	if err != nil {
 		return nil, fmt.Errorf("marshal batch row: %w", err)
@@ -490,7 +377,7 @@ func (s *Store) claimPut(r *BatchRow, now time.Time) (*types.Put, error) {
 
 // BatchRowRecord reads a row record (strongly consistent); ErrNotFound
 // also for an expired one.
-func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*BatchRow, error) {
+func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*batch.RowRecord, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.Operations, Key: batchRowKey(merchantID, key), ConsistentRead: aws.Bool(true),
 	})
@@ -511,7 +398,7 @@ func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now 
 // prevOwner to r.Owner and r's line (JobID, File, Row); ErrConflict when
 // somebody else was faster or the row got done meanwhile. The payment
 // request id stays.
-func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner string) error {
+func (s *Store) TakeOverBatchRow(ctx context.Context, r *batch.RowRecord, prevOwner string) error {
 	u := &update{}
 	u.set("owner", sAV(r.Owner))
 	u.set("leaseUntil", numberAV(r.LeaseUntil))
@@ -526,7 +413,7 @@ func (s *Store) TakeOverBatchRow(ctx context.Context, r *BatchRow, prevOwner str
 // CompleteBatchRow stores the row's result and marks it done, if r.Owner
 // still holds it; ErrConflict otherwise (a successor charges the same
 // payment request and stores the same outcome).
-func (s *Store) CompleteBatchRow(ctx context.Context, r *BatchRow) error {
+func (s *Store) CompleteBatchRow(ctx context.Context, r *batch.RowRecord) error {
 	u := &update{}
 	u.set("done", &types.AttributeValueMemberBOOL{Value: true})
 	u.set("status", sAV(r.Status))
@@ -544,7 +431,7 @@ func (s *Store) CompleteBatchRow(ctx context.Context, r *BatchRow) error {
 
 // ReleaseBatchRow ends r.Owner's lease on an unfinished row whose charge
 // failed, so a retry can take it over at once; the payment request id stays.
-func (s *Store) ReleaseBatchRow(ctx context.Context, r *BatchRow) error {
+func (s *Store) ReleaseBatchRow(ctx context.Context, r *batch.RowRecord) error {
 	u := &update{}
 	u.set("leaseUntil", numberAV(0))
 	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("done") + " = " +
@@ -556,7 +443,7 @@ func (s *Store) ReleaseBatchRow(ctx context.Context, r *BatchRow) error {
 // r.Owner (its payment request was never created: an abandoned job reports
 // the line as not charged, and the line may be uploaded again);
 // ErrConflict otherwise.
-func (s *Store) ForgetBatchRow(ctx context.Context, r *BatchRow) error {
+func (s *Store) ForgetBatchRow(ctx context.Context, r *batch.RowRecord) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 &s.t.Operations,
 		Key:                       batchRowKey(r.MerchantID, r.Key),
@@ -576,7 +463,7 @@ func (s *Store) ForgetBatchRow(ctx context.Context, r *BatchRow) error {
 // ReassignBatchRow gives r's row a new payment request id (the old one
 // turned out to belong to another payment request), if r.Owner still holds
 // the unfinished row with the old id; ErrConflict otherwise.
-func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) error {
+func (s *Store) ReassignBatchRow(ctx context.Context, r *batch.RowRecord, newID int64) error {
 	u := &update{}
 	u.set("paymentRequestId", numberAV(newID))
 	cond := u.name("owner") + " = " + u.value(sAV(r.Owner)) + " AND " + u.name("paymentRequestId") + " = " +
@@ -589,7 +476,7 @@ func (s *Store) ReassignBatchRow(ctx context.Context, r *BatchRow, newID int64) 
 }
 
 // updateBatchRow applies u to r's row if cond holds; ErrConflict otherwise.
-func (s *Store) updateBatchRow(ctx context.Context, r *BatchRow, u *update, cond, what string) error {
+func (s *Store) updateBatchRow(ctx context.Context, r *batch.RowRecord, u *update, cond, what string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.Operations,
 		Key:                       batchRowKey(r.MerchantID, r.Key),
@@ -616,7 +503,7 @@ type batchWriter interface {
 // completed only by a holder that charged its payment request, and every
 // holder of a row charges the same request and finds the same outcome. A
 // client without BatchWriteItem falls back to CompleteBatchRow per row.
-func (s *Store) CompleteBatchRows(ctx context.Context, rows []*BatchRow) error {
+func (s *Store) CompleteBatchRows(ctx context.Context, rows []*batch.RowRecord) error {
 	bw, ok := s.db.(batchWriter)
 	if !ok {
 		for _, r := range rows {
@@ -668,13 +555,6 @@ func (s *Store) CompleteBatchRows(ctx context.Context, rows []*BatchRow) error {
 
 // ---- open-job markers -----------------------------------------------------
 
-// OpenBatchJob names a job that is not finished, or whose work files may
-// still exist.
-type OpenBatchJob struct {
-	MerchantID, JobID string
-	Since             time.Time // when the marker was written
-}
-
 func batchOpenKey(merchantID, jobID string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: batchOpenPK},
@@ -705,20 +585,20 @@ func (s *Store) CloseBatchJob(ctx context.Context, merchantID, jobID string) err
 }
 
 // OpenBatchJobs lists the open-job markers, every page.
-func (s *Store) OpenBatchJobs(ctx context.Context) ([]OpenBatchJob, error) {
+func (s *Store) OpenBatchJobs(ctx context.Context) ([]batch.OpenJob, error) {
 	return s.openBatchJobs(ctx, "")
 }
 
 // OpenBatchJobsOf lists merchantID's open-job markers (strongly
 // consistent), so a job can wait for the merchant's older files: a
 // merchant's files are charged in upload order.
-func (s *Store) OpenBatchJobsOf(ctx context.Context, merchantID string) ([]OpenBatchJob, error) {
+func (s *Store) OpenBatchJobsOf(ctx context.Context, merchantID string) ([]batch.OpenJob, error) {
 	return s.openBatchJobs(ctx, merchantID)
 }
 
 // openBatchJobs queries the open-job markers, all of them or, with a
 // merchantID, that merchant's (sk "<merchant>#<job>").
-func (s *Store) openBatchJobs(ctx context.Context, merchantID string) ([]OpenBatchJob, error) {
+func (s *Store) openBatchJobs(ctx context.Context, merchantID string) ([]batch.OpenJob, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.t.Operations,
 		KeyConditionExpression:    aws.String("pk = :pk"),
@@ -729,7 +609,7 @@ func (s *Store) openBatchJobs(ctx context.Context, merchantID string) ([]OpenBat
 		in.KeyConditionExpression = aws.String("pk = :pk AND begins_with(sk, :m)")
 		in.ExpressionAttributeValues[":m"] = &types.AttributeValueMemberS{Value: merchantID + "#"}
 	}
-	var open []OpenBatchJob
+	var open []batch.OpenJob
 	p := dynamodb.NewQueryPaginator(s.queryAPI(), in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
@@ -746,7 +626,7 @@ func (s *Store) openBatchJobs(ctx context.Context, merchantID string) ([]OpenBat
 			if !ok {
 				continue
 			}
-			o := OpenBatchJob{MerchantID: m, JobID: job}
+			o := batch.OpenJob{MerchantID: m, JobID: job}
 			if n, ok := item["since"].(*types.AttributeValueMemberN); ok {
 				if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
 					o.Since = time.UnixMilli(ms)

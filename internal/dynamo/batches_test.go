@@ -3,6 +3,7 @@ package dynamo_test
 import (
 	"context"
 	"errors"
+	"github.com/payreq/payreq/internal/batch"
 	"strconv"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestBatchJobLease(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	m := batchUniq("mer_job")
-	j := &dynamo.BatchJob{MerchantID: m, JobID: dynamo.BatchJobID("a;b #1.csv", "SEQ1"), File: "a;b #1.csv", State: dynamo.BatchHashing,
+	j := &batch.Job{MerchantID: m, JobID: batch.JobID("a;b #1.csv", "SEQ1"), File: "a;b #1.csv", State: batch.JobHashing,
 		NextLine: 1, CreatedAt: now, UpdatedAt: now, Clock: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	calls.Reset()
 	got, err := s.AcquireBatchJob(ctx, j, "A", now, now.Add(time.Minute))
@@ -67,8 +68,8 @@ func TestBatchJobLease(t *testing.T) {
 		t.Fatalf("second owner: %+v %v", busy, err)
 	}
 	// A saves progress; B cannot.
-	got.State, got.HashOffset, got.FileHash, got.HashState = dynamo.BatchCharging, 10, "abc", nil
-	got.Counts = dynamo.BatchCounts{Rows: 3, Approved: 1, Declined: 1, Rejected: 1}
+	got.State, got.HashOffset, got.FileHash, got.HashState = batch.JobCharging, 10, "abc", nil
+	got.Counts = batch.Counts{Rows: 3, Approved: 1, Declined: 1, Rejected: 1}
 	if err := s.SaveBatchJob(ctx, got, now); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestBatchJobLease(t *testing.T) {
 	// A's lease lapses (or A releases it): B takes over and sees A's progress.
 	later := now.Add(2 * time.Minute)
 	taken, err := s.LeaseBatchJob(ctx, m, j.JobID, "B", later, later.Add(time.Minute))
-	if err != nil || taken.Owner != "B" || taken.State != dynamo.BatchCharging || taken.Counts.Approved != 1 ||
+	if err != nil || taken.Owner != "B" || taken.State != batch.JobCharging || taken.Counts.Approved != 1 ||
 		taken.FileHash != "abc" || taken.Invocations != 2 || taken.File != "a;b #1.csv" || taken.MerchantID != m {
 		t.Fatalf("take over: %+v %v", taken, err)
 	}
@@ -110,7 +111,7 @@ func TestBatchJobLease(t *testing.T) {
 	}
 	// Finished: returned as is, nobody leases it again.
 	done, _ := s.BatchJob(ctx, m, j.JobID)
-	done.State, done.LeaseUntil = dynamo.BatchDone, 0
+	done.State, done.LeaseUntil = batch.JobDone, 0
 	if err := s.SaveBatchJob(ctx, done, later); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestBatchJobLease(t *testing.T) {
 		t.Fatalf("unknown job: %v", err)
 	}
 	// Listing, by file name (an exact name, not a prefix of another).
-	other := &dynamo.BatchJob{MerchantID: m, JobID: dynamo.BatchJobID("a;b #1.csv.bak", "S"), File: "a;b #1.csv.bak", State: dynamo.BatchHashing}
+	other := &batch.Job{MerchantID: m, JobID: batch.JobID("a;b #1.csv.bak", "S"), File: "a;b #1.csv.bak", State: batch.JobHashing}
 	if _, err := s.AcquireBatchJob(ctx, other, "E", now, now); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestBatchRowRecords(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	m, key := batchUniq("mer_row"), dynamo.BatchRowKeyOfReference("INV #7")
-	r := &dynamo.BatchRow{MerchantID: m, Key: key, JobID: "file#a.csv#1", File: "a.csv", Row: 7, PaymentRequestID: 42, Owner: "A",
+	r := &batch.RowRecord{MerchantID: m, Key: key, JobID: "file#a.csv#1", File: "a.csv", Row: 7, PaymentRequestID: 42, Owner: "A",
 		LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	calls.Reset()
 	if _, err := s.ClaimBatchRow(ctx, r, now); err != nil || len(calls.Calls()) != 1 {
@@ -170,7 +171,7 @@ func TestBatchRowRecords(t *testing.T) {
 		t.Fatalf("reassign: %v", err)
 	}
 	b.Status, b.TransactionID, b.Code, b.Message = "declined", "900", "999", "Declined, contact the card issuer"
-	if err := s.CompleteBatchRows(ctx, []*dynamo.BatchRow{&b}); err != nil {
+	if err := s.CompleteBatchRows(ctx, []*batch.RowRecord{&b}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.BatchRowRecord(ctx, m, key, now)
@@ -181,9 +182,9 @@ func TestBatchRowRecords(t *testing.T) {
 		t.Errorf("take over of a done row: %v", err)
 	}
 	// Many rows at once: more than one BatchWriteItem call.
-	var rows []*dynamo.BatchRow
+	var rows []*batch.RowRecord
 	for i := 100; i < 160; i++ {
-		rows = append(rows, &dynamo.BatchRow{MerchantID: m, Key: dynamo.BatchRowKeyOfReference(strconv.Itoa(i)), Row: i, PaymentRequestID: int64(i), Owner: "A",
+		rows = append(rows, &batch.RowRecord{MerchantID: m, Key: dynamo.BatchRowKeyOfReference(strconv.Itoa(i)), Row: i, PaymentRequestID: int64(i), Owner: "A",
 			Status: "approved", TransactionID: strconv.Itoa(i), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()})
 	}
 	calls.Reset()
@@ -197,7 +198,7 @@ func TestBatchRowRecords(t *testing.T) {
 		t.Errorf("row 159: %+v", r159)
 	}
 	// An unfinished claim is forgotten only by its holder.
-	gone := &dynamo.BatchRow{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("gone"), Row: 2, PaymentRequestID: 2, Owner: "A",
+	gone := &batch.RowRecord{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("gone"), Row: 2, PaymentRequestID: 2, Owner: "A",
 		CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	if _, err := s.ClaimBatchRow(ctx, gone, now); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestBatchRowRecords(t *testing.T) {
 	}
 	// An expired record counts as absent.
 	fp := dynamo.BatchRowKeyOfFingerprint("00ff")
-	exp := &dynamo.BatchRow{MerchantID: m, Key: fp, Row: 1, PaymentRequestID: 1, Owner: "A", ExpiresAt: now.Add(-time.Second).Unix()}
+	exp := &batch.RowRecord{MerchantID: m, Key: fp, Row: 1, PaymentRequestID: 1, Owner: "A", ExpiresAt: now.Add(-time.Second).Unix()}
 	if _, err := s.ClaimBatchRow(ctx, exp, now); err != nil {
 		t.Fatal(err)
 	}
@@ -283,13 +284,13 @@ func TestClaimBatchRowsTogether(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	m := batchUniq("mer_rows")
-	row := func(i int) *dynamo.BatchRow {
-		return &dynamo.BatchRow{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("REF-" + strconv.Itoa(i)), JobID: "file#g.csv#1", File: "g.csv",
+	row := func(i int) *batch.RowRecord {
+		return &batch.RowRecord{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("REF-" + strconv.Itoa(i)), JobID: "file#g.csv#1", File: "g.csv",
 			Row: i, PaymentRequestID: int64(100 + i), Owner: "A", LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now,
 			ExpiresAt: now.Add(time.Hour).Unix()}
 	}
 	calls.Reset()
-	if held, err := s.ClaimBatchRows(ctx, []*dynamo.BatchRow{row(1), row(2), row(3)}, now); err != nil || held != nil {
+	if held, err := s.ClaimBatchRows(ctx, []*batch.RowRecord{row(1), row(2), row(3)}, now); err != nil || held != nil {
 		t.Fatalf("claim three: %v %v", held, err)
 	}
 	if c := calls.Calls(); len(c) != 1 || c[0] != "DynamoDB.TransactWriteItems" {
@@ -301,7 +302,7 @@ func TestClaimBatchRowsTogether(t *testing.T) {
 		}
 	}
 	// Row 2 is held: named, and rows 4 and 5 are not written.
-	held, err := s.ClaimBatchRows(ctx, []*dynamo.BatchRow{row(4), row(2), row(5)}, now)
+	held, err := s.ClaimBatchRows(ctx, []*batch.RowRecord{row(4), row(2), row(5)}, now)
 	if !errors.Is(err, dynamo.ErrExists) || len(held) != 1 || held[0] != 1 {
 		t.Fatalf("held key: %v %v", held, err)
 	}
@@ -313,7 +314,7 @@ func TestClaimBatchRowsTogether(t *testing.T) {
 	if got, err := s.BatchRowRecord(ctx, m, row(2).Key, now); err != nil || got.PaymentRequestID != 102 {
 		t.Fatalf("held row changed: %+v %v", got, err)
 	}
-	if held, err := s.ClaimBatchRows(ctx, []*dynamo.BatchRow{row(4), row(5)}, now); err != nil || held != nil {
+	if held, err := s.ClaimBatchRows(ctx, []*batch.RowRecord{row(4), row(5)}, now); err != nil || held != nil {
 		t.Fatalf("claim the others: %v %v", held, err)
 	}
 }

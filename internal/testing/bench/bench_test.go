@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/payreq/payreq/internal/batch"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -663,7 +664,7 @@ func callSummary(calls []string) string {
 // (leased) with its write-ahead transaction, the sandbox acquirer's ledger
 // entry, request commit + transaction settle, the notification send. claim,
 // when set, is written first (a batch row's claim).
-func ceilingPayment(ctx context.Context, store *dynamo.Store, sq sender, queueURL, merchantID string, r *payment.Request, claim *dynamo.BatchRow) (payment.NotifyEvent, error) {
+func ceilingPayment(ctx context.Context, store *dynamo.Store, sq sender, queueURL, merchantID string, r *payment.Request, claim *batch.RowRecord) (payment.NotifyEvent, error) {
 	now := time.Now().UTC()
 	if claim != nil {
 		if _, err := store.ClaimBatchRow(ctx, claim, now); err != nil {
@@ -871,7 +872,7 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	var mu sync.Mutex
-	var done []*dynamo.BatchRow
+	var done []*batch.RowRecord
 	start = time.Now()
 	workers, err := strconv.Atoi(env["BATCH_CONCURRENCY"])
 	if err != nil {
@@ -881,7 +882,7 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 	// the batch's producer does) and hands them to the row workers.
 	type claimed struct {
 		r     *payment.Request
-		claim *dynamo.BatchRow
+		claim *batch.RowRecord
 	}
 	work := make(chan claimed, 2*workers)
 	go func() {
@@ -889,11 +890,11 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 		for i := 1; i <= rows && failed.Load() == nil; i += 25 {
 			now := time.Now().UTC()
 			var group []claimed
-			var recs []*dynamo.BatchRow
+			var recs []*batch.RowRecord
 			for k := i; k < i+25 && k <= rows; k++ {
 				r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.50"),
 					Unit: "EUR", ReferenceID: "CEIL-" + strconv.Itoa(k), CreatedAt: now, UpdatedAt: now}
-				c := &dynamo.BatchRow{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference(r.ReferenceID + "-" + strconv.FormatInt(start.UnixNano(), 36)),
+				c := &batch.RowRecord{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference(r.ReferenceID + "-" + strconv.FormatInt(start.UnixNano(), 36)),
 					JobID: "ceiling", File: "ceiling.csv", Row: k, PaymentRequestID: r.ID, Owner: "ceiling",
 					LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 				group, recs = append(group, claimed{r, c}), append(recs, c)
@@ -919,7 +920,7 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 				c.claim.Status = "approved"
 				mu.Lock()
 				done = append(done, c.claim)
-				var full []*dynamo.BatchRow
+				var full []*batch.RowRecord
 				if len(done) >= 25 {
 					full, done = done, nil
 				}

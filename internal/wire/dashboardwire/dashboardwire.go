@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/payreq/payreq/internal/batch"
 	"io"
 	"net/http"
 	"path"
@@ -121,13 +122,13 @@ func (o *dashOps) Batches(ctx context.Context, merchantID string) ([]dashboard.B
 		b := dashboard.Batch{File: j.File, State: j.State, Rows: int(j.Counts.Rows), Approved: int(j.Counts.Approved),
 			Declined: int(j.Counts.Declined), Pending: int(j.Counts.Pending), Rejected: int(j.Counts.Rejected),
 			Duplicate: int(j.Counts.Duplicate), UpdatedAt: j.UpdatedAt, ReceivedAt: j.CreatedAt}
-		if j.State == dynamo.BatchDone && j.ResultKey != "" {
+		if j.State == batch.JobDone && j.ResultKey != "" {
 			b.ResultKey = path.Base(j.ResultKey)
 		}
-		if j.State != dynamo.BatchHashing { // while hashing, Lines is still counting
+		if j.State != batch.JobHashing { // while hashing, Lines is still counting
 			b.LinesTotal = j.Lines
 			b.LinesDone = min(int64(max(j.NextLine-1, 0)), j.Lines)
-			if j.State == dynamo.BatchDone {
+			if j.State == batch.JobDone {
 				b.LinesDone = j.Lines
 			}
 		}
@@ -144,7 +145,7 @@ func (o *dashOps) BatchResult(ctx context.Context, merchantID, file string) (io.
 		return nil, err
 	}
 	for _, j := range jobs {
-		if j.State == dynamo.BatchDone && path.Base(j.ResultKey) == file {
+		if j.State == batch.JobDone && path.Base(j.ResultKey) == file {
 			return o.objects.Get(ctx, batchproc.ResultsPrefix+merchantID+"/"+file)
 		}
 	}
