@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/payreq/payreq/internal/payment"
 	"strconv"
 	"time"
 
@@ -42,7 +43,7 @@ func deliveriesCmd(g *globals) *cobra.Command {
 				return nil, err
 			}
 			if d == nil {
-				d = []dynamo.DeliveryAttempt{}
+				d = []payment.DeliveryAttempt{}
 			}
 			return map[string]any{"requestId": id, "attempts": d}, nil
 		}),

@@ -96,7 +96,7 @@ type LedgerEntry struct {
 // Taken reports whether the entry is money taken from a payer.
 func (e LedgerEntry) Taken() bool { return e.Charge && e.Approved && !e.Voided && !e.Abandoned }
 
-// Delivery is one recorded notification attempt (dynamo.DeliveryAttempt).
+// Delivery is one recorded notification attempt (payment.DeliveryAttempt).
 type Delivery struct {
 	RequestID int64
 	EventID   string

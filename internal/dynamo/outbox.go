@@ -190,21 +190,13 @@ func (s *Store) batchGet(ctx context.Context, keys []batchKey, got func(table st
 	return nil
 }
 
-// DeliveryWrite is a delivery attempt to record; ClearOutboxOf, when not
-// 0, is the transaction whose outbox entry (of the attempt's event) the
-// same write clears: a first attempt's.
-type DeliveryWrite struct {
-	Attempt       DeliveryAttempt
-	ClearOutboxOf int64
-}
-
 // RecordDeliveries makes the writes of a batch of delivery attempts in one
 // TransactWriteItems (one call where each attempt took one or two). Should
 // it be refused — an entry gone already (a redelivered message), a
 // throttled call — each write is retried on its own: an attempt whose
 // entry is gone is recorded anyway, another event's entry never cleared.
 // It returns one error per write.
-func (s *Store) RecordDeliveries(ctx context.Context, ws []DeliveryWrite) []error {
+func (s *Store) RecordDeliveries(ctx context.Context, ws []payment.DeliveryWrite) []error {
 	errs := make([]error, len(ws))
 	var items []types.TransactWriteItem
 	for i, w := range ws {
@@ -236,9 +228,9 @@ func (s *Store) RecordDeliveries(ctx context.Context, ws []DeliveryWrite) []erro
 	return errs
 }
 
-// recordDelivery is one DeliveryWrite on its own: the record and the
+// recordDelivery is one payment.DeliveryWrite on its own: the record and the
 // outbox clear together, or the record alone when the entry is gone.
-func (s *Store) recordDelivery(ctx context.Context, w DeliveryWrite) error {
+func (s *Store) recordDelivery(ctx context.Context, w payment.DeliveryWrite) error {
 	if w.ClearOutboxOf == 0 {
 		return s.RecordDelivery(ctx, w.Attempt)
 	}
@@ -299,14 +291,8 @@ func (s *Store) MarkOutboxUnsent(ctx context.Context, txID int64, eventID string
 	return nil
 }
 
-// OutboxEntry is a due notification found by the reconciler.
-type OutboxEntry struct {
-	Event payment.NotifyEvent
-	DueAt string // the exact stored value, for the conditional lease
-}
-
 // DueOutbox lists entries of one shard due before cutoff.
-func (s *Store) DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]OutboxEntry, error) {
+func (s *Store) DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]payment.OutboxEntry, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: &s.t.Transactions, IndexName: aws.String(OutboxIndex),
 		KeyConditionExpression: aws.String("notifyShard = :s AND notifyDueAt < :c"),
@@ -318,7 +304,7 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, cutoff time.Time, limi
 	if err != nil {
 		return nil, fmt.Errorf("query outbox shard %d: %w", shard, err)
 	}
-	var entries []OutboxEntry
+	var entries []payment.OutboxEntry
 	for _, item := range out.Items {
 		var rec struct {
 			DueAt string              `dynamodbav:"notifyDueAt"`
@@ -327,14 +313,14 @@ func (s *Store) DueOutbox(ctx context.Context, shard int, cutoff time.Time, limi
 		if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
 			return nil, fmt.Errorf("unmarshal outbox entry: %w", err)
 		}
-		entries = append(entries, OutboxEntry{Event: rec.Event, DueAt: rec.DueAt})
+		entries = append(entries, payment.OutboxEntry{Event: rec.Event, DueAt: rec.DueAt})
 	}
 	return entries, nil
 }
 
 // LeaseOutbox moves an entry's due time to now so that concurrent
 // reconcilers enqueue it once; false when someone else changed it first.
-func (s *Store) LeaseOutbox(ctx context.Context, e OutboxEntry, now time.Time) (bool, error) {
+func (s *Store) LeaseOutbox(ctx context.Context, e payment.OutboxEntry, now time.Time) (bool, error) {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.t.Transactions, Key: txKey(e.Event.TransactionID),
 		UpdateExpression:    aws.String("SET notifyDueAt = :now"),
@@ -353,25 +339,11 @@ func (s *Store) LeaseOutbox(ctx context.Context, e OutboxEntry, now time.Time) (
 	return true, nil
 }
 
-// DeliveryAttempt is one recorded notification attempt.
-type DeliveryAttempt struct {
-	RequestID  int64     `json:"requestId" dynamodbav:"requestId"`
-	EventID    string    `json:"eventId" dynamodbav:"eventId"`
-	Attempt    int       `json:"attempt" dynamodbav:"attempt"`
-	At         time.Time `json:"at" dynamodbav:"at"`
-	URL        string    `json:"url" dynamodbav:"url"`
-	StatusCode int       `json:"statusCode,omitempty" dynamodbav:"statusCode,omitempty"`
-	LatencyMS  int64     `json:"latencyMs" dynamodbav:"latencyMs"`
-	Error      string    `json:"error,omitempty" dynamodbav:"error,omitempty"`
-	Outcome    string    `json:"outcome" dynamodbav:"outcome"` // delivered | retry | dead-lettered | skipped
-	NextAt     time.Time `json:"nextAttemptAt,omitzero" dynamodbav:"nextAt,omitempty"`
-}
-
 // DeliveryRetention is how long attempt records are kept.
 const DeliveryRetention = 30 * 24 * time.Hour
 
 // RecordDelivery stores an attempt (kept 30 days).
-func (s *Store) RecordDelivery(ctx context.Context, a DeliveryAttempt) error {
+func (s *Store) RecordDelivery(ctx context.Context, a payment.DeliveryAttempt) error {
 	item, err := deliveryItem(a)
 	if err != nil {
 		return err
@@ -382,7 +354,7 @@ func (s *Store) RecordDelivery(ctx context.Context, a DeliveryAttempt) error {
 	return nil
 }
 
-func deliveryItem(a DeliveryAttempt) (map[string]types.AttributeValue, error) {
+func deliveryItem(a payment.DeliveryAttempt) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(a)
 	if err != nil {
 		return nil, fmt.Errorf("marshal delivery attempt: %w", err)
@@ -394,8 +366,8 @@ func deliveryItem(a DeliveryAttempt) (map[string]types.AttributeValue, error) {
 }
 
 // Deliveries lists a request's attempts, oldest first.
-func (s *Store) Deliveries(ctx context.Context, requestID int64, now time.Time) ([]DeliveryAttempt, error) {
-	var out []DeliveryAttempt
+func (s *Store) Deliveries(ctx context.Context, requestID int64, now time.Time) ([]payment.DeliveryAttempt, error) {
+	var out []payment.DeliveryAttempt
 	var start map[string]types.AttributeValue
 	for {
 		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
@@ -412,7 +384,7 @@ func (s *Store) Deliveries(ctx context.Context, requestID int64, now time.Time) 
 					continue // expired: TTL deletion is lazy (and absent locally)
 				}
 			}
-			var a DeliveryAttempt
+			var a payment.DeliveryAttempt
 			if err := attributevalue.UnmarshalMap(item, &a); err != nil {
 				return nil, fmt.Errorf("unmarshal delivery attempt: %w", err)
 			}

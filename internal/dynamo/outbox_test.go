@@ -105,13 +105,13 @@ func TestRecordDeliveries(t *testing.T) {
 	now := time.Now().UTC()
 	r1, tx1, ev1 := settledWithOutbox(t, s, "mer_ob")
 	r2, tx2, ev2 := settledWithOutbox(t, s, "mer_ob")
-	attempt := func(r *payment.Request, ev payment.NotifyEvent, n int, at time.Time) dynamo.DeliveryAttempt {
-		return dynamo.DeliveryAttempt{RequestID: r.ID, EventID: ev.EventID, Attempt: n, At: at, URL: "https://shop.example/hook",
+	attempt := func(r *payment.Request, ev payment.NotifyEvent, n int, at time.Time) payment.DeliveryAttempt {
+		return payment.DeliveryAttempt{RequestID: r.ID, EventID: ev.EventID, Attempt: n, At: at, URL: "https://shop.example/hook",
 			StatusCode: 200, Outcome: "delivered"}
 	}
 
 	calls.Reset()
-	errs := s.RecordDeliveries(ctx, []dynamo.DeliveryWrite{
+	errs := s.RecordDeliveries(ctx, []payment.DeliveryWrite{
 		{Attempt: attempt(r1, ev1, 1, now), ClearOutboxOf: tx1.ID},
 		{Attempt: attempt(r2, ev2, 2, now)}, // a retry: its entry stays
 	})
@@ -129,7 +129,7 @@ func TestRecordDeliveries(t *testing.T) {
 	// the batch falls back to one write each.
 	other := attempt(r2, ev2, 1, now.Add(time.Millisecond))
 	other.EventID = "evt_other"
-	errs = s.RecordDeliveries(ctx, []dynamo.DeliveryWrite{
+	errs = s.RecordDeliveries(ctx, []payment.DeliveryWrite{
 		{Attempt: attempt(r1, ev1, 1, now.Add(2*time.Millisecond)), ClearOutboxOf: tx1.ID},
 		{Attempt: other, ClearOutboxOf: tx2.ID},
 	})

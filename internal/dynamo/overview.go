@@ -260,23 +260,9 @@ func bucketOf(item map[string]types.AttributeValue, layout string, hourly bool) 
 //	operations pk "dashnotify#<merchantId>"  sk "<eventId>"  state failing|dlq, requestId, at; kept 30 days
 const notifyProblemPrefix = "dashnotify#"
 
-// NotificationProblem is an event whose notification is not delivered.
-type NotificationProblem struct {
-	EventID   string    `dynamodbav:"sk"`
-	State     string    `dynamodbav:"state"` // "failing" (retries scheduled) or "dlq"
-	RequestID int64     `dynamodbav:"requestId"`
-	At        time.Time `dynamodbav:"at"`
-}
-
-// Notification problem states.
-const (
-	NotifyFailing = "failing"
-	NotifyDLQ     = "dlq"
-)
-
 // PutNotificationProblem records that ev's delivery failed (state failing
 // or dlq).
-func (s *Store) PutNotificationProblem(ctx context.Context, merchantID string, p NotificationProblem) error {
+func (s *Store) PutNotificationProblem(ctx context.Context, merchantID string, p payment.NotificationProblem) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: map[string]types.AttributeValue{
 		"pk": strAV(notifyProblemPrefix + merchantID), "sk": strAV(p.EventID), "state": strAV(p.State),
 		"requestId": numberAV(p.RequestID), "at": strAV(p.At.UTC().Format(time.RFC3339Nano)),
@@ -299,8 +285,8 @@ func (s *Store) ClearNotificationProblem(ctx context.Context, merchantID, eventI
 }
 
 // NotificationProblems lists a merchant's undelivered notifications.
-func (s *Store) NotificationProblems(ctx context.Context, merchantID string) ([]NotificationProblem, error) {
-	var out []NotificationProblem
+func (s *Store) NotificationProblems(ctx context.Context, merchantID string) ([]payment.NotificationProblem, error) {
+	var out []payment.NotificationProblem
 	p := dynamodb.NewQueryPaginator(s.queryAPI(), &dynamodb.QueryInput{TableName: &s.t.Operations,
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(notifyProblemPrefix + merchantID)}})
@@ -310,7 +296,7 @@ func (s *Store) NotificationProblems(ctx context.Context, merchantID string) ([]
 			return nil, fmt.Errorf("query notification problems: %w", err)
 		}
 		for _, item := range page.Items {
-			var np NotificationProblem
+			var np payment.NotificationProblem
 			if err := attributevalue.UnmarshalMap(item, &np); err != nil {
 				return nil, fmt.Errorf("notification problem: %w", err)
 			}

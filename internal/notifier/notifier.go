@@ -57,7 +57,7 @@ type Store interface {
 	NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]dynamo.NotificationSubject, error)
 	// RecordDeliveries records attempts (and clears first attempts' outbox
 	// entries) in one write, with one error per write.
-	RecordDeliveries(ctx context.Context, ws []dynamo.DeliveryWrite) []error
+	RecordDeliveries(ctx context.Context, ws []payment.DeliveryWrite) []error
 }
 
 // Overview is where the notifier keeps the dashboard's overview: a settled
@@ -67,7 +67,7 @@ type Store interface {
 // attempt delivers it (writes only on the failure paths).
 type Overview interface {
 	AggregateSettled(ctx context.Context, tx *payment.Transaction, now time.Time) (bool, error)
-	PutNotificationProblem(ctx context.Context, merchantID string, p dynamo.NotificationProblem) error
+	PutNotificationProblem(ctx context.Context, merchantID string, p payment.NotificationProblem) error
 	ClearNotificationProblem(ctx context.Context, merchantID, eventID string) error
 }
 
@@ -252,7 +252,7 @@ func (n *Notifier) prefetch(ctx context.Context, steps []step) map[int64]dynamo.
 // does a first event leave the outbox: a crash before leaves the entry for
 // the reconciler (a duplicate delivery at worst, never a lost one).
 func (n *Notifier) record(ctx context.Context, steps []step) {
-	var writes []dynamo.DeliveryWrite
+	var writes []payment.DeliveryWrite
 	var of []*step
 	for i := range steps {
 		st := &steps[i]
@@ -265,7 +265,7 @@ func (n *Notifier) record(ctx context.Context, steps []step) {
 			}
 			continue
 		}
-		w := dynamo.DeliveryWrite{Attempt: *st.d.record}
+		w := payment.DeliveryWrite{Attempt: *st.d.record}
 		if st.first() {
 			w.ClearOutboxOf = st.ev.TransactionID
 		}
@@ -298,7 +298,7 @@ func (n *Notifier) record(ctx context.Context, steps []step) {
 // is the event's last (delivered, gone, skipped): its record failing makes
 // SQS retry the message.
 type delivery struct {
-	record     *dynamo.DeliveryAttempt
+	record     *payment.DeliveryAttempt
 	mustRecord bool
 }
 
@@ -365,7 +365,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 	if target == "" {
 		// The spec: sent only if a notify URL is configured.
 		n.problemSolved(ctx, req.MerchantID, ev)
-		return delivery{record: &dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
+		return delivery{record: &payment.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
 			Attempt: ev.Attempts + 1, At: now, Outcome: "skipped", Error: "no notify URL configured"}, mustRecord: true}, nil
 	}
 	apiKey, err := n.Sealer.Open(m.SealedAPIKey, m.ID)
@@ -392,7 +392,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		return delivery{}, fmt.Errorf("build notification %s: %w", ev.EventID, err)
 	}
 	attempt := n.Sender.Send(ctx, built)
-	record := dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: ev.Attempts + 1, At: attempt.At,
+	record := payment.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: ev.Attempts + 1, At: attempt.At,
 		URL: redactURL(target), StatusCode: attempt.StatusCode, LatencyMS: attempt.Latency.Milliseconds(), Error: attempt.Err}
 	if attempt.Delivered() {
 		record.Outcome = "delivered"
@@ -416,14 +416,14 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		if err := n.Queue.Send(ctx, queueURL, next, sendDelay(next.DueAt, n.now())); err != nil {
 			return delivery{}, err
 		}
-		n.problem(ctx, req.MerchantID, ev, dynamo.NotifyFailing, now)
+		n.problem(ctx, req.MerchantID, ev, payment.NotifyFailing, now)
 	} else {
 		record.Outcome = "dead-lettered"
 		log.Error("notification attempts exhausted; parked in the DLQ", "status", attempt.StatusCode, "error", attempt.Err)
 		if err := n.Queue.Send(ctx, dlqURL, next, 0); err != nil {
 			return delivery{}, err
 		}
-		n.problem(ctx, req.MerchantID, ev, dynamo.NotifyDLQ, now)
+		n.problem(ctx, req.MerchantID, ev, payment.NotifyDLQ, now)
 	}
 	return delivery{record: &record}, nil
 }
@@ -434,7 +434,7 @@ func (n *Notifier) problem(ctx context.Context, merchantID string, ev payment.No
 	if n.Overview == nil {
 		return
 	}
-	if err := n.Overview.PutNotificationProblem(ctx, merchantID, dynamo.NotificationProblem{EventID: ev.EventID, State: state,
+	if err := n.Overview.PutNotificationProblem(ctx, merchantID, payment.NotificationProblem{EventID: ev.EventID, State: state,
 		RequestID: ev.RequestID, At: now}); err != nil {
 		n.Log.Warn("listing a failing notification for the dashboard failed", "event_id", ev.EventID, "error", err.Error())
 	}

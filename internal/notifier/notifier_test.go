@@ -152,7 +152,7 @@ func sqsClient(t testing.TB) *sqs.Client {
 	return sqs.NewFromConfig(cfg)
 }
 
-func deliveries(t *testing.T, requestID int64) []dynamo.DeliveryAttempt {
+func deliveries(t *testing.T, requestID int64) []payment.DeliveryAttempt {
 	d, err := testenv.Stack(t).Store.Deliveries(context.Background(), requestID, time.Now())
 	if err != nil {
 		t.Fatal(err)

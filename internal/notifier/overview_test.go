@@ -2,6 +2,7 @@ package notifier_test
 
 import (
 	"context"
+	"github.com/payreq/payreq/internal/payment"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/testenv"
 )
 
-func problems(t *testing.T, merchantID string) []dynamo.NotificationProblem {
+func problems(t *testing.T, merchantID string) []payment.NotificationProblem {
 	t.Helper()
 	ps, err := testenv.Stack(t).Store.NotificationProblems(context.Background(), merchantID)
 	if err != nil {
@@ -22,7 +23,7 @@ func problems(t *testing.T, merchantID string) []dynamo.NotificationProblem {
 
 // attemptsOf lists the request's delivery records; a store call that fails
 // (a busy emulator timing out) counts as nothing yet, so waitFor polls on.
-func attemptsOf(t *testing.T, requestID int64) []dynamo.DeliveryAttempt {
+func attemptsOf(t *testing.T, requestID int64) []payment.DeliveryAttempt {
 	d, err := testenv.Stack(t).Store.Deliveries(context.Background(), requestID, time.Now())
 	if err != nil {
 		t.Logf("list deliveries (polling on): %v", err)
@@ -55,7 +56,7 @@ func TestSettledCountedOnceAndFailingNotificationListedUntilDelivered(t *testing
 	rc := newReceiver(t, 500, 500, 200)
 	ev := settle(t, m, rc.srv.URL, false)
 	waitFor(t, "the first attempt", 30*time.Second, func() bool { return len(attemptsOf(t, ev.RequestID)) >= 1 })
-	if ps := problems(t, m.ID); len(ps) != 1 || ps[0].State != dynamo.NotifyFailing || ps[0].EventID != ev.EventID || ps[0].RequestID != ev.RequestID {
+	if ps := problems(t, m.ID); len(ps) != 1 || ps[0].State != payment.NotifyFailing || ps[0].EventID != ev.EventID || ps[0].RequestID != ev.RequestID {
 		t.Errorf("after a failed first attempt: %+v", ps)
 	}
 	if b := todayEUR(t, m.ID); b.Approved != 1 || b.Volume.String() != "10.5" || b.Methods["wallet"].Count != 1 {
@@ -88,7 +89,7 @@ func TestDeadLetteredNotificationListedUntilRedriven(t *testing.T) {
 		d := attemptsOf(t, ev.RequestID)
 		return len(d) == 3 && d[2].Outcome == "dead-lettered"
 	})
-	if ps := problems(t, m.ID); len(ps) != 1 || ps[0].State != dynamo.NotifyDLQ {
+	if ps := problems(t, m.ID); len(ps) != 1 || ps[0].State != payment.NotifyDLQ {
 		t.Errorf("after dead-lettering: %+v", ps)
 	}
 	rc.setScript(200)

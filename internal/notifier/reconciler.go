@@ -13,8 +13,8 @@ import (
 
 // OutboxStore is what the reconciler needs.
 type OutboxStore interface {
-	DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]dynamo.OutboxEntry, error)
-	LeaseOutbox(ctx context.Context, e dynamo.OutboxEntry, now time.Time) (bool, error)
+	DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]payment.OutboxEntry, error)
+	LeaseOutbox(ctx context.Context, e payment.OutboxEntry, now time.Time) (bool, error)
 }
 
 // ReconcileQueue sends events and tells whether a queue still holds
@@ -137,7 +137,7 @@ func (r *Reconciler) resend(ctx context.Context, c payment.Channel, now time.Tim
 	// 1. The entries first, then the queue: an entry read before the queue
 	// was seen empty had its message deleted (and the entry cleared, which
 	// the lease below detects) or never had one.
-	var entries []dynamo.OutboxEntry
+	var entries []payment.OutboxEntry
 	first := dynamo.OutboxShard(c)
 	for shard := first; shard < first+dynamo.OutboxShards; shard++ {
 		es, err := r.Store.DueOutbox(ctx, shard, now.Add(-r.Grace), 100)
@@ -190,7 +190,7 @@ func (r *Reconciler) resend(ctx context.Context, c payment.Channel, now time.Tim
 
 // dueTime parses an entry's due time (when it was settled or last re-sent);
 // an unreadable one counts as now, so it is never taken for an old one.
-func dueTime(e dynamo.OutboxEntry, now time.Time) time.Time {
+func dueTime(e payment.OutboxEntry, now time.Time) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, e.DueAt)
 	if err != nil {
 		return now

@@ -15,13 +15,13 @@ import (
 )
 
 type fakeOutbox struct {
-	entries map[int][]dynamo.OutboxEntry
+	entries map[int][]payment.OutboxEntry
 	cleared map[string]bool // cleared by the notifier after being read: the lease fails
 	leased  []string
 }
 
-func (f *fakeOutbox) DueOutbox(_ context.Context, shard int, cutoff time.Time, _ int32) ([]dynamo.OutboxEntry, error) {
-	var out []dynamo.OutboxEntry
+func (f *fakeOutbox) DueOutbox(_ context.Context, shard int, cutoff time.Time, _ int32) ([]payment.OutboxEntry, error) {
+	var out []payment.OutboxEntry
 	for _, e := range f.entries[shard] {
 		if due, _ := time.Parse(time.RFC3339Nano, e.DueAt); due.Before(cutoff) {
 			out = append(out, e)
@@ -30,7 +30,7 @@ func (f *fakeOutbox) DueOutbox(_ context.Context, shard int, cutoff time.Time, _
 	return out, nil
 }
 
-func (f *fakeOutbox) LeaseOutbox(_ context.Context, e dynamo.OutboxEntry, _ time.Time) (bool, error) {
+func (f *fakeOutbox) LeaseOutbox(_ context.Context, e payment.OutboxEntry, _ time.Time) (bool, error) {
 	if f.cleared[e.Event.EventID] {
 		return false, nil
 	}
@@ -58,8 +58,8 @@ func (f *fakeQueues) Backlog(_ context.Context, url string) (queue.Backlog, erro
 // ceiling; never while its queue may still hold its message.
 func TestReconcilerResendsOnlyWhatCannotBeInFlight(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	entry := func(id string, ch payment.Channel, age time.Duration) (int, dynamo.OutboxEntry) {
-		return dynamo.OutboxShard(ch), dynamo.OutboxEntry{Event: payment.NotifyEvent{EventID: id, Channel: ch, TransactionID: 1},
+	entry := func(id string, ch payment.Channel, age time.Duration) (int, payment.OutboxEntry) {
+		return dynamo.OutboxShard(ch), payment.OutboxEntry{Event: payment.NotifyEvent{EventID: id, Channel: ch, TransactionID: 1},
 			DueAt: now.Add(-age).Format(time.RFC3339Nano)}
 	}
 	type ent struct {
@@ -104,7 +104,7 @@ func TestReconcilerResendsOnlyWhatCannotBeInFlight(t *testing.T) {
 			want:    map[string]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := &fakeOutbox{entries: map[int][]dynamo.OutboxEntry{}, cleared: map[string]bool{}}
+			store := &fakeOutbox{entries: map[int][]payment.OutboxEntry{}, cleared: map[string]bool{}}
 			for _, e := range tc.entries {
 				shard, oe := entry(e.id, e.ch, e.age)
 				store.entries[shard] = append(store.entries[shard], oe)

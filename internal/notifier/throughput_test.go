@@ -179,9 +179,9 @@ func ceilingCalls(ctx context.Context, st *dynamo.Store, bodies []string) error 
 	if _, err := st.NotificationSubjects(ctx, evs); err != nil {
 		return err
 	}
-	writes := make([]dynamo.DeliveryWrite, len(evs))
+	writes := make([]payment.DeliveryWrite, len(evs))
 	for i, ev := range evs {
-		writes[i] = dynamo.DeliveryWrite{Attempt: dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: 1,
+		writes[i] = payment.DeliveryWrite{Attempt: payment.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: 1,
 			At: time.Now(), URL: "http://127.0.0.1/", StatusCode: 200, Outcome: "delivered"}, ClearOutboxOf: ev.TransactionID}
 	}
 	return errors.Join(st.RecordDeliveries(ctx, writes)...)

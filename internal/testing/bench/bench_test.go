@@ -729,14 +729,14 @@ func ceilingNotifier(ctx context.Context, store *dynamo.Store, sq *sqs.Client, q
 		if err != nil {
 			return err
 		}
-		writes := make([]dynamo.DeliveryWrite, len(evs))
+		writes := make([]payment.DeliveryWrite, len(evs))
 		var posts sync.WaitGroup
 		for i, ev := range evs {
 			sub := subjects[ev.TransactionID]
 			if sub.Transaction == nil || sub.Request == nil || sub.Merchant == nil {
 				return fmt.Errorf("ceiling notification %s: missing state", ev.EventID)
 			}
-			writes[i] = dynamo.DeliveryWrite{Attempt: dynamo.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: 1,
+			writes[i] = payment.DeliveryWrite{Attempt: payment.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID, Attempt: 1,
 				URL: hookURL, Outcome: "skipped"}, ClearOutboxOf: ev.TransactionID}
 			posts.Add(1)
 			go func() {

@@ -30,8 +30,8 @@ type contractStore interface {
 	CreatePaymentRequest(ctx context.Context, r *payment.Request) error
 	CancelPaymentRequest(ctx context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error)
 	// The outbox's reconciler side (notifier.OutboxStore, and the notifier's clear).
-	DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]dynamo.OutboxEntry, error)
-	LeaseOutbox(ctx context.Context, e dynamo.OutboxEntry, now time.Time) (bool, error)
+	DueOutbox(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]payment.OutboxEntry, error)
+	LeaseOutbox(ctx context.Context, e payment.OutboxEntry, now time.Time) (bool, error)
 	ClearOutbox(ctx context.Context, txID int64, eventID string) error
 	MarkOutboxUnsent(ctx context.Context, txID int64, eventID string) error
 }
@@ -541,7 +541,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 
 // findEntry looks for eventID's entry among every shard's entries due
 // before cutoff.
-func findEntry(t *testing.T, s contractStore, eventID string, cutoff time.Time) *dynamo.OutboxEntry {
+func findEntry(t *testing.T, s contractStore, eventID string, cutoff time.Time) *payment.OutboxEntry {
 	t.Helper()
 	for shard := range dynamo.OutboxAllShards {
 		es, err := s.DueOutbox(context.Background(), shard, cutoff, 1000)

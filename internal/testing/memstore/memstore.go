@@ -806,7 +806,7 @@ func (s *Store) PutOutbox(_ context.Context, ev payment.NotifyEvent, now time.Ti
 }
 
 // DueOutbox lists one shard's entries due before cutoff, earliest first.
-func (s *Store) DueOutbox(_ context.Context, shard int, cutoff time.Time, limit int32) ([]dynamo.OutboxEntry, error) {
+func (s *Store) DueOutbox(_ context.Context, shard int, cutoff time.Time, limit int32) ([]payment.OutboxEntry, error) {
 	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -814,11 +814,11 @@ func (s *Store) DueOutbox(_ context.Context, shard int, cutoff time.Time, limit 
 		return nil, err
 	}
 	c := dueText(cutoff)
-	var out []dynamo.OutboxEntry
+	var out []payment.OutboxEntry
 	for _, row := range s.txs {
 		// The index's sort key is the text: compared as DynamoDB compares strings.
 		if row.outbox != nil && outboxShard(row.outbox) == shard && row.outboxDueAt < c {
-			out = append(out, dynamo.OutboxEntry{Event: clone(*row.outbox), DueAt: row.outboxDueAt})
+			out = append(out, payment.OutboxEntry{Event: clone(*row.outbox), DueAt: row.outboxDueAt})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].DueAt < out[j].DueAt })
@@ -830,7 +830,7 @@ func (s *Store) DueOutbox(_ context.Context, shard int, cutoff time.Time, limit 
 
 // LeaseOutbox moves e's due time to now if it is still e.DueAt; false when
 // the entry changed or is gone.
-func (s *Store) LeaseOutbox(_ context.Context, e dynamo.OutboxEntry, now time.Time) (bool, error) {
+func (s *Store) LeaseOutbox(_ context.Context, e payment.OutboxEntry, now time.Time) (bool, error) {
 	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,6 +2,7 @@ package dashboardwire
 
 import (
 	"context"
+	"github.com/payreq/payreq/internal/payment"
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
@@ -21,7 +22,7 @@ func (o dashOverview) NotificationProblems(ctx context.Context, merchantID strin
 		return 0, 0, err
 	}
 	for _, p := range ps {
-		if p.State == dynamo.NotifyDLQ {
+		if p.State == payment.NotifyDLQ {
 			dlq++
 		} else {
 			failing++
