@@ -202,7 +202,7 @@ func TestConcurrentInvocationsChargeOnce(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs <- invokeAsLambda(t, p, ev) }()
+		go func() { defer wg.Done(); _, err := invokeAsLambda(t, p, ev); errs <- err }()
 	}
 	wg.Wait()
 	close(errs)
@@ -223,16 +223,17 @@ func TestConcurrentInvocationsChargeOnce(t *testing.T) {
 // invokeAsLambda delivers an S3 event as Lambda's asynchronous invocation
 // does: an invocation that fails (a loaded emulator's timeout, say) is
 // invoked again, twice at most. The failed run released its job lease, so
-// the next one takes the job and carries on.
-func invokeAsLambda(t *testing.T, p *batchproc.Processor, ev events.S3Event) error {
+// the next one takes the job and carries on. It returns how many
+// invocations it took.
+func invokeAsLambda(t testing.TB, p *batchproc.Processor, ev events.S3Event) (int, error) {
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
 		if err = p.HandleS3(context.Background(), ev); err == nil {
-			return nil
+			return attempt, nil
 		}
 		t.Logf("invocation %d failed; Lambda invokes the event again: %v", attempt, err)
 	}
-	return err
+	return 3, err
 }
 
 // The same content uploaded under two names at the same moment: two jobs
@@ -249,8 +250,8 @@ func TestConcurrentJobsOnSameContentChargeEachRowOnce(t *testing.T) {
 	ev2 := f.upload(t, m.ID, "two.csv", []byte(content))
 	var wg sync.WaitGroup
 	for _, run := range []func() error{
-		func() error { return invokeAsLambda(t, p1, ev1) },
-		func() error { return invokeAsLambda(t, p2, ev2) },
+		func() error { _, err := invokeAsLambda(t, p1, ev1); return err },
+		func() error { _, err := invokeAsLambda(t, p2, ev2); return err },
 	} {
 		wg.Add(1)
 		go func() {

@@ -2,8 +2,13 @@ package batchproc_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -19,18 +24,9 @@ func TestManyPartsKeepEveryLine(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	// An invocation that fails (a store call timing out on a loaded
 	// emulator) is invoked again, as Lambda does with an S3 event.
-	ev := f.upload(t, m.ID, "parts.csv", []byte(content))
-	invocations := 0
-	for {
-		invocations++
-		err := p.HandleS3(context.Background(), ev)
-		if err == nil {
-			break
-		}
-		if invocations == 3 {
-			t.Fatal(err)
-		}
-		t.Logf("invocation %d failed; Lambda invokes the event again: %v", invocations, err)
+	invocations, err := invokeAsLambda(t, p, f.upload(t, m.ID, "parts.csv", []byte(content)))
+	if err != nil {
+		t.Fatal(err)
 	}
 	lines := parseResult(t, f.result(t, m.ID, "parts.csv"))
 	checkLines(t, lines, want)
@@ -39,4 +35,56 @@ func TestManyPartsKeepEveryLine(t *testing.T) {
 		t.Fatalf("want at most %d invocation(s) writing at least 20 parts, got %d jobs: %+v", invocations, len(jobs), *jobs[0])
 	}
 	f.checkPaidOnce(t, pay, m.ID, lines, want)
+}
+
+// failingJobSave fails one save of the job's progress: before it reaches
+// the table, or after (its answer lost, as a timeout on a loaded table).
+type failingJobSave struct {
+	batchproc.Store
+	saves, failAt int64
+	applied       bool
+}
+
+func (s *failingJobSave) SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) error {
+	if atomic.AddInt64(&s.saves, 1) != s.failAt {
+		return s.Store.SaveBatchJob(ctx, j, now)
+	}
+	if s.applied {
+		if err := s.Store.SaveBatchJob(ctx, j, now); err != nil {
+			return err
+		}
+	}
+	return errors.New("save batch job: request timed out")
+}
+
+// A checkpoint whose save fails ends the invocation, which still keeps what
+// is done on its way out: that second checkpoint of the same lines rewrites
+// the part, whether the failed save reached the table or not. (It used to
+// count the failed part as written and add its lines again as the next
+// part: the result file listed them twice, as a CI run under load found.)
+func TestFailedCheckpointSaveWritesNoLineTwice(t *testing.T) {
+	f := newFixture(t)
+	for _, applied := range []bool{false, true} {
+		// Saves 1 and 2 start the job and its charging; 3 is the first
+		// part's, 6 a later one's.
+		for _, failAt := range []int64{3, 6} {
+			t.Run(fmt.Sprintf("applied=%v/save%d", applied, failAt), func(t *testing.T) {
+				store := &failingJobSave{failAt: failAt, applied: applied}
+				p, pay, _ := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency = 120, 4 },
+					func(d *batchproc.Deps) { store.Store = d.Store; d.Store = store })
+				content, want := bigMixed(t, 30)
+				m := testenv.NewMerchant(t)
+				invocations, err := invokeAsLambda(t, p, f.upload(t, m.ID, "saves.csv", []byte(content)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if invocations < 2 || atomic.LoadInt64(&store.saves) < failAt {
+					t.Fatalf("save %d never failed (%d saves, %d invocations)", failAt, store.saves, invocations)
+				}
+				lines := parseResult(t, f.result(t, m.ID, "saves.csv"))
+				checkLines(t, lines, want)
+				f.checkPaidOnce(t, pay, m.ID, lines, want)
+			})
+		}
+	}
 }

@@ -137,9 +137,15 @@ func (r *jobRun) checkpoint(ctx context.Context, pb *partBuffer) error {
 	if err := r.p.hit(crashpoint.BatchAfterPart); err != nil {
 		return err
 	}
+	parts, offset, next, counts := r.job.Parts, r.job.Offset, r.job.NextLine, r.job.Counts
 	r.job.Parts, r.job.Offset, r.job.NextLine = n, pb.end, pb.next
 	r.job.Counts = r.job.Counts.Add(pb.counts)
 	if err := r.save(ctx); err != nil {
+		// Saved or not (a lost answer), the run goes on from the position
+		// before this part: a second checkpoint of the same buffer (the
+		// run's exit keeps what is done) rewrites this part instead of
+		// adding its lines again as the next one.
+		r.job.Parts, r.job.Offset, r.job.NextLine, r.job.Counts = parts, offset, next, counts
 		return err
 	}
 	pb.reset()
