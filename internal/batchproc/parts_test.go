@@ -37,16 +37,20 @@ func TestManyPartsKeepEveryLine(t *testing.T) {
 	f.checkPaidOnce(t, pay, m.ID, lines, want)
 }
 
-// failingJobSave fails one save of the job's progress: before it reaches
-// the table, or after (its answer lost, as a timeout on a loaded table).
+// failingJobSave fails one save of the job's progress, the failAt-th or
+// the first of a finished job: before it reaches the table, or after (its
+// answer lost, as a timeout on a loaded table).
 type failingJobSave struct {
 	batchproc.Store
 	saves, failAt int64
+	whenDone      bool
 	applied       bool
+	failed        atomic.Bool
 }
 
 func (s *failingJobSave) SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) error {
-	if atomic.AddInt64(&s.saves, 1) != s.failAt {
+	n := atomic.AddInt64(&s.saves, 1)
+	if !(n == s.failAt || s.whenDone && j.Finished()) || s.failed.Swap(true) {
 		return s.Store.SaveBatchJob(ctx, j, now)
 	}
 	if s.applied {
@@ -87,4 +91,28 @@ func TestFailedCheckpointSaveWritesNoLineTwice(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The save that marks the job done reaches the table but its answer is
+// lost: Lambda's retry of the event finds the job finished and removes the
+// card data it left (snapshot, parts, upload) and its open marker at once,
+// instead of leaving them to the stuck-job recovery's next pass.
+func TestRetryOfAFinishedJobCleansUpAtOnce(t *testing.T) {
+	f := newFixture(t)
+	store := &failingJobSave{whenDone: true, applied: true}
+	p, pay, _ := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency = 300, 2 },
+		func(d *batchproc.Deps) { store.Store = d.Store; d.Store = store })
+	content, want := bigMixed(t, 12)
+	m := testenv.NewMerchant(t)
+	invocations, err := invokeAsLambda(t, p, f.upload(t, m.ID, "done.csv", []byte(content)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if invocations != 2 || !store.failed.Load() {
+		t.Fatalf("the done save's answer was not lost once (%d invocations)", invocations)
+	}
+	lines := parseResult(t, f.result(t, m.ID, "done.csv"))
+	checkLines(t, lines, want)
+	f.checkPaidOnce(t, pay, m.ID, lines, want)
+	f.checkEnded(t, m.ID, "done.csv", "done")
 }

@@ -465,7 +465,11 @@ func (p *Processor) run(ctx context.Context, j *batch.Job, create, check bool) e
 	case err != nil:
 		return err
 	case job.Finished():
+		// A retry of the run that finished it, whose last save's answer was
+		// lost: remove the card data it leaves now rather than at the
+		// recovery's next pass.
 		p.Log.Info("batch job already finished", "merchantId", job.MerchantID, "jobId", job.JobID, "state", job.State)
+		p.newRun(job).cleanup(ctx)
 		return nil
 	}
 	return p.runJob(withQueued(ctx, !create), job, owner, until, deadline)
