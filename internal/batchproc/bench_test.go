@@ -1,7 +1,6 @@
 package batchproc_test
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"testing"
@@ -42,7 +41,9 @@ func BenchmarkBatchFile100k(b *testing.B) {
 		ev := f.upload(b, m.ID, "bench.csv", []byte(content))
 		b.StartTimer()
 		start := time.Now()
-		if err := p.HandleS3(context.Background(), ev); err != nil {
+		// A call timing out on the loaded emulator fails the invocation;
+		// Lambda invokes it again (an hour-long run meets a few).
+		if _, err := invokeAsLambda(b, p, ev); err != nil {
 			b.Fatal(err)
 		}
 		f.drain(b, p, queueURL)

@@ -122,6 +122,11 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// DynaliteDirEnv names a directory for dynalite's tables, kept on disk
+// (LevelDB) instead of in the emulator's heap: a million-row batch file's
+// tables outgrow a laptop's memory (docs/batch.md). Empty: in memory.
+const DynaliteDirEnv = "PAYREQ_DYNALITE_DIR"
+
 // StartEmulators starts dynalite and fauxqs on loopback ports (0 = any free
 // port) and waits until both answer. Output goes to logDir.
 func StartEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxqsPort int) (*Emulators, error) {
@@ -180,8 +185,12 @@ func startEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxq
 	// a 100,000-row file: fewer scavenges of short-lived request objects.
 	// No measurable change at 10,000 rows; not measured apart at 100,000
 	// (docs/batch.md).
-	if err := e.start(logDir, "dynalite", infra, nil, "node", "--max-semi-space-size=64", "dynalite-keepalive.cjs", "--host", "127.0.0.1",
-		"--port", strconv.Itoa(dynamoPort), "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"); err != nil {
+	args := []string{"--max-semi-space-size=64", "dynalite-keepalive.cjs", "--host", "127.0.0.1",
+		"--port", strconv.Itoa(dynamoPort), "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}
+	if dir := os.Getenv(DynaliteDirEnv); dir != "" {
+		args = append(args, "--path", dir)
+	}
+	if err := e.start(logDir, "dynalite", infra, nil, "node", args...); err != nil {
 		return nil, fmt.Errorf("%w (is Node 20 installed?)", err)
 	}
 	if err := e.start(logDir, "fauxqs", infra, []string{"FAUXQS_PORT=" + strconv.Itoa(fauxqsPort), "FAUXQS_LOGGER=false",
