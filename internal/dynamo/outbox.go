@@ -22,26 +22,9 @@ import (
 // a second attempt on the same payment request can never overwrite the
 // first one's unsent notification. notifyShard + notifyDueAt index it in the
 // sparse GSI byNotifyDue of the transactions table (only transactions with a
-// due notification appear there), notifyEvent holds the event. Shards spread
-// the index's partitions; each channel has its own OutboxShards shards
-// (OutboxShard), so the reconciler reads the entries of one channel without
-// paging past the other's: a batch's thousands of in-flight entries never
-// hide an interactive payment's lost one.
-const (
-	OutboxIndex  = "byNotifyDue"
-	OutboxShards = 8
-	// OutboxAllShards counts the shards of every channel.
-	OutboxAllShards = 2 * OutboxShards
-)
-
-// OutboxShard is the first shard of channel c; its shards are
-// OutboxShard(c) … OutboxShard(c)+OutboxShards-1.
-func OutboxShard(c payment.Channel) int {
-	if c.Batch() {
-		return OutboxShards
-	}
-	return 0
-}
+// due notification appear there), notifyEvent holds the event, and
+// notifyShard is one of its channel's shards (payment.OutboxShard).
+const OutboxIndex = "byNotifyDue"
 
 // OutboxSet returns the SET clause and values that put ev in the outbox; the
 // write that settles a transaction appends them to its own update, so the
@@ -54,7 +37,7 @@ func OutboxSet(ev payment.NotifyEvent, now time.Time) (string, map[string]types.
 	h := fnv.New32a()
 	h.Write([]byte(ev.EventID))
 	return "notifyShard = :obShard, notifyDueAt = :obDue, notifyEvent = :obEvent", map[string]types.AttributeValue{
-		":obShard": numberAV(int64(OutboxShard(ev.Channel)) + int64(h.Sum32()%OutboxShards)),
+		":obShard": numberAV(int64(payment.OutboxShard(ev.Channel)) + int64(h.Sum32()%payment.OutboxShards)),
 		":obDue":   &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
 		":obEvent": av,
 	}, nil
@@ -81,20 +64,12 @@ func (s *Store) PutOutbox(ctx context.Context, ev payment.NotifyEvent, now time.
 	return nil
 }
 
-// NotificationSubject is what a notification is built from: its
-// transaction, payment request and merchant, each nil when missing.
-type NotificationSubject struct {
-	Transaction *payment.Transaction
-	Request     *payment.Request
-	Merchant    *merchant.Merchant
-}
-
 // NotificationSubjects reads, in consistent BatchGetItems (one for up to 33
 // events), what each event's notification is built from — its transaction,
 // payment request and merchant (an event without a merchant id leaves it
 // nil) — keyed by transaction id. Nothing here checks that the three
 // belong together: the notifier does.
-func (s *Store) NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]NotificationSubject, error) {
+func (s *Store) NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]merchant.NotificationSubject, error) {
 	txs := map[int64]*payment.Transaction{}
 	reqs := map[int64]*payment.Request{}
 	ms := map[string]*merchant.Merchant{}
@@ -137,9 +112,9 @@ func (s *Store) NotificationSubjects(ctx context.Context, evs []payment.NotifyEv
 	if err != nil {
 		return nil, fmt.Errorf("read notification subjects: %w", err)
 	}
-	out := make(map[int64]NotificationSubject, len(evs))
+	out := make(map[int64]merchant.NotificationSubject, len(evs))
 	for _, ev := range evs {
-		out[ev.TransactionID] = NotificationSubject{Transaction: txs[ev.TransactionID], Request: reqs[ev.RequestID], Merchant: ms[ev.MerchantID]}
+		out[ev.TransactionID] = merchant.NotificationSubject{Transaction: txs[ev.TransactionID], Request: reqs[ev.RequestID], Merchant: ms[ev.MerchantID]}
 	}
 	return out, nil
 }

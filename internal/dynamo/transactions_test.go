@@ -123,7 +123,7 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 
 func hasOutbox(t *testing.T, s *dynamo.Store, requestID, txID int64) bool {
 	t.Helper()
-	for shard := 0; shard < dynamo.OutboxAllShards; shard++ {
+	for shard := 0; shard < payment.OutboxAllShards; shard++ {
 		es, err := s.DueOutbox(context.Background(), shard, time.Now().Add(time.Hour), 1000)
 		if err != nil {
 			t.Fatal(err)

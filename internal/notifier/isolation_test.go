@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/payment"
@@ -220,8 +219,8 @@ func TestBatchBacklogNeitherDelaysAPINotificationsNorMakesTheReconcilerResend(t 
 func outboxed(t *testing.T, ch payment.Channel) map[string]bool {
 	t.Helper()
 	ids := map[string]bool{}
-	first := dynamo.OutboxShard(ch)
-	for shard := first; shard < first+dynamo.OutboxShards; shard++ {
+	first := payment.OutboxShard(ch)
+	for shard := first; shard < first+payment.OutboxShards; shard++ {
 		es, err := testenv.Stack(t).Store.DueOutbox(context.Background(), shard, time.Now().Add(time.Hour), 10000)
 		if err != nil {
 			t.Fatal(err)

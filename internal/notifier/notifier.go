@@ -41,7 +41,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/payreq/payreq/internal/currency"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
@@ -54,7 +53,7 @@ type Store interface {
 	ClearOutbox(ctx context.Context, txID int64, eventID string) error
 	// NotificationSubjects reads the events' transactions, requests and
 	// merchants in one call, keyed by transaction id; missing items are nil.
-	NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]dynamo.NotificationSubject, error)
+	NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]merchant.NotificationSubject, error)
 	// RecordDeliveries records attempts (and clears first attempts' outbox
 	// entries) in one write, with one error per write.
 	RecordDeliveries(ctx context.Context, ws []payment.DeliveryWrite) []error
@@ -228,7 +227,7 @@ func (n *Notifier) park(ctx context.Context, rec events.SQSMessage) error {
 // prefetch reads the stored state of the batch's events that are due in
 // one call (one due within a second reads its own after deliver waits it
 // out). A failure only logs: each delivery then reads its own.
-func (n *Notifier) prefetch(ctx context.Context, steps []step) map[int64]dynamo.NotificationSubject {
+func (n *Notifier) prefetch(ctx context.Context, steps []step) map[int64]merchant.NotificationSubject {
 	var evs []payment.NotifyEvent
 	now := n.now()
 	for _, st := range steps {
@@ -304,7 +303,7 @@ type delivery struct {
 
 // deliver makes one delivery attempt of ev and returns its record, or
 // re-queues ev until it is due.
-func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects map[int64]dynamo.NotificationSubject) (delivery, error) {
+func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects map[int64]merchant.NotificationSubject) (delivery, error) {
 	log := n.Log.With("event_id", ev.EventID, "payment_request_id", ev.RequestID, "attempt", ev.Attempts+1, "channel", ev.Channel.String())
 	queueURL, dlqURL := n.queues(ev.Channel)
 	now := n.now()

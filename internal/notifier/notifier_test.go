@@ -23,7 +23,6 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
@@ -380,7 +379,7 @@ func TestReconcilerDeliversWhatACrashLeftInTheOutbox(t *testing.T) {
 	// The notifier cleared the outbox: another reconciler run sends nothing.
 	waitFor(t, "outbox cleared", 5*time.Second, func() bool {
 		entries, _ := s.Store.DueOutbox(context.Background(), 0, time.Now().Add(time.Hour), 1000)
-		for shard := 1; shard < dynamo.OutboxShards; shard++ {
+		for shard := 1; shard < payment.OutboxShards; shard++ {
 			more, _ := s.Store.DueOutbox(context.Background(), shard, time.Now().Add(time.Hour), 1000)
 			entries = append(entries, more...)
 		}

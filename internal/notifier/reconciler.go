@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/queue"
 )
@@ -138,8 +137,8 @@ func (r *Reconciler) resend(ctx context.Context, c payment.Channel, now time.Tim
 	// was seen empty had its message deleted (and the entry cleared, which
 	// the lease below detects) or never had one.
 	var entries []payment.OutboxEntry
-	first := dynamo.OutboxShard(c)
-	for shard := first; shard < first+dynamo.OutboxShards; shard++ {
+	first := payment.OutboxShard(c)
+	for shard := first; shard < first+payment.OutboxShards; shard++ {
 		es, err := r.Store.DueOutbox(ctx, shard, now.Add(-r.Grace), 100)
 		if err != nil {
 			return st, err

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/queue"
@@ -59,7 +58,7 @@ func (f *fakeQueues) Backlog(_ context.Context, url string) (queue.Backlog, erro
 func TestReconcilerResendsOnlyWhatCannotBeInFlight(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	entry := func(id string, ch payment.Channel, age time.Duration) (int, payment.OutboxEntry) {
-		return dynamo.OutboxShard(ch), payment.OutboxEntry{Event: payment.NotifyEvent{EventID: id, Channel: ch, TransactionID: 1},
+		return payment.OutboxShard(ch), payment.OutboxEntry{Event: payment.NotifyEvent{EventID: id, Channel: ch, TransactionID: 1},
 			DueAt: now.Add(-age).Format(time.RFC3339Nano)}
 	}
 	type ent struct {

@@ -47,3 +47,22 @@ const (
 	NotifyFailing = "failing"
 	NotifyDLQ     = "dlq"
 )
+
+// The outbox's index is sharded to spread its partitions; each channel has
+// its own OutboxShards shards, so the reconciler reads the entries of one
+// channel without paging past the other's: a batch's thousands of in-flight
+// entries never hide an interactive payment's lost one.
+const (
+	OutboxShards = 8
+	// OutboxAllShards counts the shards of every channel.
+	OutboxAllShards = 2 * OutboxShards
+)
+
+// OutboxShard is the first shard of channel c; its shards are
+// OutboxShard(c) … OutboxShard(c)+OutboxShards-1.
+func OutboxShard(c Channel) int {
+	if c.Batch() {
+		return OutboxShards
+	}
+	return 0
+}

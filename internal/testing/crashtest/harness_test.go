@@ -352,7 +352,7 @@ func waitNotified(t *testing.T, s *dynamo.Store, requestID, txID int64) {
 				return
 			}
 		}
-		for shard := 0; shard < dynamo.OutboxAllShards; shard++ {
+		for shard := 0; shard < payment.OutboxAllShards; shard++ {
 			es, err := s.DueOutbox(ctx, shard, time.Now().Add(24*time.Hour), 1000)
 			if err != nil {
 				t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/testenv"
@@ -34,7 +36,17 @@ type contractStore interface {
 	LeaseOutbox(ctx context.Context, e payment.OutboxEntry, now time.Time) (bool, error)
 	ClearOutbox(ctx context.Context, txID int64, eventID string) error
 	MarkOutboxUnsent(ctx context.Context, txID int64, eventID string) error
+	// The notifier's delivery side (notifier.Store).
+	CreateMerchant(ctx context.Context, m *merchant.Merchant) error
+	NotificationSubjects(ctx context.Context, evs []payment.NotifyEvent) (map[int64]merchant.NotificationSubject, error)
+	RecordDeliveries(ctx context.Context, ws []payment.DeliveryWrite) []error
+	Deliveries(ctx context.Context, requestID int64, now time.Time) ([]payment.DeliveryAttempt, error)
 }
+
+var (
+	_ notifier.Store       = (*memstore.Store)(nil)
+	_ notifier.OutboxStore = (*memstore.Store)(nil)
+)
 
 var (
 	_ contractStore = (*memstore.Store)(nil)
@@ -512,6 +524,80 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		ok(t, "clear a missing transaction", s.ClearOutbox(ctx, newID(), "ev_none"))
 	})
 
+	t.Run("notification subjects", func(t *testing.T) {
+		s := open(t)
+		// An API key hash: DynamoDB refuses an empty string as a key of the
+		// merchants table's index on it (moto says so; dynalite does not).
+		m := &merchant.Merchant{ID: merchantID(), Name: "Contract Shop", NotifyURL: "https://shop.example/notify", APIKeyHash: merchantID()}
+		ok(t, "create merchant", s.CreateMerchant(ctx, m))
+		is(t, "second merchant", s.CreateMerchant(ctx, &merchant.Merchant{ID: m.ID, APIKeyHash: merchantID()}), payment.ErrExists)
+		r := newRequest(t, s, m.ID)
+		tx := newTx(r, payment.TxWaiting, time.Time{})
+		ok(t, "create tx", s.CreateTransaction(ctx, tx))
+		missing := newID()
+		evs := []payment.NotifyEvent{
+			{EventID: "ev_a", MerchantID: m.ID, RequestID: r.ID, TransactionID: tx.ID},
+			{EventID: "ev_b", RequestID: r.ID, TransactionID: missing}, // no merchant named, no transaction
+		}
+		subs, err := s.NotificationSubjects(ctx, evs)
+		ok(t, "subjects", err)
+		a, b := subs[tx.ID], subs[missing]
+		if len(subs) != 2 || a.Transaction == nil || a.Transaction.ID != tx.ID || a.Request == nil || a.Request.ID != r.ID ||
+			a.Merchant == nil || a.Merchant.ID != m.ID || a.Merchant.NotifyURL != m.NotifyURL {
+			t.Fatalf("subject of a whole event: %+v", a)
+		}
+		if b.Transaction != nil || b.Request == nil || b.Merchant != nil {
+			t.Fatalf("subject of an event with no transaction or merchant: %+v", b)
+		}
+	})
+
+	t.Run("delivery records clear a first attempt's outbox", func(t *testing.T) {
+		s := open(t)
+		r := newRequest(t, s, merchantID())
+		tx := newTx(r, payment.TxWaiting, time.Time{})
+		ok(t, "create tx", s.CreateTransaction(ctx, tx))
+		_, st := final(r, tx, payment.TxApproved)
+		st.Now = time.Now().Add(-time.Minute)
+		_, err := s.SettleTransaction(ctx, st)
+		ok(t, "settle", err)
+		at := time.Now().UTC().Truncate(time.Millisecond)
+		attempt := func(n int, outcome string) payment.DeliveryAttempt {
+			return payment.DeliveryAttempt{RequestID: r.ID, EventID: st.Event.EventID, Attempt: n, At: at.Add(time.Duration(n) * time.Second),
+				URL: "https://shop.example/notify", StatusCode: 500, LatencyMS: 12, Outcome: outcome}
+		}
+		other := payment.DeliveryAttempt{RequestID: r.ID, EventID: "ev_other", Attempt: 1, At: at, URL: "https://shop.example/notify", Outcome: "delivered"}
+		errs := s.RecordDeliveries(ctx, []payment.DeliveryWrite{
+			{Attempt: other, ClearOutboxOf: tx.ID}, // another event's first attempt: the entry stays
+		})
+		ok(t, "record another event's", errs[0])
+		if findEntry(t, s, st.Event.EventID, time.Now()) == nil {
+			t.Fatal("another event's record cleared the entry")
+		}
+		errs = s.RecordDeliveries(ctx, []payment.DeliveryWrite{
+			{Attempt: attempt(1, "retry"), ClearOutboxOf: tx.ID},
+			{Attempt: attempt(2, "delivered")},
+			{Attempt: attempt(3, "delivered"), ClearOutboxOf: tx.ID}, // the entry is gone by then: recorded alone
+		})
+		for i, err := range errs {
+			ok(t, fmt.Sprintf("record %d", i), err)
+		}
+		if e := findEntry(t, s, st.Event.EventID, time.Now()); e != nil {
+			t.Fatalf("the first attempt's record left the entry: %+v", e)
+		}
+		got, err := s.Deliveries(ctx, r.ID, time.Now())
+		ok(t, "deliveries", err)
+		want := []payment.DeliveryAttempt{other, attempt(1, "retry"), attempt(2, "delivered"), attempt(3, "delivered")}
+		if len(got) != len(want) {
+			t.Fatalf("%d deliveries, want %d: %+v", len(got), len(want), got)
+		}
+		for i := range want {
+			if got[i].EventID != want[i].EventID || got[i].Attempt != want[i].Attempt || !got[i].At.Equal(want[i].At) ||
+				got[i].Outcome != want[i].Outcome || got[i].StatusCode != want[i].StatusCode || got[i].LatencyMS != want[i].LatencyMS {
+				t.Fatalf("delivery %d: %+v, want %+v", i, got[i], want[i])
+			}
+		}
+	})
+
 	t.Run("limit counters", func(t *testing.T) {
 		s := open(t)
 		w := payment.WindowAt(merchantID(), "EUR", time.Now())
@@ -543,7 +629,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 // before cutoff.
 func findEntry(t *testing.T, s contractStore, eventID string, cutoff time.Time) *payment.OutboxEntry {
 	t.Helper()
-	for shard := range dynamo.OutboxAllShards {
+	for shard := range payment.OutboxAllShards {
 		es, err := s.DueOutbox(context.Background(), shard, cutoff, 1000)
 		ok(t, "due outbox", err)
 		for _, e := range es {

@@ -1,7 +1,7 @@
-// Package memstore is an in-memory payments.Store, plus the outbox's
-// reconciler side (notifier.OutboxStore, ClearOutbox, MarkOutboxUnsent),
-// for fast tests: the payment state machine and the notification outbox
-// without emulators. It keeps the DynamoDB store's
+// Package memstore is an in-memory payments.Store, plus the notifier's
+// stores (notifier.Store, notifier.OutboxStore), for fast tests: the
+// payment state machine, the notification outbox and deliveries without
+// emulators. It keeps the DynamoDB store's
 // semantics that callers depend on, each write under the same condition as
 // internal/dynamo's (payment.ErrConflict exactly where the condition fails,
 // payment.ErrNotFound for a missing item, transactions all-or-nothing,
@@ -22,7 +22,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -50,9 +49,12 @@ type Store struct {
 	txs       map[int64]*txRow
 	limits    map[string]map[string]decimal.Decimal // merchant#month → counter → value
 	merchants map[string]*merchant.Merchant
-	calls     map[string]int
-	faults    []*fault
-	latency   atomic.Int64 // ns each call waits before it runs
+	// deliveries are the recorded notification attempts by request, in
+	// the order recorded (notify.go).
+	deliveries map[int64][]payment.DeliveryAttempt
+	calls      map[string]int
+	faults     []*fault
+	latency    atomic.Int64 // ns each call waits before it runs
 }
 
 type fault struct {
@@ -65,7 +67,8 @@ type fault struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{requests: map[int64]*requestRow{}, txs: map[int64]*txRow{},
-		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{}, calls: map[string]int{}}
+		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{}, calls: map[string]int{},
+		deliveries: map[int64][]payment.DeliveryAttempt{}}
 }
 
 // Fail makes the next n-th call of method (1: the next one) return err
@@ -783,7 +786,7 @@ func dueText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 func outboxShard(ev *payment.NotifyEvent) int {
 	h := fnv.New32a()
 	h.Write([]byte(ev.EventID))
-	return dynamo.OutboxShard(ev.Channel) + int(h.Sum32()%dynamo.OutboxShards)
+	return payment.OutboxShard(ev.Channel) + int(h.Sum32()%payment.OutboxShards)
 }
 
 // PutOutbox stores ev in its transaction's outbox on its own;
