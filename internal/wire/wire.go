@@ -87,6 +87,14 @@ func LoadSealed(ctx context.Context, getenv config.Getenv, opts Options) (*Base,
 	return b, nil
 }
 
+// Annotate prefixes a builder's error with what it was wiring, once for
+// all its steps: `defer wire.Annotate(&err, "checkout")`.
+func Annotate(err *error, what string) {
+	if *err != nil {
+		*err = fmt.Errorf("wire %s: %w", what, *err)
+	}
+}
+
 // Logger is the function's logger, each line tagged with its name.
 func (b *Base) Logger(function string) *slog.Logger {
 	return b.Cfg.NewLogger().With("function", function)

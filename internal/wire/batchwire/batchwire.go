@@ -25,12 +25,13 @@ import (
 
 // Batch builds BatchFunction's handler (both of its triggers: the S3 upload
 // event and the continuation queue).
-func Batch(ctx context.Context, getenv config.Getenv, opts wire.Options) (*batchproc.Processor, error) {
+func Batch(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ *batchproc.Processor, err error) {
+	defer wire.Annotate(&err, "batch")
 	// Sealed: the row fingerprints are keyed with the seal key, which on
 	// AWS is read from its secret.
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire batch: %w", err)
+		return nil, err
 	}
 	cfg := batchproc.Config{Bucket: getenv("BATCH_BUCKET"), ContinueQueueURL: getenv("BATCH_CONTINUE_QUEUE_URL")}
 	if cfg.Bucket == "" || cfg.ContinueQueueURL == "" {
@@ -39,7 +40,7 @@ func Batch(ctx context.Context, getenv config.Getenv, opts wire.Options) (*batch
 	for name, d := range map[string]*time.Duration{"BATCH_TIME_RESERVE": &cfg.TimeReserve, "BATCH_ROW_LEASE": &cfg.RowLease} {
 		if v := getenv(name); v != "" {
 			if *d, err = time.ParseDuration(v); err != nil {
-				return nil, fmt.Errorf("wire batch: %s: %w", name, err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 		}
 	}
@@ -47,16 +48,16 @@ func Batch(ctx context.Context, getenv config.Getenv, opts wire.Options) (*batch
 		"BATCH_PART_SIZE": &cfg.PartSize} {
 		if v := getenv(name); v != "" {
 			if *n, err = strconv.Atoi(v); err != nil {
-				return nil, fmt.Errorf("wire batch: %s: %w", name, err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 		}
 	}
 	if err := shareOfAcquirer(getenv, &cfg); err != nil {
-		return nil, fmt.Errorf("wire batch: %w", err)
+		return nil, err
 	}
 	svc, err := paymentService(b, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("wire batch: %w", err)
+		return nil, err
 	}
 	return batchproc.New(cfg, batchproc.Deps{
 		Store:      b.Store,

@@ -21,22 +21,23 @@ func CallbacksLambda(ctx context.Context, getenv config.Getenv, opts wire.Option
 }
 
 // Callbacks wires CallbacksFunction's router.
-func Callbacks(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+func Callbacks(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ http.Handler, err error) {
+	defer wire.Annotate(&err, "callbacks")
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire callbacks: %w", err)
+		return nil, err
 	}
 	svc, err := paywire.Service(b, getenv, "callbacks")
 	if err != nil {
-		return nil, fmt.Errorf("wire callbacks: %w", err)
+		return nil, err
 	}
 	key, err := sig.DeriveKey(b.Cfg.SealKey, sig.InfoProviderCallback)
 	if err != nil {
-		return nil, fmt.Errorf("wire callbacks: SEAL_KEY: %w", err)
+		return nil, fmt.Errorf("SEAL_KEY: %w", err)
 	}
 	stripeHook, err := stripeWebhook(b, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("wire callbacks: %w", err)
+		return nil, err
 	}
 	return callbacks.New(callbacks.Deps{
 		Service: svc,

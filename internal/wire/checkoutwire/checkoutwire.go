@@ -30,26 +30,27 @@ func CheckoutLambda(ctx context.Context, getenv config.Getenv, opts wire.Options
 }
 
 // Checkout wires CheckoutFunction's router.
-func Checkout(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+func Checkout(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ http.Handler, err error) {
+	defer wire.Annotate(&err, "checkout")
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire checkout: %w", err)
+		return nil, err
 	}
 	svc, err := paywire.Service(b, getenv, "checkout")
 	if err != nil {
-		return nil, fmt.Errorf("wire checkout: %w", err)
+		return nil, err
 	}
 	tokens, err := checkouttoken.New(b.Cfg.SealKey)
 	if err != nil {
-		return nil, fmt.Errorf("wire checkout: %w", err)
+		return nil, err
 	}
 	links, err := paylink.New(b.Cfg.SealKey)
 	if err != nil {
-		return nil, fmt.Errorf("wire checkout: %w", err)
+		return nil, err
 	}
 	callbackKey, err := sig.DeriveKey(b.Cfg.SealKey, sig.InfoProviderCallback)
 	if err != nil {
-		return nil, fmt.Errorf("wire checkout: %w", err)
+		return nil, err
 	}
 	// The sandbox 3-D Secure answer goes to the configured public base URL
 	// only, through the SSRF-safe client. Without one (the template's
@@ -62,7 +63,7 @@ func Checkout(ctx context.Context, getenv config.Getenv, opts wire.Options) (htt
 	}
 	publishable, err := paywire.StripePublishableKey(b, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("wire checkout: %w", err)
+		return nil, err
 	}
 	return checkout.New(checkout.Deps{
 		Store: b.Store, Payments: svc, Limiter: b.Store, Tokens: tokens, Links: links,

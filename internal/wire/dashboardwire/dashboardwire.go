@@ -41,14 +41,15 @@ func DashboardLambda(ctx context.Context, getenv config.Getenv, opts wire.Option
 }
 
 // Dashboard wires DashboardFunction's router.
-func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ http.Handler, err error) {
+	defer wire.Annotate(&err, "dashboard")
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire dashboard: %w", err)
+		return nil, err
 	}
 	svc, err := paywire.Service(b, getenv, "dashboard")
 	if err != nil {
-		return nil, fmt.Errorf("wire dashboard: %w", err)
+		return nil, err
 	}
 	bucket := getenv("BATCH_BUCKET")
 	if bucket == "" || getenv("NOTIFICATIONS_QUEUE_URL") == "" {

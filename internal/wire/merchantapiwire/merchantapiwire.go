@@ -5,7 +5,6 @@ package merchantapiwire
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/payreq/payreq/internal/checkouttoken"
@@ -25,27 +24,28 @@ func MerchantAPILambda(ctx context.Context, getenv config.Getenv, opts wire.Opti
 }
 
 // MerchantAPI wires MerchantApiFunction's router.
-func MerchantAPI(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+func MerchantAPI(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ http.Handler, err error) {
+	defer wire.Annotate(&err, "merchant API")
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire merchant API: %w", err)
+		return nil, err
 	}
 	tokens, err := checkouttoken.New(b.Cfg.SealKey)
 	if err != nil {
-		return nil, fmt.Errorf("wire merchant API: %w", err)
+		return nil, err
 	}
 	links, err := paylink.New(b.Cfg.SealKey)
 	if err != nil {
-		return nil, fmt.Errorf("wire merchant API: %w", err)
+		return nil, err
 	}
 	svc, err := paywire.Service(b, getenv, "merchantapi")
 	if err != nil {
-		return nil, fmt.Errorf("wire merchant API: %w", err)
+		return nil, err
 	}
 	auth := guardwire.Authenticator(b)
 	guard, err := guardwire.Guard(b, getenv, auth)
 	if err != nil {
-		return nil, fmt.Errorf("wire merchant API: %w", err)
+		return nil, err
 	}
 	return merchantapi.New(merchantapi.Deps{
 		Store:         b.Store,

@@ -4,7 +4,6 @@ package paymentswire
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/payreq/payreq/internal/config"
@@ -21,18 +20,19 @@ func PaymentsLambda(ctx context.Context, getenv config.Getenv, opts wire.Options
 }
 
 // Payments wires PaymentsFunction's router.
-func Payments(ctx context.Context, getenv config.Getenv, opts wire.Options) (http.Handler, error) {
+func Payments(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ http.Handler, err error) {
+	defer wire.Annotate(&err, "payments")
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire payments: %w", err)
+		return nil, err
 	}
 	svc, err := paywire.Service(b, getenv, "payments")
 	if err != nil {
-		return nil, fmt.Errorf("wire payments: %w", err)
+		return nil, err
 	}
 	guard, err := guardwire.Guard(b, getenv, guardwire.Authenticator(b))
 	if err != nil {
-		return nil, fmt.Errorf("wire payments: %w", err)
+		return nil, err
 	}
 	return paymentsapi.NewHandler(paymentsapi.HandlerDeps{
 		Service:       svc,

@@ -33,10 +33,11 @@ func ReconcilerLambda(ctx context.Context, getenv config.Getenv, opts wire.Optio
 const auditEveryMinutes = 15
 
 // Reconciler wires ReconcilerFunction.
-func Reconciler(ctx context.Context, getenv config.Getenv, opts wire.Options) (func(context.Context) error, error) {
+func Reconciler(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ func(context.Context) error, err error) {
+	defer wire.Annotate(&err, "reconciler")
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire reconciler: %w", err)
+		return nil, err
 	}
 	grace := time.Minute
 	if v := getenv("OUTBOX_GRACE"); v != "" {
@@ -54,7 +55,7 @@ func Reconciler(ctx context.Context, getenv config.Getenv, opts wire.Options) (f
 	}
 	svc, err := paywire.Service(b, getenv, "reconciler")
 	if err != nil {
-		return nil, fmt.Errorf("wire reconciler: %w", err)
+		return nil, err
 	}
 	r := &notifier.Reconciler{Store: b.Store, Queue: queue.New(sqs.NewFromConfig(b.AWS)), Recover: svc.RecoverOpen,
 		QueueURL: getenv("NOTIFICATIONS_QUEUE_URL"), BatchQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"),

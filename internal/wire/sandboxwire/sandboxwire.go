@@ -27,10 +27,11 @@ func SandboxLambda(ctx context.Context, getenv config.Getenv, opts wire.Options)
 // Sandbox wires SandboxFunction, the simulated provider's asynchronous side.
 // Callbacks go to PUBLIC_BASE_URL when set (custom domain; the local stack),
 // else to SANDBOX_CALLBACK_BASE_URL (the HTTP API's own domain).
-func Sandbox(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire.SQSHandler, error) {
+func Sandbox(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ wire.SQSHandler, err error) {
+	defer wire.Annotate(&err, "sandbox")
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wire sandbox: %w", err)
+		return nil, err
 	}
 	base := b.Cfg.PublicBaseURL
 	if base == "" {
@@ -42,7 +43,7 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts wire.Options) (wire
 	}
 	key, err := sig.DeriveKey(b.Cfg.SealKey, sig.InfoProviderCallback)
 	if err != nil {
-		return nil, fmt.Errorf("wire sandbox: SEAL_KEY: %w", err)
+		return nil, fmt.Errorf("SEAL_KEY: %w", err)
 	}
 	// The SSRF-safe client: no redirects (following one would send the
 	// signed body elsewhere), public addresses only outside the local stack.
