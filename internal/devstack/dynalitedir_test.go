@@ -22,13 +22,7 @@ func TestDynaliteKeepsTablesOnDiskWhenAsked(t *testing.T) {
 	needs.External(t, "the emulators")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	infra, err := InfraDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureNodeModules(infra, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	infra := emulatorFiles(t)
 	dir := t.TempDir()
 	t.Setenv(DynaliteDirEnv, dir)
 	emu, err := StartEmulators(ctx, infra, filepath.Join(t.TempDir(), "logs"), 0, 0)
@@ -54,4 +48,18 @@ func TestDynaliteKeepsTablesOnDiskWhenAsked(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
 		t.Fatalf("no LevelDB store in %s: %v", dir, err)
 	}
+}
+
+// emulatorFiles is infra/local with its pinned node modules installed, for
+// the tests that start emulators themselves.
+func emulatorFiles(t *testing.T) string {
+	t.Helper()
+	infra, err := InfraDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureNodeModules(infra, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return infra
 }

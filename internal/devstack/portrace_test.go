@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"github.com/payreq/payreq/internal/testing/needs"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -19,13 +18,7 @@ import (
 // fresh ports.
 func TestEmulatorsThatLostTheirPortAreRestarted(t *testing.T) {
 	needs.External(t, "the emulators")
-	infra, err := InfraDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureNodeModules(infra, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	infra := emulatorFiles(t)
 	// A stranger holds a port and answers like a healthy server.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

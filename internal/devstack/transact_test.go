@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -236,13 +235,7 @@ func TestTransactionsDifferential(t *testing.T) {
 	needs.External(t, "the emulators")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	infra, err := InfraDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureNodeModules(infra, io.Discard); err != nil {
-		t.Fatal(err)
-	}
+	infra := emulatorFiles(t)
 	start := time.Now()
 	dyn, err := StartEmulators(ctx, infra, filepath.Join(t.TempDir(), "logs"), 0, 0)
 	if err != nil {

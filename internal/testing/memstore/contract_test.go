@@ -112,6 +112,20 @@ func final(req *payment.Request, tx *payment.Transaction, st payment.Transaction
 	return c, payment.Settlement{TransactionID: tx.ID, Status: st, Code: "000", Message: "done", ProviderRef: "pi_1", Event: ev, Now: now}
 }
 
+// approvedWithOutbox is a request approved a minute ago: its settlement
+// wrote the notification's outbox entry.
+func approvedWithOutbox(t *testing.T, s contractStore) (*payment.Request, *payment.Transaction, payment.Settlement) {
+	t.Helper()
+	r := newRequest(t, s, merchantID())
+	tx := newTx(r, payment.TxWaiting, time.Time{})
+	ok(t, "create tx", s.CreateTransaction(context.Background(), tx))
+	_, st := final(r, tx, payment.TxApproved)
+	st.Now = time.Now().Add(-time.Minute)
+	_, err := s.SettleTransaction(context.Background(), st)
+	ok(t, "settle", err)
+	return r, tx, st
+}
+
 func is(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
@@ -483,13 +497,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 
 	t.Run("outbox", func(t *testing.T) {
 		s := open(t)
-		r := newRequest(t, s, merchantID())
-		tx := newTx(r, payment.TxWaiting, time.Time{})
-		ok(t, "create tx", s.CreateTransaction(ctx, tx))
-		_, st := final(r, tx, payment.TxApproved)
-		st.Now = time.Now().Add(-time.Minute)
-		_, err := s.SettleTransaction(ctx, st)
-		ok(t, "settle", err)
+		_, tx, st := approvedWithOutbox(t, s)
 		entry := findEntry(t, s, st.Event.EventID, time.Now())
 		if entry == nil || entry.Event.TransactionID != tx.ID || entry.Event.TransactionStatusID != payment.TxApproved {
 			t.Fatalf("the settle's outbox entry: %+v", entry)
@@ -553,13 +561,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 
 	t.Run("delivery records clear a first attempt's outbox", func(t *testing.T) {
 		s := open(t)
-		r := newRequest(t, s, merchantID())
-		tx := newTx(r, payment.TxWaiting, time.Time{})
-		ok(t, "create tx", s.CreateTransaction(ctx, tx))
-		_, st := final(r, tx, payment.TxApproved)
-		st.Now = time.Now().Add(-time.Minute)
-		_, err := s.SettleTransaction(ctx, st)
-		ok(t, "settle", err)
+		r, tx, st := approvedWithOutbox(t, s)
 		at := time.Now().UTC().Truncate(time.Millisecond)
 		attempt := func(n int, outcome string) payment.DeliveryAttempt {
 			return payment.DeliveryAttempt{RequestID: r.ID, EventID: st.Event.EventID, Attempt: n, At: at.Add(time.Duration(n) * time.Second),
