@@ -41,6 +41,7 @@ invariants. It prints the JSON report and exits 3 when an invariant is broken
 			if err != nil {
 				return err
 			}
+			d.SandboxAcquirer = e.sandbox
 			r := audit.Check(d, time.Now(), grace)
 			if err := printJSON(cmd.OutOrStdout(), r); err != nil {
 				return err

@@ -41,6 +41,7 @@ func healthy() Data {
 			{MerchantID: "m", JobID: "file#a#1", State: "done", Finished: true, UpdatedAt: old},
 			{MerchantID: "m", JobID: "file#b#1", State: "charging", LeaseUntil: now.Add(time.Minute), UpdatedAt: old},
 		},
+		SandboxAcquirer: true,
 		LedgerRetention: 90 * 24 * time.Hour, DeliveryRetention: 30 * 24 * time.Hour,
 	}
 }
@@ -225,7 +226,7 @@ func (f fakeSource) AuditData(context.Context) (Data, error) { return Data(f), n
 func TestRunAndMetricLine(t *testing.T) {
 	d := healthy()
 	d.Ledger[0].Approved = true
-	r, err := Run(context.Background(), fakeSource(d), now)
+	r, err := Run(context.Background(), fakeSource(d), now, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,4 +257,24 @@ func TestRunAndMetricLine(t *testing.T) {
 	if bytes.Count(buf.Bytes(), []byte("\n")) != 1 {
 		t.Fatalf("want one log line: %q", buf.Bytes())
 	}
+}
+
+// On a production stage Stripe charges and no sandbox ledger is kept: the
+// audit judges every other invariant, but not the ledger's, which would
+// call each approved payment broken (the bench's production stack reported
+// 50,331 such violations, one per approved payment, each a false alarm on
+// the template's AuditViolations alarm).
+func TestLedgerInvariantsOnlyWhereTheSandboxCharges(t *testing.T) {
+	d := healthy()
+	d.Ledger, d.SandboxAcquirer = nil, false
+	if r := Check(d, now, grace); !r.OK() {
+		t.Fatalf("production stage without a ledger: %+v", r.Violations)
+	}
+	d.Requests[0].Status = payment.RequestUnpaid // still judged: paid by tx 11 but not marked paid
+	if r := Check(d, now, grace); r.OK() {
+		t.Fatal("a production stage's other invariants were not judged")
+	}
+	d = healthy()
+	d.Ledger = nil
+	only(t, d, ApprovedTxHasLedgerCharge) // the sandbox stage still needs the charge
 }

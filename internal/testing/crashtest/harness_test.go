@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,9 @@ type proc struct {
 	exited   chan error
 	logs     *bytes.Buffer
 	stateDir string
+	// production: started with -stage production (Stripe, no sandbox
+	// ledger for the audit to check).
+	production bool
 }
 
 // startStack runs the stack on stateDir (kept across restarts: same seal
@@ -149,7 +153,8 @@ func tryStartStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int,
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cmd: cmd, exited: make(chan error, 1), logs: logs, stateDir: stateDir}
+	p := &proc{t: t, cmd: cmd, exited: make(chan error, 1), logs: logs, stateDir: stateDir,
+		production: slices.Contains(extra, "production")}
 	go func() { p.exited <- cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -379,6 +384,7 @@ func auditClean(t *testing.T, p *proc) audit.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.SandboxAcquirer = !p.production
 	rep := audit.Check(d, time.Now().Add(audit.DefaultGrace+time.Second), audit.DefaultGrace)
 	for _, v := range rep.Violations {
 		t.Errorf("audit: %+v", v)

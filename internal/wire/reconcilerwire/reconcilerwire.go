@@ -67,7 +67,7 @@ func Reconciler(ctx context.Context, getenv config.Getenv, opts wire.Options) (_
 		if now := time.Now(); now.Minute()%auditEveryMinutes == 0 {
 			// The invariant audit scans whole tables: every 15th minute of
 			// the clock, after the repairs, so it judges what they left.
-			rep, aerr := audit.Run(ctx, b.Store, now)
+			rep, aerr := audit.Run(ctx, b.Store, now, b.Cfg.Sandbox())
 			if aerr != nil {
 				log.Error("audit failed", "error", aerr.Error())
 			} else {
