@@ -1,8 +1,8 @@
 // Package memstore is an in-memory payments.Store, plus the outbox's
-// reconciler side (notifier.OutboxStore, ClearOutbox, MarkOutboxUnsent),
-// for fast tests: the payment state machine and the notification outbox
-// without emulators. It keeps the DynamoDB store's
-// semantics that callers depend on, each write under the same condition as
+// reconciler side (notifier.OutboxStore, ClearOutbox, MarkOutboxUnsent)
+// and the batch processor's batchproc.Store (batch.go), for fast tests:
+// the payment state machine, the notification outbox and the batch
+// processor without emulators. It keeps the DynamoDB store's semantics that callers depend on, each write under the same condition as
 // internal/dynamo's (payment.ErrConflict exactly where the condition fails,
 // payment.ErrNotFound for a missing item, transactions all-or-nothing,
 // copies in and out), and the contract test in this package runs the same
@@ -21,6 +21,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
@@ -52,7 +53,12 @@ type Store struct {
 	merchants map[string]*merchant.Merchant
 	calls     map[string]int
 	faults    []*fault
-	latency   atomic.Int64 // ns each call waits before it runs
+
+	// The batch processor's records (batch.go).
+	jobs    map[string]*jobRow          // merchantId#jobId
+	rows    map[string]*batch.RowRecord // merchantId#key
+	open    map[string]int64            // open-job markers: merchantId#jobId → since (unix ms)
+	latency atomic.Int64                // ns each call waits before it runs
 }
 
 type fault struct {
@@ -65,7 +71,8 @@ type fault struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{requests: map[int64]*requestRow{}, txs: map[int64]*txRow{},
-		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{}, calls: map[string]int{}}
+		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{}, calls: map[string]int{},
+		jobs: map[string]*jobRow{}, rows: map[string]*batch.RowRecord{}, open: map[string]int64{}}
 }
 
 // Fail makes the next n-th call of method (1: the next one) return err
