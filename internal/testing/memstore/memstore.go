@@ -170,6 +170,21 @@ func (s *Store) Outbox(id int64) *payment.NotifyEvent {
 	return &ev
 }
 
+// RequestsOf lists merchantID's payment requests, by id (a test's look:
+// no call is counted).
+func (s *Store) RequestsOf(merchantID string) []*payment.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*payment.Request
+	for _, row := range s.requests {
+		if row.r.MerchantID == merchantID {
+			out = append(out, row.out())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
 // TransactionsOfRequest lists a request's transactions, oldest first.
 func (s *Store) TransactionsOfRequest(_ context.Context, requestID int64) ([]*payment.Transaction, error) {
 	s.wait()
