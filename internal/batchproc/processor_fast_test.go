@@ -23,6 +23,7 @@ import (
 
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/merchant"
@@ -93,7 +94,7 @@ type fastEnv struct {
 	m       *merchant.Merchant
 }
 
-func newFastEnv(t testing.TB, tune func(*batchproc.Config)) *fastEnv {
+func newFastEnv(t testing.TB, tune func(*batchproc.Config), deps ...func(*batchproc.Deps)) *fastEnv {
 	t.Helper()
 	clk := newTestClock()
 	e := &fastEnv{store: memstore.New(), objects: memobjects.New(), queue: &fakeQueue{clk: clk}, clk: clk,
@@ -105,13 +106,20 @@ func newFastEnv(t testing.TB, tune func(*batchproc.Config)) *fastEnv {
 	svc := payments.New(payments.Deps{Store: e.store, Provider: e.acq, Sandbox: true, Queue: discardQueue{},
 		SandboxQueueURL: "sandbox", NotificationsQueueURL: "notifications", Log: quiet})
 	e.pay = &countingPay{svc: svc, store: e.store}
-	cfg := batchproc.Config{Bucket: fastBucket, ContinueQueueURL: fastQueue}
+	// The invocations' deadline is real time (invocationTimeout) and the
+	// clock stands still during one: no reserve before it, and leases that
+	// outlive it by the 10 minutes of a long invocation.
+	cfg := batchproc.Config{Bucket: fastBucket, ContinueQueueURL: fastQueue, TimeReserve: time.Millisecond, LeaseMargin: 10 * time.Minute}
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := batchproc.New(cfg, batchproc.Deps{Store: e.store, Objects: e.objects, Queue: e.queue, Currencies: currency.Decimals,
+	d := batchproc.Deps{Store: e.store, Objects: e.objects, Queue: e.queue, Currencies: currency.Decimals,
 		FingerprintKey: testFingerprintKey, Log: quiet, Now: clk.Now,
-		Charger: &batchproc.PaymentsCharger{Service: e.pay, Store: e.store, Wait: 10 * time.Second}})
+		Charger: &batchproc.PaymentsCharger{Service: e.pay, Store: e.store, Wait: 10 * time.Second}}
+	for _, set := range deps {
+		set(&d)
+	}
+	p, err := batchproc.New(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +138,29 @@ func (e *fastEnv) upload(t testing.TB, name, content string) events.S3Event {
 	return devstack.UploadNotification(sftpd.UploadEvent{Bucket: fastBucket, Key: key, Size: int64(len(content)), ETag: etag, MerchantID: e.m.ID})
 }
 
+// invocationTimeout is a delivery's real time: the function's timeout, so
+// that a run waiting for a row lease that only the clock ends (a dead run's,
+// on the test clock that stands still during an invocation) fails and is
+// retried later, as on AWS. The sweep's runs take milliseconds.
+const invocationTimeout = 5 * time.Second
+
+func invocation() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), invocationTimeout)
+}
+
 // invoke delivers the S3 event as Lambda does: a failed invocation is
-// invoked again, twice at most.
+// invoked again, twice at most, after 1 and 2 minutes.
 func (e *fastEnv) invoke(t testing.TB, ev events.S3Event) {
 	t.Helper()
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
-		if err = e.p.HandleS3(context.Background(), ev); err == nil {
+		if attempt > 1 {
+			e.clk.advance(time.Duration(attempt-1) * time.Minute)
+		}
+		ctx, cancel := invocation()
+		err = e.p.HandleS3(ctx, ev)
+		cancel()
+		if err == nil {
 			return
 		}
 	}
@@ -144,7 +168,8 @@ func (e *fastEnv) invoke(t testing.TB, ev events.S3Event) {
 }
 
 // drain delivers the visible continuations as the event source mapping
-// does, a failed one again (SQS's redelivery; the DLQ after 3).
+// does, a failed one again once its visibility timeout (30 minutes) has
+// passed (SQS's redelivery; the DLQ after 3 receives).
 func (e *fastEnv) drain(t testing.TB) {
 	t.Helper()
 	for n := 0; ; n++ {
@@ -156,33 +181,33 @@ func (e *fastEnv) drain(t testing.TB) {
 			return
 		}
 		for attempt := 1; ; attempt++ {
-			resp, err := e.p.HandleSQS(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: m.id, Body: m.body, EventSource: "aws:sqs"}}})
+			ctx, cancel := invocation()
+			resp, err := e.p.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: m.id, Body: m.body, EventSource: "aws:sqs"}}})
+			cancel()
 			if err == nil && len(resp.BatchItemFailures) == 0 {
 				break
 			}
 			if attempt == 3 {
 				t.Fatalf("continuation failed %d times: %v %+v", attempt, err, resp)
 			}
+			e.clk.advance(30 * time.Minute)
 		}
 	}
 }
 
-// recover is the stuck-job recovery's schedule once the leases lapsed: a
-// pass every minute until one succeeds (three at most), then the queue.
+// recover is the stuck-job recovery's schedule: three passes, each once
+// the leases have lapsed (11 minutes on), each followed by the queue. A
+// pass that fails, or a run it starts that dies, is the next pass's to
+// finish, as the schedule runs every minute on AWS.
 func (e *fastEnv) recover(t testing.TB) {
 	t.Helper()
-	e.clk.advance(11 * time.Minute)
-	var err error
-	for pass := 1; pass <= 3; pass++ {
-		if _, err = e.p.RecoverStuck(context.Background(), e.clk.Now()); err == nil {
-			break
-		}
-		e.clk.advance(time.Minute)
+	for range 3 {
+		e.clk.advance(11 * time.Minute)
+		ctx, cancel := invocation()
+		_, _ = e.p.RecoverStuck(ctx, e.clk.Now())
+		cancel()
+		e.drain(t)
 	}
-	if err != nil {
-		t.Fatalf("the recovery failed 3 times: %v", err)
-	}
-	e.drain(t)
 }
 
 func (e *fastEnv) result(t testing.TB, name string) []resultLine {
@@ -335,10 +360,21 @@ var errFastInjected = errors.New("injected: the call timed out")
 
 // sweepRun processes a 24-line file that takes several invocations and
 // parts, with f injected (nil: none), and drives what AWS does next; it
-// returns the calls the run made of each store and bucket method.
-func sweepRun(t *testing.T, f *faultAt) (store, bucket map[string]int) {
+// returns the calls the run made of each store and bucket method. With
+// crash the first invocation dies after its fifth row's charge (no
+// clean-up: job and row leases left to lapse), so the run also goes
+// through the recovery's takeover of the job and of its rows.
+func sweepRun(t *testing.T, crash bool, f *faultAt) (store, bucket map[string]int) {
 	t.Helper()
-	e := newFastEnv(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency, c.MaxLinesPerRun = 300, 3, 15 })
+	e := newFastEnv(t, func(c *batchproc.Config) {
+		c.PartSize, c.Concurrency, c.MaxLinesPerRun = 300, 3, 15
+		if crash {
+			c.Concurrency = 1 // the rows in flight at the crash, and so the calls after it, are the same every run
+		}
+	})
+	if crash {
+		batchproc.SetCrashHook(e.p, crashAt(crashpoint.BatchAfterRowCharge, 5))
+	}
 	content, want := bigMixed(t, 24)
 	ev := e.upload(t, "faults.csv", content)
 	store0, bucket0 := e.store.CallCounts(), e.objects.CallCounts()
@@ -391,8 +427,13 @@ func diff(after, before map[string]int) map[string]int {
 // result line per input line, each valid row paid once, no work file or
 // upload left, and the job closed.
 func TestFastEveryFailedCallLosesNoLine(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { sweep(t, false) })
+	t.Run("after a crash", func(t *testing.T) { sweep(t, true) })
+}
+
+func sweep(t *testing.T, crash bool) {
 	var store, bucket map[string]int
-	t.Run("no fault", func(t *testing.T) { store, bucket = sweepRun(t, nil) })
+	t.Run("no fault", func(t *testing.T) { store, bucket = sweepRun(t, crash, nil) })
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -422,7 +463,27 @@ func TestFastEveryFailedCallLosesNoLine(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%s.%s#%d applied=%v", where, f.method, f.n, f.applied), func(t *testing.T) {
 			t.Parallel()
-			sweepRun(t, &f)
+			sweepRun(t, crash, &f)
 		})
 	}
+}
+
+// The save that marks the job done applies but its answer is lost: the
+// retry of the event finds the job finished and removes the card data it
+// left (snapshot, parts, upload) and its open marker at once, without the
+// recovery's pass.
+func TestFastRetryOfAFinishedJobCleansUpAtOnce(t *testing.T) {
+	wrap := &failingJobSave{whenDone: true, applied: true}
+	e := newFastEnv(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency = 300, 2 },
+		func(d *batchproc.Deps) { wrap.Store = d.Store; d.Store = wrap })
+	content, want := bigMixed(t, 12)
+	ev := e.upload(t, "done.csv", content)
+	if err := e.p.HandleS3(context.Background(), ev); err == nil || !wrap.failed.Load() {
+		t.Fatalf("the done save's answer was not lost: %v", err)
+	}
+	e.invoke(t, ev)
+	lines := e.result(t, "done.csv")
+	checkLines(t, lines, want)
+	e.checkPaidOnce(t, lines, want)
+	e.checkEnded(t, "done.csv", batch.JobDone)
 }
