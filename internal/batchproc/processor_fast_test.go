@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -486,4 +487,33 @@ func TestFastRetryOfAFinishedJobCleansUpAtOnce(t *testing.T) {
 	checkLines(t, lines, want)
 	e.checkPaidOnce(t, lines, want)
 	e.checkEnded(t, "done.csv", batch.JobDone)
+}
+
+// An upload replaced by a newer one before its job took the snapshot (S3
+// refuses the copy on its ETag; the emulators ignore that condition, so
+// only the fake reaches this): the job fails without a result file and
+// without charging, and the newer upload is kept for its own event.
+func TestFastReplacedUploadIsNotProcessed(t *testing.T) {
+	e := newFastEnv(t, nil)
+	content, _ := bigMixed(t, 5)
+	first := e.upload(t, "swap.csv", content)
+	newer, _ := bigMixed(t, 6)
+	e.upload(t, "swap.csv", newer)
+	e.invoke(t, first)
+	jobs, _ := e.store.BatchJobs(context.Background(), e.m.ID, "swap.csv")
+	if len(jobs) != 1 || jobs[0].State != batch.JobFailed || !strings.Contains(jobs[0].Error, "replaced by a newer upload") {
+		t.Fatalf("jobs %+v, want one failed as replaced", jobs)
+	}
+	if _, ok := e.objects.Object(batchproc.ResultKey(e.m.ID, "swap.csv")); ok {
+		t.Error("a result file was written for the replaced upload")
+	}
+	if b, ok := e.objects.Object(batchproc.IncomingPrefix + e.m.ID + "/swap.csv"); !ok || string(b) != newer {
+		t.Error("the newer upload was removed")
+	}
+	if keys := e.objects.Keys(batchproc.WorkPrefix); len(keys) != 0 {
+		t.Errorf("work files left: %v", keys)
+	}
+	if refs, _ := e.acq.total(); refs != 0 || len(e.store.RequestsOf(e.m.ID)) != 0 {
+		t.Errorf("the replaced upload charged %d rows", refs)
+	}
 }
