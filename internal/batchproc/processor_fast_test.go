@@ -150,7 +150,8 @@ func invocation() (context.Context, context.CancelFunc) {
 }
 
 // invoke delivers the S3 event as Lambda does: a failed invocation is
-// invoked again, twice at most, after 1 and 2 minutes.
+// invoked again, twice at most, after 1 and 2 minutes; then the event is
+// dropped and the job is the stuck-job recovery's.
 func (e *fastEnv) invoke(t testing.TB, ev events.S3Event) {
 	t.Helper()
 	var err error
@@ -165,12 +166,13 @@ func (e *fastEnv) invoke(t testing.TB, ev events.S3Event) {
 			return
 		}
 	}
-	t.Fatalf("the S3 event failed 3 times: %v", err)
+	t.Logf("the S3 event failed 3 times; Lambda drops it: %v", err)
 }
 
 // drain delivers the visible continuations as the event source mapping
 // does, a failed one again once its visibility timeout (30 minutes) has
-// passed (SQS's redelivery; the DLQ after 3 receives).
+// passed (SQS's redelivery); after 3 receives it goes to the DLQ and its
+// job is the stuck-job recovery's.
 func (e *fastEnv) drain(t testing.TB) {
 	t.Helper()
 	for n := 0; ; n++ {
@@ -189,7 +191,8 @@ func (e *fastEnv) drain(t testing.TB) {
 				break
 			}
 			if attempt == 3 {
-				t.Fatalf("continuation failed %d times: %v %+v", attempt, err, resp)
+				t.Logf("continuation failed %d times; to the DLQ: %v %+v", attempt, err, resp)
+				break
 			}
 			e.clk.advance(30 * time.Minute)
 		}

@@ -395,6 +395,9 @@ type partsReader struct {
 }
 
 func (pr *partsReader) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	for {
 		if pr.cur == nil {
 			if pr.n >= pr.r.job.Parts {
