@@ -87,10 +87,14 @@ func fixtureWith(t testing.TB, s *devstack.Stack, cfg aws.Config) *fixture {
 // the stored payment without a second call.
 type countingPay struct {
 	svc    batchproc.PaymentService
-	store  *dynamo.Store
+	store  txLister // *dynamo.Store, or memstore in the fast tests
 	mu     sync.Mutex
 	per    map[int64]int  // calls that returned a payment
 	failed map[int64]bool // calls that returned an error
+}
+
+type txLister interface {
+	TransactionsOfRequest(ctx context.Context, requestID int64) ([]*payment.Transaction, error)
 }
 
 func (c *countingPay) note(id int64, err error) {

@@ -186,6 +186,30 @@ type Store interface {
 	OpenBatchJobsOf(ctx context.Context, merchantID string) ([]batch.OpenJob, error)
 }
 
+// Objects is the batch bucket as the processor uses it (*s3store.Store).
+// A missing object is an error wrapping fs.ErrNotExist; a copy or read
+// whose ETag condition fails is s3store.ErrChanged.
+type Objects interface {
+	// Put stores body under key; a body that is not an io.ReadSeeker is
+	// streamed (a multipart upload above one part), with memory bounded.
+	Put(ctx context.Context, key string, body io.Reader, size int64) (string, error)
+	PutBytes(ctx context.Context, key string, b []byte) (string, error)
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// GetRange streams key from byte offset on (empty at or past the end);
+	// with etag set the object must have that ETag.
+	GetRange(ctx context.Context, key string, offset int64, etag string) (io.ReadCloser, error)
+	Head(ctx context.Context, key string) (s3store.ObjectInfo, error)
+	// Copy copies src to dst server-side; with etag set src must have it.
+	Copy(ctx context.Context, src, dst, etag string) (string, error)
+	// List returns the objects under prefix in key order.
+	List(ctx context.Context, prefix string) ([]s3store.ObjectInfo, error)
+	Remove(ctx context.Context, key string) error
+	// RemoveAll deletes keys; missing ones are not an error.
+	RemoveAll(ctx context.Context, keys []string) error
+}
+
+var _ Objects = (*s3store.Store)(nil)
+
 // Sender queues a message (internal/queue).
 type Sender interface {
 	Send(ctx context.Context, queueURL string, body any, delay time.Duration) error
@@ -194,7 +218,7 @@ type Sender interface {
 // Deps are the processor's collaborators.
 type Deps struct {
 	Store      Store
-	Objects    *s3store.Store
+	Objects    Objects
 	Charger    Charger
 	Queue      Sender
 	Currencies batch.CurrencyLookup // currency.Decimals

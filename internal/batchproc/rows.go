@@ -375,24 +375,58 @@ func (r *jobRun) assemble(ctx context.Context) error {
 	if err := r.removeInput(ctx); err != nil {
 		return err
 	}
-	w := r.p.Objects.NewWriter(ctx, r.job.ResultKey)
-	for n := 1; n <= r.job.Parts; n++ {
-		rc, err := r.p.Objects.Get(ctx, r.partKey(n))
-		if err != nil {
-			w.Abort()
-			return err
-		}
-		_, err = io.Copy(w, rc)
-		rc.Close()
-		if err != nil {
-			w.Abort()
-			return err
-		}
-	}
-	if err := w.Close(); err != nil {
+	// The parts are read one after another as the upload consumes them: not
+	// a ReadSeeker, so Put streams it and aborts the upload on a failed read.
+	parts := &partsReader{ctx: ctx, r: r}
+	defer parts.Close()
+	if _, err := r.p.Objects.Put(ctx, r.job.ResultKey, parts, -1); err != nil {
 		return err
 	}
 	return r.done(ctx)
+}
+
+// partsReader reads a job's result parts in order as one stream, opening
+// each part only when the previous one is read to its end.
+type partsReader struct {
+	ctx context.Context
+	r   *jobRun
+	n   int           // the part being read (0: none opened yet)
+	cur io.ReadCloser // part n
+}
+
+func (pr *partsReader) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	for {
+		if pr.cur == nil {
+			if pr.n >= pr.r.job.Parts {
+				return 0, io.EOF
+			}
+			pr.n++
+			rc, err := pr.r.p.Objects.Get(pr.ctx, pr.r.partKey(pr.n))
+			if err != nil {
+				return 0, err
+			}
+			pr.cur = rc
+		}
+		n, err := pr.cur.Read(b)
+		if errors.Is(err, io.EOF) {
+			pr.cur.Close()
+			pr.cur, err = nil, nil
+		}
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
+}
+
+func (pr *partsReader) Close() error {
+	if pr.cur != nil {
+		pr.cur.Close()
+		pr.cur = nil
+	}
+	return nil
 }
 
 // removeInput deletes the upload once its rows are all handled (the job

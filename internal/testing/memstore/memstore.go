@@ -1,6 +1,7 @@
 // Package memstore is an in-memory payments.Store, plus the notifier's
-// stores (notifier.Store, notifier.OutboxStore), for fast tests: the
-// payment state machine, the notification outbox and deliveries without
+// stores (notifier.Store, notifier.OutboxStore) and the batch processor's
+// batchproc.Store (batch.go), for fast tests: the payment state machine,
+// the notification outbox and deliveries, and the batch processor without
 // emulators. It keeps the DynamoDB store's
 // semantics that callers depend on, each write under the same condition as
 // internal/dynamo's (payment.ErrConflict exactly where the condition fails,
@@ -21,6 +22,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
@@ -54,7 +56,12 @@ type Store struct {
 	deliveries map[int64][]payment.DeliveryAttempt
 	calls      map[string]int
 	faults     []*fault
-	latency    atomic.Int64 // ns each call waits before it runs
+
+	// The batch processor's records (batch.go).
+	jobs    map[string]*jobRow          // merchantId#jobId
+	rows    map[string]*batch.RowRecord // merchantId#key
+	open    map[string]int64            // open-job markers: merchantId#jobId → since (unix ms)
+	latency atomic.Int64                // ns each call waits before it runs
 }
 
 type fault struct {
@@ -68,7 +75,8 @@ type fault struct {
 func New() *Store {
 	return &Store{requests: map[int64]*requestRow{}, txs: map[int64]*txRow{},
 		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{}, calls: map[string]int{},
-		deliveries: map[int64][]payment.DeliveryAttempt{}}
+		deliveries: map[int64][]payment.DeliveryAttempt{},
+		jobs:       map[string]*jobRow{}, rows: map[string]*batch.RowRecord{}, open: map[string]int64{}}
 }
 
 // Fail makes the next n-th call of method (1: the next one) return err
@@ -164,6 +172,21 @@ func (s *Store) Outbox(id int64) *payment.NotifyEvent {
 	}
 	ev := clone(*row.outbox)
 	return &ev
+}
+
+// RequestsOf lists merchantID's payment requests, by id (a test's look:
+// no call is counted).
+func (s *Store) RequestsOf(merchantID string) []*payment.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*payment.Request
+	for _, row := range s.requests {
+		if row.r.MerchantID == merchantID {
+			out = append(out, row.out())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // TransactionsOfRequest lists a request's transactions, oldest first.
