@@ -143,7 +143,7 @@ func (e *fastEnv) upload(t testing.TB, name, content string) events.S3Event {
 // that a run waiting for a row lease that only the clock ends (a dead run's,
 // on the test clock that stands still during an invocation) fails and is
 // retried later, as on AWS. The sweep's runs take milliseconds.
-const invocationTimeout = 2 * time.Second
+const invocationTimeout = time.Second
 
 func invocation() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), invocationTimeout)
