@@ -136,6 +136,7 @@ var layerOf = map[string]int{
 	"internal/testing/bench":      layerTest,
 	"internal/testing/clientgen":  layerTest,
 	"internal/testing/crashtest":  layerTest,
+	"internal/testing/faults":     layerTest,
 	"internal/testing/memobjects": layerTest,
 	"internal/testing/memstore":   layerTest,
 	"internal/testing/motoserver": layerTest,

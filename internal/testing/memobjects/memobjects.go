@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/s3store"
+	"github.com/payreq/payreq/internal/testing/faults"
 )
 
 type object struct {
@@ -35,22 +36,14 @@ type object struct {
 type Store struct {
 	mu      sync.Mutex
 	objects map[string]*object
-	calls   map[string]int
-	faults  []fault
+	faults  faults.Plan
 	// Now stamps LastModified (default time.Now); S3 keeps whole seconds.
 	Now func() time.Time
 }
 
-type fault struct {
-	method string
-	call   int
-	err    error
-	after  bool
-}
-
 // New returns an empty bucket.
 func New() *Store {
-	return &Store{objects: map[string]*object{}, calls: map[string]int{}, Now: time.Now}
+	return &Store{objects: map[string]*object{}, Now: time.Now}
 }
 
 // Fail makes the next n-th call of method (1: the next one) return err
@@ -58,7 +51,7 @@ func New() *Store {
 func (s *Store) Fail(method string, n int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, fault{method: method, call: s.calls[method] + n, err: err})
+	s.faults.Fail(method, n, err)
 }
 
 // CrashAfter makes the next n-th call of method do its work and then
@@ -66,41 +59,25 @@ func (s *Store) Fail(method string, n int, err error) {
 func (s *Store) CrashAfter(method string, n int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, fault{method: method, call: s.calls[method] + n, err: err, after: true})
+	s.faults.CrashAfter(method, n, err)
 }
 
 // Calls returns how many times method was called.
 func (s *Store) Calls(method string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.calls[method]
+	return s.faults.Calls(method)
 }
 
 // CallCounts returns the calls made of every method.
 func (s *Store) CallCounts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for m, n := range s.calls {
-		out[m] = n
-	}
-	return out
+	return s.faults.Counts()
 }
 
 // begin counts a call of method (s.mu held).
-func (s *Store) begin(method string) (before, after error) {
-	s.calls[method]++
-	for _, f := range s.faults {
-		if f.method == method && f.call == s.calls[method] {
-			if f.after {
-				after = f.err
-			} else {
-				before = f.err
-			}
-		}
-	}
-	return before, after
-}
+func (s *Store) begin(method string) (before, after error) { return s.faults.Begin(method) }
 
 func notExist(op, key string) error {
 	return fmt.Errorf("memobjects: %s %s: %w", op, key, fs.ErrNotExist)

@@ -413,9 +413,5 @@ func (s *Store) ReassignBatchRow(_ context.Context, r *batch.RowRecord, newID in
 func (s *Store) CallCounts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for m, n := range s.calls {
-		out[m] = n
-	}
-	return out
+	return s.faults.Counts()
 }

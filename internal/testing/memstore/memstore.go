@@ -26,6 +26,7 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/testing/faults"
 )
 
 type requestRow struct {
@@ -54,8 +55,7 @@ type Store struct {
 	// deliveries are the recorded notification attempts by request, in
 	// the order recorded (notify.go).
 	deliveries map[int64][]payment.DeliveryAttempt
-	calls      map[string]int
-	faults     []*fault
+	faults     faults.Plan
 
 	// The batch processor's records (batch.go).
 	jobs    map[string]*jobRow          // merchantId#jobId
@@ -64,17 +64,10 @@ type Store struct {
 	latency atomic.Int64                // ns each call waits before it runs
 }
 
-type fault struct {
-	method string
-	call   int // the method's call number it fires on (1-based, counted from New)
-	err    error
-	after  bool // the write happens, then err is returned (a crash after the write)
-}
-
 // New returns an empty store.
 func New() *Store {
 	return &Store{requests: map[int64]*requestRow{}, txs: map[int64]*txRow{},
-		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{}, calls: map[string]int{},
+		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{},
 		deliveries: map[int64][]payment.DeliveryAttempt{},
 		jobs:       map[string]*jobRow{}, rows: map[string]*batch.RowRecord{}, open: map[string]int64{}}
 }
@@ -86,7 +79,7 @@ func (s *Store) Fail(method string, n int, err error) {
 	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, &fault{method: method, call: s.calls[method] + n, err: err})
+	s.faults.Fail(method, n, err)
 }
 
 // CrashAfter makes the next n-th call of method apply its write and then
@@ -96,7 +89,7 @@ func (s *Store) CrashAfter(method string, n int, err error) {
 	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, &fault{method: method, call: s.calls[method] + n, err: err, after: true})
+	s.faults.CrashAfter(method, n, err)
 }
 
 // SetLatency makes every call wait d before it runs, outside the lock, as
@@ -110,7 +103,7 @@ func (s *Store) Calls(method string) int {
 	s.wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.calls[method]
+	return s.faults.Calls(method)
 }
 
 func (s *Store) wait() {
@@ -121,19 +114,7 @@ func (s *Store) wait() {
 
 // begin counts a call of method (s.mu held) and returns the fault that
 // fires before it, or the one to fire after its write.
-func (s *Store) begin(method string) (before, after error) {
-	s.calls[method]++
-	for _, f := range s.faults {
-		if f.method == method && f.call == s.calls[method] {
-			if f.after {
-				after = f.err
-			} else {
-				before = f.err
-			}
-		}
-	}
-	return before, after
-}
+func (s *Store) begin(method string) (before, after error) { return s.faults.Begin(method) }
 
 // PutMerchant stores (a copy of) m.
 func (s *Store) PutMerchant(m *merchant.Merchant) {
