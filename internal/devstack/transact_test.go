@@ -100,6 +100,15 @@ func transactCorpus() []txCase {
 		},
 		want: []string{"cancelled[None ConditionalCheckFailed None]"}, state: "b{n=1}",
 	}, {
+		name: "a cancelled transaction puts back the items it updated and deleted",
+		build: func(k func(string) string, t *string) ([]map[string]dtypes.AttributeValue, []*dynamodb.TransactWriteItemsInput) {
+			return []map[string]dtypes.AttributeValue{txItem(k("a"), "1"), txItem(k("c"), "5")}, []*dynamodb.TransactWriteItemsInput{tx("",
+				incr(t, k("a")),
+				dtypes.TransactWriteItem{Delete: &dtypes.Delete{TableName: t, Key: txKey(k("c"))}},
+				dtypes.TransactWriteItem{Put: &dtypes.Put{TableName: t, Item: txItem(k("b"), "1"), ConditionExpression: aws.String("attribute_exists(pk)")}})}
+		},
+		want: []string{"cancelled[None None ConditionalCheckFailed]"}, state: "a{n=1} c{n=5}",
+	}, {
 		name: "every condition is evaluated",
 		build: func(k func(string) string, t *string) ([]map[string]dtypes.AttributeValue, []*dynamodb.TransactWriteItemsInput) {
 			return []map[string]dtypes.AttributeValue{txItem(k("a"), "1"), txItem(k("b"), "2")},
