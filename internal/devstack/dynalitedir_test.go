@@ -37,6 +37,10 @@ func TestDynaliteKeepsTablesOnDiskWhenAsked(t *testing.T) {
 		KeySchema:            []dtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dtypes.KeyTypeHash}}}); err != nil {
 		t.Fatal(err)
 	}
+	// A table is usable once ACTIVE (CreateTable answers CREATING).
+	if err := dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: table}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	key := map[string]dtypes.AttributeValue{"pk": &dtypes.AttributeValueMemberS{Value: "a"}}
 	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: key}); err != nil {
 		t.Fatal(err)
