@@ -1,4 +1,4 @@
-// Starts dynalite (same arguments as its CLI) with two additions.
+// Starts dynalite (same arguments as its CLI) with three additions.
 //
 // 1. dynalite does not handle a request whose client hangs up mid-body: node
 //    raises "Error: aborted" as an uncaught exception and the emulator dies,
@@ -18,6 +18,12 @@
 //    other request waits, in arrival order, and it waits for those in
 //    flight), so it never meets a concurrent one: no TransactionConflict
 //    locally (docs/testing.md says why nothing depends on it).
+// 3. Every read stream (Query, Scan, a table's deletion) closes its LevelDB
+//    iterator. dynalite 4.0's streams end an iterator with `return()`, a
+//    method abstract-level iterators lack (theirs is `close()`), so each
+//    Query or Scan left one open for the life of the process: on disk an
+//    open iterator pins LevelDB's memtables and files, and the emulator grew
+//    by about 60 kB a query (2.2 GB after 46,000 batch lines) and slowed.
 process.on("uncaughtException", (err) => {
   if (err && (err.message === "aborted" || err.code === "ECONNRESET")) {
     console.error("dynalite: a client aborted its request; ignored");
@@ -40,6 +46,7 @@ let store;
 const createStore = db.create;
 db.create = (options) => (store = createStore(options));
 const server = require("dynalite")(argv);
+require("./dynalite-streams.cjs")(store.db);
 const handle = server.listeners("request")[0];
 server.removeAllListeners("request");
 
@@ -398,3 +405,4 @@ server.listen(argv.port || 4567, argv.host || undefined, () => {
   const a = server.address();
   console.log("Dynalite listening at: http://%s:%s", argv.host || "localhost", a.port);
 });
+
