@@ -51,10 +51,8 @@ func newUser(t testing.TB, m testenv.Merchant, role string) *user {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if err := s.Store.CreateDashboardUser(context.Background(), &dashboard.User{Email: email, MerchantID: m.ID, Role: role,
-		PasswordHash: hash, CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Seeded(t, "dashboard user", s.Store.CreateDashboardUser(context.Background(), &dashboard.User{Email: email, MerchantID: m.ID, Role: role,
+		PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
 	return newBrowser(t, m.ID, email)
 }
 

@@ -81,9 +81,7 @@ func TestCheckoutSessionRefusedForPaidRequest(t *testing.T) {
 	now := time.Now().UTC()
 	paid := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestPaid, Amount: decimal.NewFromInt(5),
 		Unit: "EUR", RecipientName: "x", CreatedAt: now, UpdatedAt: now}
-	if err := s.Store.CreatePaymentRequest(context.Background(), paid); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Seeded(t, "payment request", s.Store.CreatePaymentRequest(context.Background(), paid))
 	id := strconv.FormatInt(paid.ID, 10)
 	if r := testenv.Do(t, "POST", base(t)+"/payment-requests/"+id+"/checkout-session", m.APIKey, nil); r.Status != 409 {
 		t.Fatalf("paid: %d %s", r.Status, r.Body)

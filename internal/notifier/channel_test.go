@@ -102,9 +102,7 @@ func TestPaymentCoreSendsEachChannelToItsQueue(t *testing.T) {
 		now := time.Now().UTC()
 		req := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("12.00"),
 			Unit: "EUR", CreatedAt: now, UpdatedAt: now}
-		if err := s.Store.CreatePaymentRequest(context.Background(), req); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Seeded(t, "payment request", s.Store.CreatePaymentRequest(context.Background(), req))
 		res, err := svc.Pay(context.Background(), m.Merchant, req.ID, payments.Attempt{Method: provider.MethodCard,
 			Payer: &payer.Data{Name: "Ann Lee", Email: "ann@example.com", PhoneNumber: "4915112345678", Address: "Main St 1",
 				City: "Berlin", State: "BE", PostalCode: "10115", Country: "DE"},
@@ -178,9 +176,7 @@ func TestFailedSendIsResentEvenWhileTheQueueIsBusy(t *testing.T) {
 	now := time.Now().UTC()
 	req := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("12.00"),
 		Unit: "EUR", CreatedAt: now, UpdatedAt: now}
-	if err := s.Store.CreatePaymentRequest(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Seeded(t, "payment request", s.Store.CreatePaymentRequest(context.Background(), req))
 	res, err := svc.Pay(context.Background(), m.Merchant, req.ID, payments.Attempt{Method: provider.MethodCard,
 		Card:              &card.Input{Holder: "Ann Lee", Number: "4111111111111111", Expiry: "12/" + strconv.Itoa(now.Year()%100+2), CVV: "123"},
 		CardholderPresent: true, Hosted: true})

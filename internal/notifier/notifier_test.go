@@ -113,15 +113,11 @@ func settleOn(t testing.TB, m testenv.Merchant, notifyURL string, crash bool, ch
 		Unit: "EUR", RecipientName: "Shop", ReferenceID: "order-9", Notes: "n", NotifyURL: notifyURL,
 		Client:        &payment.Client{ID: "c1", Name: "Ann", Email: "ann@example.com", Phone: "4915112345678", MemberID: "m1"},
 		TransactionID: ids.New(now), TransactionNumber: "TX1", TransactionStatus: &tx, CreatedAt: now, UpdatedAt: now}
-	if err := s.Store.CreatePaymentRequest(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Seeded(t, "payment request", s.Store.CreatePaymentRequest(context.Background(), req))
 	// The notifier builds from the stored transaction, so it must exist.
-	if err := s.Store.CreateTransaction(context.Background(), &payment.Transaction{ID: req.TransactionID, Number: "TX1",
+	testenv.Seeded(t, "transaction", s.Store.CreateTransaction(context.Background(), &payment.Transaction{ID: req.TransactionID, Number: "TX1",
 		PaymentRequestID: req.ID, MerchantID: m.ID, Status: payment.TxApproved, Message: "Approved", Method: "wallet", Channel: ch,
-		Amount: req.Amount, Unit: req.Unit, Reference: payment.ChargeReference(req.TransactionID), CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+		Amount: req.Amount, Unit: req.Unit, Reference: payment.ChargeReference(req.TransactionID), CreatedAt: now, UpdatedAt: now}))
 	ev, err := payment.NewNotifyEvent(req, req.TransactionID, payment.TxApproved, payment.LastLog{TransactionStatusID: 1, Message: "Approved"}, now)
 	if err != nil {
 		t.Fatal(err)
