@@ -62,8 +62,8 @@ bench: $(EMULATORS)
 # A 1,000,000-line file through the local emulators and the real payment
 # service (docs/batch.md, "A million rows"): one result line per input line,
 # every valid line charged exactly once; time and peak memory printed.
-# About 70 minutes: run it on an otherwise idle machine. dynalite keeps its
-# tables in its heap (about 8 kB a line: give node 16 GB); with less memory,
+# About 100 minutes: run it on an otherwise idle machine. dynalite keeps its
+# tables in its heap (9 GB at a million lines: node gets 16 GB); with less memory,
 # MILLION_DB=<dir> keeps them on disk, about half as fast.
 MILLION_HEAP_MB ?= 16384
 batch-million: $(EMULATORS)
