@@ -40,13 +40,14 @@ process.on("uncaughtException", (err) => {
 const crc32 = require("buffer-crc32");
 const { createHash } = require("crypto");
 const argv = require("minimist")(process.argv.slice(2));
-// dynalite keeps its store private: catch it as dynalite creates it, so a
-// transaction's steps run in-process (no HTTP round trip per step).
-const memoryLevel = require("memory-level"); // the instance dynalite/db loads
+// Addition 4, before dynalite/db loads memory-level and takes its class.
+const memoryLevel = require("memory-level");
 const { MemoryLevel } = memoryLevel;
 memoryLevel.MemoryLevel = class extends MemoryLevel {
   constructor(options) { super({ ...options, storeEncoding: "utf8" }); }
 };
+// dynalite keeps its store private: catch it as dynalite creates it, so a
+// transaction's steps run in-process (no HTTP round trip per step).
 const db = require("dynalite/db");
 cacheParses(require("dynalite/db/conditionParser"));
 cacheParses(require("dynalite/db/updateParser"));
@@ -55,7 +56,7 @@ let store;
 const createStore = db.create;
 db.create = (options) => (store = createStore(options));
 const server = require("dynalite")(argv);
-require("./dynalite-streams.cjs")(store.db);
+require("./dynalite-streams.cjs")(store.db); // addition 3
 const handle = server.listeners("request")[0];
 server.removeAllListeners("request");
 
@@ -414,4 +415,3 @@ server.listen(argv.port || 4567, argv.host || undefined, () => {
   const a = server.address();
   console.log("Dynalite listening at: http://%s:%s", argv.host || "localhost", a.port);
 });
-
