@@ -70,7 +70,7 @@ func TestAnyFailedStoreCallLosesNoLine(t *testing.T) {
 	f := newFixture(t)
 	run := func(t *testing.T, failAt int64, applied bool) int64 {
 		t.Helper()
-		clk := newTestClock()
+		clk := newRunningTestClock()
 		db := &faultyDB{Client: dynamodb.NewFromConfig(f.cfg), failAt: failAt, applied: applied}
 		p, pay, queueURL := f.processor(t, func(c *batchproc.Config) { c.PartSize, c.Concurrency, c.MaxLinesPerRun = 300, 3, 15 },
 			func(d *batchproc.Deps) { d.Store, d.Now = dynamo.New(db, f.tables), clk.Now })

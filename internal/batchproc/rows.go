@@ -540,9 +540,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 			// The claim may have reached the table while the context was
 			// being cancelled: free it (best effort; only this owner's claim
 			// is released), so Lambda's retry needs not wait out its lease.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = r.p.Store.ReleaseBatchRow(rctx, rec)
-			cancel()
+			r.releaseRow(ctx, rec)
 		}
 		return batch.Result{}, err
 	}
@@ -553,9 +551,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		}
 		// Let a retry take the row over at once (best effort: otherwise
 		// its lease lapses).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_ = r.p.Store.ReleaseBatchRow(rctx, rec)
-		cancel()
+		r.releaseRow(ctx, rec)
 		return batch.Result{}, err
 	}
 	if err := r.p.hit(crashpoint.BatchAfterRowCharge); err != nil {
@@ -626,18 +622,30 @@ func (r *jobRun) claimRows(ctx context.Context, group []*rowTask) {
 
 // releaseClaims frees the group claims of lines that will not be charged
 // in this run (it is ending), so that the retry needs not wait out their
-// lease. Best effort: otherwise the lease lapses.
+// lease. Best effort: otherwise the lease lapses. Each release has its own
+// time, so a slow table does not leave a group's last claims held.
 func (r *jobRun) releaseClaims(ctx context.Context, ts []*rowTask) {
 	if r.crashed.Load() { // a simulated death cleans nothing up
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
 	for _, t := range ts {
 		if t.claimed != nil {
-			_ = r.p.Store.ReleaseBatchRow(rctx, t.claimed)
+			r.releaseRow(ctx, t.claimed)
 		}
 	}
+}
+
+// releaseTimeout bounds one best-effort release of a row's claim: a
+// failing run's clean-up, which must not hold up the retry for long.
+const releaseTimeout = 2 * time.Second
+
+// releaseRow ends this run's claim on rec (best effort), also when ctx
+// was cancelled: the run is failing and its retry should take the row at
+// once instead of waiting out its lease.
+func (r *jobRun) releaseRow(ctx context.Context, rec *batch.RowRecord) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = r.p.Store.ReleaseBatchRow(rctx, rec)
 }
 
 // resumeOwn handles this line's own record found claimed: its stored result
