@@ -284,19 +284,44 @@ func untilNextWindowIfLate(need time.Duration) {
 	}
 }
 
+// inOneWindow runs a burst that must fit in one fixed minute window of the
+// rate limits and reports its last answer. A burst that crossed into the
+// next window (a loaded machine: 300 requests took 56 s) proves nothing
+// about the limit and is run again, from a fresh budget (try: 0, 1, 2).
+func inOneWindow(t *testing.T, need time.Duration, burst func(try int) answer) answer {
+	t.Helper()
+	var last answer
+	for try := range 3 {
+		untilNextWindowIfLate(need)
+		start := time.Now().Unix() / 60
+		last = burst(try)
+		if time.Now().Unix()/60 == start {
+			return last
+		}
+		t.Logf("burst %d crossed a window's end; running it again", try+1)
+	}
+	t.Fatal("every burst crossed a window's end")
+	return last
+}
+
 func TestUnauthenticatedEndpointsAreRateLimited(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	_, link := create(t, m)
 
 	// Per link: 120 a minute from one address.
 	c := fromIP("127.0.0.2")
-	untilNextWindowIfLate(20 * time.Second)
-	var last answer
-	for i := 0; i < 121; i++ {
-		if last = get(t, c, link); i < 120 && last.status != http.StatusSeeOther {
-			t.Fatalf("request %d on the link: %d %s", i+1, last.status, last.body)
+	last := inOneWindow(t, 20*time.Second, func(try int) answer {
+		if try > 0 {
+			_, link = create(t, m) // a fresh link's budget
 		}
-	}
+		var last answer
+		for i := 0; i < 121; i++ {
+			if last = get(t, c, link); i < 120 && last.status != http.StatusSeeOther {
+				t.Fatalf("request %d on the link: %d %s", i+1, last.status, last.body)
+			}
+		}
+		return last
+	})
 	if ra, _ := strconv.Atoi(last.header.Get("Retry-After")); last.status != 429 || ra < 1 || ra > 60 {
 		t.Fatalf("121st request on one link: %d Retry-After %q", last.status, last.header.Get("Retry-After"))
 	}
@@ -306,26 +331,29 @@ func TestUnauthenticatedEndpointsAreRateLimited(t *testing.T) {
 	}
 
 	// Per client IP: 300 a minute, whatever the link or token.
-	c = fromIP("127.0.0.3")
-	untilNextWindowIfLate(30 * time.Second)
-	for i := 0; i < 301; i++ {
-		if i%2 == 0 {
-			last = get(t, c, base(t)+"/pay/"+strconv.Itoa(i))
-		} else {
-			req, _ := http.NewRequest("GET", base(t)+"/checkout/api/status", nil)
-			req.Header.Set("X-Checkout-Token", "pct_guess"+strconv.Itoa(i)+".x")
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
+	last = inOneWindow(t, 30*time.Second, func(try int) answer {
+		c := fromIP("127.0.0." + strconv.Itoa(3+2*try)) // .3, .5, .7: a fresh address's budget
+		var last answer
+		for i := 0; i < 301; i++ {
+			if i%2 == 0 {
+				last = get(t, c, base(t)+"/pay/"+strconv.Itoa(i))
+			} else {
+				req, _ := http.NewRequest("GET", base(t)+"/checkout/api/status", nil)
+				req.Header.Set("X-Checkout-Token", "pct_guess"+strconv.Itoa(i)+".x")
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = answer{resp.StatusCode, resp.Header, b}
 			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			last = answer{resp.StatusCode, resp.Header, b}
+			if i < 300 && last.status == 429 {
+				t.Fatalf("request %d from one address refused", i+1)
+			}
 		}
-		if i < 300 && last.status == 429 {
-			t.Fatalf("request %d from one address refused", i+1)
-		}
-	}
+		return last
+	})
 	if last.status != 429 || last.header.Get("Retry-After") == "" {
 		t.Fatalf("301st request from one address: %d %s", last.status, last.body)
 	}
