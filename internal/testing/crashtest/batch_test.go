@@ -69,12 +69,22 @@ func crashBatchAtEveryPoint(t *testing.T, last **proc) {
 				t.Fatalf("result file has %d lines for %d input lines", len(lines), rows)
 			}
 			for i, l := range lines {
-				if l[0] != strconv.Itoa(i+1) || l[1] != "approved" {
+				// A charge the death cut off before it reached the acquirer
+				// is closed there on the replay's lookup and reported
+				// declined 001, with no money moved (a loaded run cut one
+				// off); every other line is approved, and paid once.
+				cutOff := len(l) > 5 && l[1] == "declined" && l[5] == "001"
+				if l[0] != strconv.Itoa(i+1) || l[1] != "approved" && !cutOff {
 					t.Fatalf("line %d: %v, want row %d approved", i+1, l, i+1)
 				}
 				id, err := strconv.ParseInt(l[2], 10, 64)
 				if err != nil {
 					t.Fatalf("line %d has no payment request id: %v", i+1, l)
+				}
+				if cutOff {
+					t.Logf("line %d: its charge was cut off before the acquirer: %v", i+1, l)
+					checkNotPaid(t, p, id)
+					continue
 				}
 				checkPaidOnceNoAudit(t, p, id)
 			}

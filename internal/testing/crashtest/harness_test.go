@@ -296,6 +296,20 @@ func checkPaidOnce(t *testing.T, p *proc, requestID int64) {
 // checkPaidOnceNoAudit is checkPaidOnce without the audit of the whole
 // tables (tests running side by side audit once, when all have ended: one
 // test's job waiting out its lease is not another's violation).
+// checkNotPaid: requestID's attempts all ended and none was approved.
+func checkNotPaid(t *testing.T, p *proc, requestID int64) {
+	t.Helper()
+	txs, err := p.store(t).TransactionsOfRequest(context.Background(), requestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tx := range txs {
+		if tx.Status == payment.TxApproved || !tx.Status.Final() {
+			t.Errorf("request %d reported not charged has transaction %d in status %d", requestID, tx.ID, tx.Status)
+		}
+	}
+}
+
 func checkPaidOnceNoAudit(t *testing.T, p *proc, requestID int64) {
 	t.Helper()
 	ctx := context.Background()
