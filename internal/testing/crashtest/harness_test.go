@@ -293,9 +293,6 @@ func checkPaidOnce(t *testing.T, p *proc, requestID int64) {
 	auditClean(t, p)
 }
 
-// checkPaidOnceNoAudit is checkPaidOnce without the audit of the whole
-// tables (tests running side by side audit once, when all have ended: one
-// test's job waiting out its lease is not another's violation).
 // checkNotPaid: requestID's attempts all ended and none was approved.
 func checkNotPaid(t *testing.T, p *proc, requestID int64) {
 	t.Helper()
@@ -310,6 +307,9 @@ func checkNotPaid(t *testing.T, p *proc, requestID int64) {
 	}
 }
 
+// checkPaidOnceNoAudit is checkPaidOnce without the audit of the whole
+// tables (tests running side by side audit once, when all have ended: one
+// test's job waiting out its lease is not another's violation).
 func checkPaidOnceNoAudit(t *testing.T, p *proc, requestID int64) {
 	t.Helper()
 	ctx := context.Background()
