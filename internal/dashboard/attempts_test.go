@@ -89,13 +89,18 @@ func countStatus(ps []page, status int) int {
 	return n
 }
 
-func locked(t *testing.T, who *user) bool {
+func storedUser(t *testing.T, who *user) *dashboard.User {
 	t.Helper()
 	u, err := testenv.Stack(t).Store.DashboardUser(context.Background(), who.merchant, who.email)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return time.Now().Before(u.LockedUntil)
+	return u
+}
+
+func locked(t *testing.T, who *user) bool {
+	t.Helper()
+	return time.Now().Before(storedUser(t, who).LockedUntil)
 }
 
 func mixed(right string, wrong func(i int) string) []string {
@@ -109,10 +114,7 @@ func mixed(right string, wrong func(i int) string) []string {
 
 func lockedNow(t *testing.T, who *user) *dashboard.User {
 	t.Helper()
-	u, err := testenv.Stack(t).Store.DashboardUser(context.Background(), who.merchant, who.email)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := storedUser(t, who)
 	// A right secret among the burst takes back the failures counted before
 	// it (not the lock), so the count may be below MaxFailures, and is 0 when
 	// the right one was the attempt that reached the limit (CI's moto pass);
@@ -133,20 +135,12 @@ func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
 	if opened > 1 {
 		t.Errorf("%d sessions from one right password", opened)
 	}
-	// The right password takes back the failures counted before it, so a
-	// burst locks for certain once 2×MaxFailures−1 wrong ones were refused.
-	// On a loaded machine most of the burst may be answered "busy" (429,
-	// never checked): then the lock must follow from the failures still to
-	// come, one at a time.
-	if refused := countStatus(ps, http.StatusUnauthorized); refused < 2*dashboard.MaxFailures-1 {
-		t.Logf("only %d of %d refused outright under load; topping the failures up one at a time", refused, burst)
-		for i := 0; i < dashboard.MaxFailures && !locked(t, u); i++ {
-			b := newBrowser(t, u.merchant, u.email)
-			b.base = u.base
-			b.post("/dashboard/login", url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))}, "merchant": {u.merchant},
-				"email": {u.email}, "password": {"wrong again " + strconv.Itoa(i)}})
-		}
-	}
+	topUpUnderLoad(t, u, ps, func(i int) {
+		b := newBrowser(t, u.merchant, u.email)
+		b.base = u.base
+		b.post("/dashboard/login", url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))}, "merchant": {u.merchant},
+			"email": {u.email}, "password": {"wrong again " + strconv.Itoa(i)}})
+	})
 	lockedNow(t, u)
 	right := make([]string, burst)
 	for i := range right {
@@ -164,10 +158,7 @@ func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
 func TestNoPasswordIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 	c := newClock()
 	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
-	stored, err := testenv.Stack(t).Store.DashboardUser(context.Background(), u.merchant, u.email)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := storedUser(t, u)
 	var checks atomic.Int32
 	base := clockedDashboardWith(t, c, func(d *dashboard.Deps) {
 		check := d.CheckPassword
@@ -198,7 +189,7 @@ func TestNoPasswordIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 	c.Add(after.LockedUntil.Sub(c.Now()) + time.Second)
 	u.base = base
 	u.mustSignIn()
-	if got, _ := testenv.Stack(t).Store.DashboardUser(context.Background(), u.merchant, u.email); got.Failures != 0 {
+	if got := storedUser(t, u); got.Failures != 0 {
 		t.Errorf("failures after a right password: %d", got.Failures)
 	}
 }
@@ -248,10 +239,45 @@ func TestParallelTOTPAttemptsKeepTheLockout(t *testing.T) {
 	code, _ := dashboard.TOTPCode(secret, dashboard.TOTPStep(time.Now()))
 	wrong := wrongCode(t, secret)
 	ps := codeBurst(t, u, mixed(code, func(i int) string { return wrong }))
-	if n := tally(t, "codes at once", ps, "/dashboard/overview"); n > 1 {
-		t.Errorf("%d sessions from one code", n)
+	opened := tally(t, "codes at once", ps, "/dashboard/overview")
+	if opened > 1 {
+		t.Errorf("%d sessions from one code", opened)
 	}
+	// Every code checked was counted first: with no sign-in to take
+	// failures back and no lock, each refusal is a failure on record.
+	if refused := countStatus(ps, http.StatusUnauthorized); opened == 0 && !locked(t, u) {
+		if stored := storedUser(t, u); stored.Failures < refused {
+			t.Errorf("%d codes refused, %d failures counted", refused, stored.Failures)
+		}
+	}
+	topUpUnderLoad(t, u, ps, func(int) {
+		form := u.get("/dashboard/totp")
+		if form.status != http.StatusOK { // the right code signed in and ended the pending session
+			if p := u.signIn(password); p.header.Get("Location") != "/dashboard/totp" {
+				t.Fatalf("password step again: %d %s", p.status, p.header.Get("Location"))
+			}
+			form = u.get("/dashboard/totp")
+		}
+		u.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, form)}, "code": {wrong}})
+	})
 	lockedNow(t, u)
+}
+
+// topUpUnderLoad sends failures one at a time (fail) until the account
+// locks, when too few of a burst were refused outright to lock it for
+// certain. A right secret in the burst takes back the failures counted
+// before it, so a burst locks for certain once 2×MaxFailures−1 wrong ones
+// were refused; on a loaded machine most of it may be answered "busy"
+// (429, never checked), and the lock must then follow from the failures
+// still to come.
+func topUpUnderLoad(t *testing.T, u *user, ps []page, fail func(i int)) {
+	t.Helper()
+	if refused := countStatus(ps, http.StatusUnauthorized); refused < 2*dashboard.MaxFailures-1 {
+		t.Logf("only %d of %d refused outright under load; topping the failures up one at a time", refused, burst)
+		for i := 0; i < dashboard.MaxFailures && !locked(t, u); i++ {
+			fail(i)
+		}
+	}
 }
 
 // With a probe on the sealer (opening the TOTP secret is checking a code):

@@ -2,12 +2,14 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
@@ -23,10 +25,46 @@ type CallCounter struct {
 	// ledger: in production they are the acquirer's (an HTTPS call to
 	// Stripe), not the service's, so budgets count them apart.
 	acquirer []bool
+	// disturbed counts the calls that failed for the moment (Disturbed).
+	disturbed int
 }
 
 // Reset forgets recorded calls.
-func (c *CallCounter) Reset() { c.mu.Lock(); c.calls, c.acquirer = nil, nil; c.mu.Unlock() }
+func (c *CallCounter) Reset() {
+	c.mu.Lock()
+	c.calls, c.acquirer, c.disturbed = nil, nil, 0
+	c.mu.Unlock()
+}
+
+// Disturbed returns how many calls since the last Reset failed for the
+// moment (isTransient: a timeout, a 5xx, throttling, a transaction
+// conflict). The service answers such a failure with calls of its own (a
+// retried transaction, a repeated charge's lookup), so a count taken across
+// one measures the machine's load, not the design.
+func (c *CallCounter) Disturbed() int { c.mu.Lock(); defer c.mu.Unlock(); return c.disturbed }
+
+// isTransient reports whether err is a failure of the moment rather than
+// an answer: the call ran out of time, the SDK gave up retrying a 5xx, a
+// throttle or a dropped connection, or a transaction was cancelled for
+// anything but the conditions it carried (a conflict with another
+// transaction, throttling).
+func isTransient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		for _, r := range tc.CancellationReasons {
+			if code := aws.ToString(r.Code); code != "" && code != "None" && code != "ConditionalCheckFailed" {
+				return true
+			}
+		}
+		return false
+	}
+	var conflict *types.TransactionConflictException
+	return errors.As(err, &conflict) ||
+		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+}
 
 // Calls returns "Service.Operation" for each call since the last Reset.
 func (c *CallCounter) Calls() []string {
@@ -87,7 +125,13 @@ func CountingAWSConfig(tb testing.TB) (aws.Config, *CallCounter) {
 				c.calls = append(c.calls, awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx))
 				c.acquirer = append(c.acquirer, touchesLedger(in.Parameters))
 				c.mu.Unlock()
-				return next.HandleInitialize(ctx, in)
+				out, md, err := next.HandleInitialize(ctx, in)
+				if err != nil && isTransient(err) {
+					c.mu.Lock()
+					c.disturbed++
+					c.mu.Unlock()
+				}
+				return out, md, err
 			}), middleware.After)
 	})
 	return cfg, c
