@@ -48,9 +48,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // fixture is the shared local stack seen from a test: a store over every
 // table, the batch bucket, and an AWS config (optionally call-counting).
 type fixture struct {
-	stack   *devstack.Stack
-	cfg     aws.Config
-	store   *dynamo.Store
+	stack *devstack.Stack
+	cfg   aws.Config
+	store *dynamo.Store
+	// inspect reads what the tests check with more patience than the
+	// service's own client (10 attempts, not 3): an emulator that stalls for
+	// 15 s on a loaded machine fails the service's call, which the service
+	// must survive, not the test's look at the outcome.
+	inspect *dynamo.Store
 	tables  dynamo.Tables
 	objects *s3store.Store
 	bucket  string
@@ -75,7 +80,9 @@ func fixtureWith(t testing.TB, s *devstack.Stack, cfg aws.Config) *fixture {
 	if bucket == "" {
 		t.Fatal("the template has no BatchBucket")
 	}
-	return &fixture{stack: s, cfg: cfg, store: dynamo.New(dynamodb.NewFromConfig(cfg), tables), tables: tables,
+	patient := func(o *dynamodb.Options) { o.RetryMaxAttempts = 10 }
+	return &fixture{stack: s, cfg: cfg, store: dynamo.New(dynamodb.NewFromConfig(cfg), tables),
+		inspect: dynamo.New(dynamodb.NewFromConfig(cfg, patient), tables), tables: tables,
 		objects: s3store.New(s3store.NewClient(cfg), bucket), bucket: bucket, sqs: sqs.NewFromConfig(cfg)}
 }
 
@@ -253,7 +260,7 @@ func (f *fixture) upload(t testing.TB, merchantID, name string, content []byte) 
 // as its charges ("30 charges (want 24)"), turning one failure into several.
 func (f *fixture) forgetOpenJobs(t testing.TB, merchantID string) {
 	ctx := context.Background()
-	open, err := f.store.OpenBatchJobs(ctx)
+	open, err := f.inspect.OpenBatchJobs(ctx)
 	if err != nil {
 		t.Logf("open batch jobs of %s not forgotten: %v", merchantID, err)
 		return
@@ -337,7 +344,7 @@ func (f *fixture) result(t testing.TB, merchantID, name string) string {
 
 func (f *fixture) jobs(t testing.TB, merchantID, name string) []*batch.Job {
 	t.Helper()
-	jobs, err := f.store.BatchJobs(context.Background(), merchantID, name)
+	jobs, err := f.inspect.BatchJobs(context.Background(), merchantID, name)
 	if err != nil {
 		t.Fatal(err)
 	}

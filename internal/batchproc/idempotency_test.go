@@ -39,7 +39,7 @@ func (f *fixture) checkOnePaymentEach(t *testing.T, lines []resultLine) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		txs, err := f.store.TransactionsOfRequest(context.Background(), id)
+		txs, err := f.inspect.TransactionsOfRequest(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,13 +73,13 @@ func (f *fixture) checkNoOtherPayments(t *testing.T, merchantID string, lines []
 	}
 	q := dynamo.PaymentQuery{MerchantID: merchantID, Limit: 100}
 	for {
-		reqs, cursor, err := f.store.PaymentRequestsOf(context.Background(), q)
+		reqs, cursor, err := f.inspect.PaymentRequestsOf(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range reqs {
 			if id := strconv.FormatInt(r.ID, 10); !named[id] {
-				txs, _ := f.store.TransactionsOfRequest(context.Background(), r.ID)
+				txs, _ := f.inspect.TransactionsOfRequest(context.Background(), r.ID)
 				t.Errorf("payment request %s (%s, reference %s, %d transactions) is named by no result line", id, r.Status, r.ReferenceID, len(txs))
 			}
 		}
