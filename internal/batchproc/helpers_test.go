@@ -51,10 +51,8 @@ type fixture struct {
 	stack *devstack.Stack
 	cfg   aws.Config
 	store *dynamo.Store
-	// inspect reads what the tests check with more patience than the
-	// service's own client (10 attempts, not 3): an emulator that stalls for
-	// 15 s on a loaded machine fails the service's call, which the service
-	// must survive, not the test's look at the outcome.
+	// inspect reads what the tests check (testenv.PatientStore): a stalled
+	// emulator may fail the service's calls, not the test's look at them.
 	inspect *dynamo.Store
 	tables  dynamo.Tables
 	objects *s3store.Store
@@ -74,15 +72,13 @@ func newFixture(t testing.TB) *fixture {
 
 func fixtureWith(t testing.TB, s *devstack.Stack, cfg aws.Config) *fixture {
 	t.Helper()
-	tables := dynamo.Tables{Merchants: s.Resources.Tables["MerchantsTable"], PaymentRequests: s.Resources.Tables["PaymentRequestsTable"],
-		Operations: s.Resources.Tables["OperationsTable"], Transactions: s.Resources.Tables["TransactionsTable"]}
+	tables := s.Tables()
 	bucket := s.Resources.Buckets["BatchBucket"]
 	if bucket == "" {
 		t.Fatal("the template has no BatchBucket")
 	}
-	patient := func(o *dynamodb.Options) { o.RetryMaxAttempts = 10 }
 	return &fixture{stack: s, cfg: cfg, store: dynamo.New(dynamodb.NewFromConfig(cfg), tables),
-		inspect: dynamo.New(dynamodb.NewFromConfig(cfg, patient), tables), tables: tables,
+		inspect: testenv.PatientStore(t, s), tables: tables,
 		objects: s3store.New(s3store.NewClient(cfg), bucket), bucket: bucket, sqs: sqs.NewFromConfig(cfg)}
 }
 

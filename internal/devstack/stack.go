@@ -199,10 +199,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for id, q := range s.Resources.Queues {
 		s.Info.Queues[id] = q.URL
 	}
-	tables := dynamo.Tables{Merchants: s.Resources.Tables["MerchantsTable"],
-		PaymentRequests: s.Resources.Tables["PaymentRequestsTable"], Operations: s.Resources.Tables["OperationsTable"],
-		Transactions: s.Resources.Tables["TransactionsTable"]}
-	s.Store = dynamo.New(dynamodb.NewFromConfig(cfg), tables)
+	s.Store = dynamo.New(dynamodb.NewFromConfig(cfg), s.Tables())
 	sealer, err := seal.New(sealKey)
 	if err != nil {
 		return nil, err
@@ -374,6 +371,13 @@ func (s *Stack) writeEnvFile(overrides map[string]string) error {
 
 // Gateway returns the local HTTP API (to mount extra local-only routes).
 func (s *Stack) Gateway() *Gateway { return s.gateway }
+
+// Tables names the stack's DynamoDB tables, as the template provisioned them.
+func (s *Stack) Tables() dynamo.Tables {
+	return dynamo.Tables{Merchants: s.Resources.Tables["MerchantsTable"],
+		PaymentRequests: s.Resources.Tables["PaymentRequestsTable"], Operations: s.Resources.Tables["OperationsTable"],
+		Transactions: s.Resources.Tables["TransactionsTable"]}
+}
 
 // Close stops the server and the emulators and removes stack.json.
 func (s *Stack) Close() {

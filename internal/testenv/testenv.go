@@ -17,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
@@ -95,6 +99,20 @@ func Backend(tb testing.TB) string {
 // documents; dynalite ignores the parameter.
 func ReturnsItemOnConditionFailure(tb testing.TB) bool {
 	return Backend(tb) != devstack.BackendDynalite
+}
+
+// PatientStore is a store over s's tables for what a test seeds and checks,
+// with more patience than the service's own client (10 attempts, not 3). An
+// emulator that stalls for 15 s on a loaded machine may fail the service's
+// call, which the service must survive, but must not fail the test's look
+// at the outcome. Code under test keeps the production client.
+func PatientStore(tb testing.TB, s *devstack.Stack) *dynamo.Store {
+	tb.Helper()
+	cfg, err := awsconfig.Load(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dynamo.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = 10 }), s.Tables())
 }
 
 // StateDir is the shared stack's state directory.
