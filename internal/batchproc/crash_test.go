@@ -98,7 +98,7 @@ func (f *fixture) checkEnded(t *testing.T, merchantID, name, state string) {
 	if _, err := f.objects.Head(ctx, batchproc.IncomingPrefix+merchantID+"/"+name); err == nil {
 		t.Error("the upload is left after the job ended")
 	}
-	open, err := f.inspect.OpenBatchJobs(ctx)
+	open, err := f.testStore.OpenBatchJobs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

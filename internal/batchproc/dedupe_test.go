@@ -94,12 +94,12 @@ func TestDedupeByReferenceAndFingerprint(t *testing.T) {
 	mac := hmac.New(sha256.New, testFingerprintKey)
 	mac.Write([]byte("v1\x00" + "5555555555554444" + "\x00" + "4" + "\x00" + "USD"))
 	key := dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(mac.Sum(nil)))
-	rec, err := f.store.BatchRowRecord(ctx, m.ID, key, clk.Now().Add(-time.Hour)) // written 24 h ago
+	rec, err := f.testStore.BatchRowRecord(ctx, m.ID, key, clk.Now().Add(-time.Hour)) // written 24 h ago
 	if err != nil || rec.File != "corrected.csv" || rec.Row != 4 {
 		t.Fatalf("fingerprint record: %+v %v", rec, err)
 	}
 	plain := sha256.Sum256([]byte("5555555555554444"))
-	if _, err := f.store.BatchRowRecord(ctx, m.ID, dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(plain[:])), clk.Now()); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := f.testStore.BatchRowRecord(ctx, m.ID, dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(plain[:])), clk.Now()); !errors.Is(err, dynamo.ErrNotFound) {
 		t.Errorf("a plain hash of the card finds a record: %v", err)
 	}
 	item, err := dynamodb.NewFromConfig(f.cfg).GetItem(ctx, &dynamodb.GetItemInput{

@@ -211,7 +211,7 @@ func firstCharge(t *testing.T, f *fixture, merchantID, tag string) time.Time {
 	for _, l := range parseResult(t, f.result(t, merchantID, tag+".csv")) {
 		var id int64
 		fmt.Sscan(l.txID, &id)
-		tx, err := f.store.Transaction(context.Background(), id)
+		tx, err := f.testStore.Transaction(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

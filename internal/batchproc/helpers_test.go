@@ -50,14 +50,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type fixture struct {
 	stack *devstack.Stack
 	cfg   aws.Config
-	store *dynamo.Store
-	// inspect reads what the tests check (testenv.PatientStore): a stalled
-	// emulator may fail the service's calls, not the test's look at them.
-	inspect *dynamo.Store
-	tables  dynamo.Tables
-	objects *s3store.Store
-	bucket  string
-	sqs     *sqs.Client
+	// store is the code under test's (the service's client); testStore is
+	// the one a test seeds and checks through (testenv.PatientStore): a
+	// stalled emulator may fail the service's calls, not the test's own.
+	store, testStore *dynamo.Store
+	tables           dynamo.Tables
+	objects          *s3store.Store
+	bucket           string
+	sqs              *sqs.Client
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -78,7 +78,7 @@ func fixtureWith(t testing.TB, s *devstack.Stack, cfg aws.Config) *fixture {
 		t.Fatal("the template has no BatchBucket")
 	}
 	return &fixture{stack: s, cfg: cfg, store: dynamo.New(dynamodb.NewFromConfig(cfg), tables),
-		inspect: testenv.PatientStore(t, s), tables: tables,
+		testStore: testenv.PatientStore(t, s), tables: tables,
 		objects: s3store.New(s3store.NewClient(cfg), bucket), bucket: bucket, sqs: sqs.NewFromConfig(cfg)}
 }
 
@@ -215,7 +215,7 @@ func (f *fixture) processor(t testing.TB, tune func(*batchproc.Config), deps ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	counting := &countingPay{svc: svc, store: f.store}
+	counting := &countingPay{svc: svc, store: f.testStore}
 	queueURL := f.newQueue(t)
 	cfg := batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL}
 	if tune != nil {
@@ -256,14 +256,14 @@ func (f *fixture) upload(t testing.TB, merchantID, name string, content []byte) 
 // as its charges ("30 charges (want 24)"), turning one failure into several.
 func (f *fixture) forgetOpenJobs(t testing.TB, merchantID string) {
 	ctx := context.Background()
-	open, err := f.inspect.OpenBatchJobs(ctx)
+	open, err := f.testStore.OpenBatchJobs(ctx)
 	if err != nil {
 		t.Logf("open batch jobs of %s not forgotten: %v", merchantID, err)
 		return
 	}
 	for _, o := range open {
 		if o.MerchantID == merchantID {
-			if err := f.store.CloseBatchJob(ctx, o.MerchantID, o.JobID); err != nil {
+			if err := f.testStore.CloseBatchJob(ctx, o.MerchantID, o.JobID); err != nil {
 				t.Logf("open batch job %s not forgotten: %v", o.JobID, err)
 			}
 		}
@@ -340,7 +340,7 @@ func (f *fixture) result(t testing.TB, merchantID, name string) string {
 
 func (f *fixture) jobs(t testing.TB, merchantID, name string) []*batch.Job {
 	t.Helper()
-	jobs, err := f.inspect.BatchJobs(context.Background(), merchantID, name)
+	jobs, err := f.testStore.BatchJobs(context.Background(), merchantID, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func newSFTPMerchant(t testing.TB, f *fixture) sftpMerchant {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := f.store.SetSFTPPassword(ctx, m.ID, sm.user, hash, time.Now()); err != nil {
+	if err := f.testStore.SetSFTPPassword(ctx, m.ID, sm.user, hash, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -510,7 +510,7 @@ func newSFTPMerchant(t testing.TB, f *fixture) sftpMerchant {
 		t.Fatal(err)
 	}
 	sshPub, _ := ssh.NewPublicKey(pub)
-	if err := f.store.AddSFTPKey(ctx, m.ID, sm.user, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))+" batch-test", time.Now()); err != nil {
+	if err := f.testStore.AddSFTPKey(ctx, m.ID, sm.user, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))+" batch-test", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return sm

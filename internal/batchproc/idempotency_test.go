@@ -39,7 +39,7 @@ func (f *fixture) checkOnePaymentEach(t *testing.T, lines []resultLine) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		txs, err := f.inspect.TransactionsOfRequest(context.Background(), id)
+		txs, err := f.testStore.TransactionsOfRequest(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,13 +73,13 @@ func (f *fixture) checkNoOtherPayments(t *testing.T, merchantID string, lines []
 	}
 	q := dynamo.PaymentQuery{MerchantID: merchantID, Limit: 100}
 	for {
-		reqs, cursor, err := f.inspect.PaymentRequestsOf(context.Background(), q)
+		reqs, cursor, err := f.testStore.PaymentRequestsOf(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range reqs {
 			if id := strconv.FormatInt(r.ID, 10); !named[id] {
-				txs, _ := f.inspect.TransactionsOfRequest(context.Background(), r.ID)
+				txs, _ := f.testStore.TransactionsOfRequest(context.Background(), r.ID)
 				t.Errorf("payment request %s (%s, reference %s, %d transactions) is named by no result line", id, r.Status, r.ReferenceID, len(txs))
 			}
 		}
@@ -373,7 +373,7 @@ func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
 	for _, id := range taken {
 		r := &payment.Request{ID: id, MerchantID: other.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.50"),
 			Unit: "USD", CreatedAt: now, UpdatedAt: now}
-		if err := f.store.CreatePaymentRequest(ctx, r); err != nil {
+		if err := f.testStore.CreatePaymentRequest(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -401,7 +401,7 @@ func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
 	crashed := &batch.RowRecord{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference("X-2"),
 		JobID: batch.JobID("ids.csv", ev.Records[0].S3.Object.Sequencer), File: "ids.csv", Row: 2, PaymentRequestID: taken[1],
 		Owner: "crashed", LeaseUntil: now.Add(-time.Second).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
-	if _, err := f.store.ClaimBatchRow(ctx, crashed, now); err != nil {
+	if _, err := f.testStore.ClaimBatchRow(ctx, crashed, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.HandleS3(ctx, ev); err != nil {
@@ -417,7 +417,7 @@ func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
 		}
 	}
 	for _, id := range taken {
-		r, err := f.store.PaymentRequest(ctx, id)
+		r, err := f.testStore.PaymentRequest(ctx, id)
 		if err != nil || r.MerchantID != other.ID || r.TransactionStatus != nil {
 			t.Errorf("the other merchant's request %d was touched: %+v %v", id, r, err)
 		}
