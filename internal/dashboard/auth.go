@@ -402,8 +402,7 @@ func (h *handler) account(w http.ResponseWriter, r *http.Request, s *Session) er
 
 func (h *handler) renderAccount(w http.ResponseWriter, r *http.Request, s *Session, u *User, secret string, status int, msg string) error {
 	h.render(w, r, status, "account", s, map[string]any{"User": u, "TOTPOn": u.SealedTOTP != "", "Secret": secret,
-		"Sealed": h.sealEnrol(u, s, secret), "URI": TOTPURI(secret, u.Email), "Message": msg,
-		"EnrolMinutes": int(enrolTTL.Minutes())})
+		"Sealed": h.sealEnrol(u, s, secret), "URI": TOTPURI(secret, u.Email), "Message": msg})
 	return nil
 }
 

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"html"
+	"io"
 	"strings"
 	"time"
 
@@ -24,7 +25,10 @@ type pw struct{ b strings.Builder }
 // escaped values (money, the charts); f writes it as it is.
 type markup string
 
-// f writes format with every argument escaped (markup as built).
+// f writes format with every argument escaped (markup as built). Every
+// argument is written through text, which escapes it whatever its verb, so
+// a verb that does not fit the value's type never prints a %!verb slip; a
+// number keeps its verb (%d, %.1f).
 func (p *pw) f(format string, args ...any) {
 	esc := make([]any, len(args))
 	for i, a := range args {
@@ -32,9 +36,35 @@ func (p *pw) f(format string, args ...any) {
 			esc[i] = string(m)
 			continue
 		}
-		esc[i] = html.EscapeString(fmt.Sprint(a))
+		esc[i] = escArg{a}
 	}
 	fmt.Fprintf(&p.b, format, esc...)
+}
+
+// escArg is an argument of f: escaped text, or a number in its verb.
+type escArg struct{ v any }
+
+func (t escArg) Format(f fmt.State, verb rune) {
+	switch t.v.(type) {
+	case int, int32, int64, uint, uint32, uint64, float64:
+		if verb != 's' && verb != 'v' {
+			fmt.Fprintf(f, fmt.FormatString(f, verb), t.v)
+			return
+		}
+	}
+	_, _ = io.WriteString(f, html.EscapeString(fmt.Sprint(t.v)))
+}
+
+// lifetime says a duration in words: "24 hours", "15 minutes", "1 hour".
+func lifetime(d time.Duration) string {
+	n, unit := int64(d/time.Minute), "minute"
+	if d >= time.Hour && d%time.Hour == 0 {
+		n, unit = int64(d/time.Hour), "hour"
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("%d %s", n, unit)
 }
 
 // raw writes trusted markup: a literal of this package only.

@@ -257,9 +257,9 @@ func viewAccount(p *pw, d map[string]any) {
 	} else {
 		p.raw(`<p>Off.</p>`)
 	}
-	p.f(`<p>Add this key to your authenticator app, then enter the code it shows (this form works for %d minutes).</p>
+	p.f(`<p>Add this key to your authenticator app, then enter the code it shows (this form works for %s).</p>
 <p>Key: <code id="totp-secret">%s</code></p><p class="hint">Or open <code class="wrap">%s</code></p>
-<form method="post" action="/dashboard/account/totp" class="narrow">`, d["EnrolMinutes"], str(d, "Secret"), str(d, "URI"))
+<form method="post" action="/dashboard/account/totp" class="narrow">`, lifetime(enrolTTL), str(d, "Secret"), str(d, "URI"))
 	p.csrf(csrf)
 	if flag(d, "TOTPOn") {
 		p.f(`<input type="hidden" name="username" value="%s" autocomplete="username">
@@ -427,8 +427,8 @@ func viewUsers(p *pw, d map[string]any) {
 	p.raw(`<h1>Users</h1>`)
 	if l := str(d, "Link"); l != "" {
 		until, _ := d["LinkUntil"].(time.Time)
-		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the user</strong>. It works once, until <span id="invite-until">%s</span> (%d hours); a newer link for the same user voids it.</p>
-<p><code id="invite-link" class="wrap">%s</code></p></div>`, when(until), int(InviteTTL.Hours()), l)
+		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the user</strong>. It works once, until <span id="invite-until">%s</span> (%s); a newer link for the same user voids it.</p>
+<p><code id="invite-link" class="wrap">%s</code></p></div>`, when(until), lifetime(InviteTTL), l)
 	}
 	p.raw(`<ul id="users">`)
 	for _, u := range d["Users"].([]*User) {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -51,6 +52,22 @@ func TestAmountHasTheCurrencysDecimals(t *testing.T) {
 	} {
 		if got := amount(decimal.RequireFromString(c.in), c.unit); got != c.want {
 			t.Errorf("amount(%s %s) = %s, want %s", c.in, c.unit, got, c.want)
+		}
+	}
+}
+
+// The page writer escapes every value and never prints a format slip: a
+// number keeps its verb, a verb that does not fit its value writes the
+// value as escaped text.
+func TestPageWriterHasNoFormatSlips(t *testing.T) {
+	var p pw
+	p.f(`%d|%s|%d|%.1f|%s`, 24, 12, "<b>", 1.25, markup("<i>"))
+	if got, want := p.b.String(), "24|12|&lt;b&gt;|1.2|<i>"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	for d, want := range map[time.Duration]string{24 * time.Hour: "24 hours", time.Hour: "1 hour", 15 * time.Minute: "15 minutes", 90 * time.Minute: "90 minutes"} {
+		if got := lifetime(d); got != want {
+			t.Errorf("lifetime(%v) = %q, want %q", d, got, want)
 		}
 	}
 }
