@@ -232,7 +232,7 @@ func merchantCmd(g *globals) *cobra.Command {
 	}
 	rotateCmd.Flags().StringVar(&rotateID, "id", "", "merchant id")
 
-	c.AddCommand(createCmd, listCmd, showCmd, updateCmd, rotateCmd, userCmd(g))
+	c.AddCommand(createCmd, listCmd, showCmd, updateCmd, rotateCmd, checkOriginsCmd(g), userCmd(g))
 	return c
 }
 
@@ -322,9 +322,9 @@ func (s *settings) apply(fs *pflag.FlagSet, m *merchant.Merchant) error {
 		case "allowed-origins":
 			m.AllowedOrigins = nil
 			for _, o := range splitList(*s.origins) {
-				n, e := merchant.NormalizeOrigin(o)
+				n, e := merchant.NormalizeOrigin(o, m.Sandbox)
 				if e != nil {
-					err = e
+					err = fmt.Errorf("--allowed-origins: %w", e)
 					return
 				}
 				m.AllowedOrigins = append(m.AllowedOrigins, n)
@@ -388,4 +388,56 @@ func nonNilInts(s []int) []int {
 		return []int{}
 	}
 	return s
+}
+
+// invalidOrigin is a stored allowed origin that today's rules refuse.
+type invalidOrigin struct {
+	MerchantID string `json:"merchantId"`
+	Sandbox    bool   `json:"sandbox"`
+	Origin     string `json:"origin"`
+	Problem    string `json:"problem"`
+}
+
+// checkOriginsCmd lists every merchant's stored allowed origins that the
+// origin rules refuse (values saved before them): such a value is never
+// written into a header; the operator corrects it with merchant update.
+func checkOriginsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check-origins",
+		Short: "List stored allowed origins that are not valid origins, with their merchant",
+		Long: "check-origins reads every merchant and lists each stored allowed origin that the origin rules refuse " +
+			"(a scheme, a host of letters, digits, dots and hyphens, an optional port, nothing else; https only outside the sandbox). " +
+			"The service leaves such a value out of every header. Fix one with 'merchant update --id ID --allowed-origins ...'. " +
+			"Exit code 3 when any is found.",
+		Example: "  payctl --local merchant check-origins\n  payctl --stack payreq-production merchant check-origins | jq -r '.invalid[] | .merchantId + \" \" + .origin'",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), commandTimeout)
+			defer cancel()
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return err
+			}
+			ms, err := e.store.Merchants(ctx)
+			if err != nil {
+				return err
+			}
+			sort.SliceStable(ms, func(i, k int) bool { return ms[i].CreatedAt.Before(ms[k].CreatedAt) })
+			out := struct {
+				Checked int             `json:"merchantsChecked"`
+				Invalid []invalidOrigin `json:"invalid"`
+			}{Checked: len(ms), Invalid: []invalidOrigin{}}
+			for _, m := range ms {
+				for _, oe := range merchant.InvalidOrigins(m) {
+					out.Invalid = append(out.Invalid, invalidOrigin{MerchantID: m.ID, Sandbox: m.Sandbox, Origin: oe.Origin, Problem: oe.Error()})
+				}
+			}
+			if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+				return err
+			}
+			if len(out.Invalid) > 0 {
+				return exitError{code: exitViolations, msg: fmt.Sprintf("%d stored allowed origin(s) are not valid origins", len(out.Invalid))}
+			}
+			return nil
+		},
+	}
 }

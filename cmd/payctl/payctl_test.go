@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -205,4 +206,74 @@ func TestDeliveriesAndDLQCommands(t *testing.T) {
 	if _, _, code := payctl(t, "deliveries", "list", "--request", "abc"); code != 2 {
 		t.Fatalf("bad request id: exit %d", code)
 	}
+}
+
+// Allowed origins: create and update refuse anything but scheme, host and
+// port (naming the flag and the spec's 032); check-origins lists the stored
+// values that fail (saved before the rules), with their merchant, and exits 3.
+func TestAllowedOriginsAreCheckedAndStoredBadOnesListed(t *testing.T) {
+	for _, o := range []string{"https://*", "https://a.com;sandbox", "https://a.com/path", "https://user@a.com", "ftp://a.com"} {
+		_, stderr, code := payctl(t, "merchant", "create", "--name", "Origins", "--allowed-origins", o)
+		if code != 1 || !strings.Contains(stderr, "--allowed-origins") || !strings.Contains(stderr, "032") || !strings.Contains(stderr, o) {
+			t.Errorf("create --allowed-origins %q: exit %d %s", o, code, stderr)
+		}
+	}
+	created, stderr, code := payctl(t, "merchant", "create", "--name", "Origins", "--allowed-origins", "https://Bücher.example:443/,http://127.0.0.1:8080")
+	if code != 0 {
+		t.Fatalf("create: exit %d %s", code, stderr)
+	}
+	if got := fmt.Sprint(created["allowedOrigins"]); got != "[https://xn--bcher-kva.example http://127.0.0.1:8080]" {
+		t.Errorf("stored origins %s", got)
+	}
+	id := created["id"].(string)
+	if _, stderr, code := payctl(t, "merchant", "update", "--id", id, "--allowed-origins", "https://ok.example,https://*"); code != 1 ||
+		!strings.Contains(stderr, "--allowed-origins") || !strings.Contains(stderr, `"https://*"`) {
+		t.Errorf("update with a wildcard: exit %d %s", code, stderr)
+	}
+
+	// Values stored before the rules (written directly, as an old version did).
+	st := testenv.Stack(t).Store
+	bad := testenv.NewMerchant(t, func(m *merchant.Merchant) {
+		m.AllowedOrigins = []string{"https://shop.example", "https://*", "https://a.com;sandbox"}
+	})
+	out, stderr, code := payctlOut(t, "merchant", "check-origins")
+	if code != 3 || !strings.Contains(stderr, "not valid origins") {
+		t.Fatalf("check-origins: exit %d %s", code, stderr)
+	}
+	found := map[string]string{}
+	for _, v := range out["invalid"].([]any) {
+		e := v.(map[string]any)
+		if e["merchantId"] == bad.ID {
+			found[e["origin"].(string)] = e["problem"].(string)
+		}
+	}
+	if len(found) != 2 || !strings.Contains(found["https://*"], "032") || found["https://a.com;sandbox"] == "" {
+		t.Errorf("check-origins listed %v for %s", found, bad.ID)
+	}
+	// Fixed with update, the merchant is no longer listed.
+	if _, stderr, code := payctl(t, "merchant", "update", "--id", bad.ID, "--allowed-origins", "https://shop.example"); code != 0 {
+		t.Fatalf("fix: exit %d %s", code, stderr)
+	}
+	out, _, _ = payctlOut(t, "merchant", "check-origins")
+	for _, v := range out["invalid"].([]any) {
+		if v.(map[string]any)["merchantId"] == bad.ID {
+			t.Errorf("still listed after the fix: %v", v)
+		}
+	}
+	if m, err := st.Merchant(context.Background(), bad.ID); err != nil || fmt.Sprint(m.AllowedOrigins) != "[https://shop.example]" {
+		t.Errorf("stored after the fix: %v %v", m, err)
+	}
+}
+
+// payctlOut is payctl that also reads stdout's JSON when the exit code is
+// not 0 (check-origins prints its list and exits 3).
+func payctlOut(t *testing.T, args ...string) (map[string]any, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"--local", "--state-dir", testenv.StateDir(t)}, args...), &stdout, &stderr)
+	var out map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("payctl %v: stdout is not JSON: %v\n%s", args, err, stdout.String())
+	}
+	return out, stderr.String(), code
 }

@@ -19,7 +19,7 @@ invariant audit, and the sandbox tools merchants use while integrating
 
 Results are JSON on stdout, errors on stderr. Exit codes: 0 done, 1 the
 command failed, 2 usage error (unknown command, argument or flag), 3 the
-audit found a violation.
+audit found a violation (or merchant check-origins an invalid origin).
 
 --local talks to the stack of 'make dev' (it reads .paydev/stack.json);
 otherwise --stack names a deployed CloudFormation stack and the default AWS

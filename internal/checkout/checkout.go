@@ -196,7 +196,7 @@ func (h *handler) page(file string) httpapi.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		ancestors, withStripe := "'self'", false
 		if m := h.framingMerchant(r); m != nil {
-			for _, o := range m.AllowedOrigins {
+			for _, o := range merchant.HeaderOrigins(r.Context(), httpapi.Logger(r.Context()), m) {
 				ancestors += " " + o
 			}
 			if w := h.wallets(m); file == "checkout/index.html" && w != nil {
@@ -528,8 +528,14 @@ func (h *handler) session(w http.ResponseWriter, r *http.Request, s *session) er
 	}
 	// The page posts results only to an origin the merchant registered
 	// (or this service's own origin, for the demo page).
-	if o, err := merchant.NormalizeOrigin(r.URL.Query().Get("origin")); err == nil {
-		if slices.Contains(s.merchant.AllowedOrigins, o) || o == strings.ToLower(h.baseURL(r)) {
+	// A malformed origin is refused (032); a well-formed one that the
+	// merchant did not register just gets no parent origin.
+	if q := r.URL.Query().Get("origin"); q != "" {
+		o, err := merchant.NormalizeOrigin(q, true)
+		if err != nil {
+			return merchant.OriginProblem("origin", err)
+		}
+		if slices.Contains(merchant.HeaderOrigins(r.Context(), httpapi.Logger(r.Context()), s.merchant), o) || o == strings.ToLower(h.baseURL(r)) {
 			out.ParentOrigin = &o
 		}
 	}

@@ -424,3 +424,40 @@ func TestThreeDSAnswerIgnoresTheHostHeader(t *testing.T) {
 		t.Fatalf("%d connections to the Host header's server", n)
 	}
 }
+
+// Allowed origins stored before the origin rules (a wildcard, an added
+// directive, a quoted source) never reach a header: the hosted page's and
+// its 3-D Secure page's frame-ancestors list the valid ones only. An origin
+// parameter that is no origin is refused with 032 naming the field; a
+// stored bad value is never a parent origin.
+func TestStoredBadOriginsNeverReachAHeader(t *testing.T) {
+	m := testenv.NewMerchant(t, func(m *merchant.Merchant) {
+		m.AllowedOrigins = []string{"https://shop.example", "https://*", "https://a.com;sandbox allow-scripts", "https://x.example 'unsafe-inline'"}
+	})
+	id, tok := session(t, m)
+	check := func(name, u string) {
+		t.Helper()
+		csp := get(t, noFollow, u).header.Get("Content-Security-Policy")
+		if !strings.HasSuffix(csp, "; frame-ancestors 'self' https://shop.example") || strings.Contains(csp, "https://*") ||
+			strings.Contains(csp, "sandbox") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: CSP %q, want frame-ancestors 'self' https://shop.example and nothing of the stored bad values", name, csp)
+		}
+	}
+	check("hosted page", base(t)+"/checkout?"+url.Values{"requestId": {id}, "token": {tok}}.Encode())
+	r := testenv.Do(t, "POST", base(t)+"/checkout/api/pay/card", "", `{"holderName":"Ann Lee","number":"4000000000003220","expiry":"12/30","cvc":"123"}`, withToken(tok)...).JSON(t)
+	acs, _ := url.Parse(r["nextAction"].(map[string]any)["url"].(string))
+	check("3-D Secure page", base(t)+acs.String())
+
+	for _, o := range []string{"https://*", "https://a.com;sandbox", "https://shop.example/path", "javascript:alert(1)"} {
+		s := testenv.Do(t, "GET", base(t)+"/checkout/api/session?origin="+url.QueryEscape(o), "", nil, withToken(tok)...)
+		if s.Status != 400 || s.JSON(t)["code"] != "032" || fieldCodes(t, s)["origin"] != "032" {
+			t.Errorf("origin=%s: %d %s, want 400 with 032 on origin", o, s.Status, s.Body)
+		}
+	}
+	for o, want := range map[string]any{"https://shop.example": "https://shop.example", "https://other.example": nil} {
+		s := testenv.Do(t, "GET", base(t)+"/checkout/api/session?origin="+url.QueryEscape(o), "", nil, withToken(tok)...)
+		if s.Status != 200 || s.JSON(t)["parentOrigin"] != want {
+			t.Errorf("origin=%s: %d %s, want parentOrigin %v", o, s.Status, s.Body, want)
+		}
+	}
+}

@@ -99,9 +99,9 @@ func (h *handler) saveProfile(w http.ResponseWriter, r *http.Request, s *Session
 		set("notificationFormat", &m.NotificationFormat, format)
 		var origins []string
 		for _, o := range strings.FieldsFunc(r.PostFormValue("allowedOrigins"), func(c rune) bool { return c == ',' || c == '\n' || c == '\r' || c == ' ' }) {
-			n, err := merchant.NormalizeOrigin(o)
+			n, err := merchant.NormalizeOrigin(o, m.Sandbox)
 			if err != nil {
-				invalid = err
+				invalid = fmt.Errorf("Allowed checkout origins: %w", err)
 				return invalid
 			}
 			origins = append(origins, n)

@@ -56,12 +56,18 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 	if !sandbox {
 		methods = slices.DeleteFunc(methods, func(n int) bool { return n == merchant.SandboxSelector })
 	}
+	// The demo page is served by the stack itself; a merchant site on
+	// localhost:8080 is the usual development setup. A live merchant's
+	// origins are https only (the production stage's demo is framed as
+	// 'self').
+	origins := []string{apiBase, "http://localhost:8080", "http://127.0.0.1:8080"}
+	if !sandbox {
+		origins = nil
+	}
 	now := time.Now().UTC()
 	m := &merchant.Merchant{
 		ID: seed.ID, Name: "Sandbox Shop", Sandbox: sandbox,
-		// The demo page is served by the stack itself; a merchant site on
-		// localhost:8080 is the usual development setup.
-		AllowedOrigins: []string{apiBase, "http://localhost:8080", "http://127.0.0.1:8080"},
+		AllowedOrigins: origins,
 		Methods:        methods,
 		APIKeyHash:     merchant.HashAPIKey(seed.APIKey), APIKeyPrefix: merchant.KeyPrefix(seed.APIKey),
 		SealedAPIKey: sealer.Seal(seed.APIKey, seed.ID), SealedSecret: sealer.Seal(secret, seed.ID),

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -109,8 +108,8 @@ func (m *Merchant) Validate() error {
 		}
 	}
 	for _, o := range m.AllowedOrigins {
-		if _, err := NormalizeOrigin(o); err != nil {
-			problems = append(problems, err.Error())
+		if _, err := NormalizeOrigin(o, m.Sandbox); err != nil {
+			problems = append(problems, "allowedOrigins: "+err.Error())
 		}
 	}
 	for _, n := range m.Methods {
@@ -148,15 +147,6 @@ func (m *Merchant) Validate() error {
 		return fmt.Errorf("invalid merchant: %s", strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// NormalizeOrigin returns scheme://host[:port] of an origin, refusing paths.
-func NormalizeOrigin(o string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(o))
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return "", fmt.Errorf("allowed origin %q must look like https://shop.example[:port]", o)
-	}
-	return strings.ToLower(u.Scheme + "://" + u.Host), nil
 }
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

@@ -45,7 +45,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("case %d: expected error for %+v", i, m)
 		}
 	}
-	if o, _ := NormalizeOrigin("HTTPS://Shop.Example:8443/"); o != "https://shop.example:8443" {
+	if o, _ := NormalizeOrigin("HTTPS://Shop.Example:8443/", false); o != "https://shop.example:8443" {
 		t.Fatalf("NormalizeOrigin = %q", o)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/sig"
 )
@@ -139,17 +140,12 @@ func LocalPath(s string) bool {
 }
 
 // FrameOrigins are the origins allowed to frame the payer pages of a
-// merchant's transaction (best effort: none when the merchant is unknown).
+// merchant's transaction (best effort: none when the merchant is unknown):
+// its valid allowed origins only (merchant.HeaderOrigins).
 func (s *Service) FrameOrigins(ctx context.Context, merchantID string) []string {
 	m, err := s.Store.Merchant(ctx, merchantID)
 	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, o := range m.AllowedOrigins {
-		if !strings.ContainsAny(o, " ;'\"") {
-			out = append(out, o)
-		}
-	}
-	return out
+	return merchant.HeaderOrigins(ctx, s.Log, m)
 }
