@@ -62,6 +62,7 @@ var layerOf = map[string]int{
 
 	// core
 	"internal/audit":    layerCore,
+	"internal/lockout":  layerCore, // attempt counting and lockout of dashboard and SFTP logins
 	"internal/payments": layerCore,
 	"internal/sftpauth": layerCore, // login decisions; the Lambda is sftpauthwire's
 

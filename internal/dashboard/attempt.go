@@ -3,18 +3,21 @@ package dashboard
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/payreq/payreq/internal/lockout"
 )
 
-// Counting sign-in attempts. Every password or TOTP attempt is counted as a
-// failure with one version-conditional write of the user BEFORE its secret
-// is checked, and only when no lock is in force: of any number of attempts
-// at once, at most MaxFailures are admitted before the lock (each admission
-// is a write the next one must see), and none is checked while locked. A
-// right secret then takes back the failures counted up to its own
-// admission; failures counted after it stay, and a lock in force stays.
+// Counting sign-in attempts (internal/lockout): every password or TOTP
+// attempt is counted as a failure with one version-conditional write of its
+// counter BEFORE its secret is checked, and only when no lock is in force.
+// The counter belongs to the (merchant, address) pair, not to the user
+// record, and is keyed by a keyed hash of the pair: an attempt for an
+// address that is nobody's user makes the same reads and writes (the user's
+// read, the counter's read and write) and the same Argon2id check as one
+// for a user with a wrong password. A right secret takes back the failures
+// counted up to its own admission and the lock that admission set.
 
 // answerReserve is the part of a request's deadline kept for checking the
 // secret and answering: counting stops this long before the deadline and
@@ -31,10 +34,6 @@ func countCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithCancel(ctx)
 }
 
-// countTries bounds the conditional writes one attempt makes before it is
-// refused as busy; each lost race means another attempt was counted.
-const countTries = 40
-
 // errCountBusy and errCountDown refuse an attempt that could not be counted:
 // its secret was not checked.
 var (
@@ -42,103 +41,32 @@ var (
 	errCountDown = errStatus(http.StatusServiceUnavailable, "Sign-in is unavailable for a moment. Try again shortly.")
 )
 
-// admit counts an attempt on u (as read) before its secret is checked. It
-// returns the failure count the attempt was admitted with (its own
-// included), or 0 when a lock is in force (refused, not counted, nothing
-// checked). u is updated to the stored user; a user gone meanwhile is
-// refused like a locked one.
-func (h *handler) admit(ctx context.Context, u *User) (int, error) {
-	for try := 0; ; try++ {
-		now := h.Now()
-		if now.Before(u.LockedUntil) {
-			return 0, nil
-		}
-		next := *u
-		next.Failures++
-		if d := LockFor(next.Failures); d > 0 {
-			next.LockedUntil = now.Add(d)
-		}
-		next.UpdatedAt = now
-		err := h.Store.UpdateDashboardUser(ctx, &next) // guard: version unchanged since u was read
-		if err == nil {
-			*u = next
-			return next.Failures, nil
-		}
-		if !h.IsConflict(err) {
-			return 0, countErr(ctx, err)
-		}
-		if try == countTries {
-			return 0, errCountBusy
-		}
-		fresh, err := h.reload(ctx, u, try)
-		if err != nil {
-			return 0, err
-		}
-		if fresh == nil {
-			return 0, nil
-		}
-		*u = *fresh
-	}
+// attemptKey names the counter of merchantID's address.
+func (h *handler) attemptKey(merchantID, email string) string {
+	return h.AttemptKeys.Key("dashboard", merchantID, email)
 }
 
-// settle records a right secret of an attempt admitted with n failures:
-// those n are taken back, later ones stay, a lock in force stays. apply
-// makes the success's own change (the TOTP step) on the fresh user and
-// reports false when it no longer holds (the code was used meanwhile): the
-// attempt is then a failure, already counted.
-func (h *handler) settle(ctx context.Context, u *User, n int, apply func(*User) bool) (bool, error) {
-	for try := 0; ; try++ {
-		now := h.Now()
-		next := *u
-		if apply != nil && !apply(&next) {
-			return false, nil
-		}
-		next.Failures = max(0, next.Failures-n)
-		if !now.Before(next.LockedUntil) {
-			next.LockedUntil = time.Time{}
-		}
-		next.UpdatedAt = now
-		err := h.Store.UpdateDashboardUser(ctx, &next) // guard: version unchanged since u was read
-		if err == nil {
-			*u = next
-			return true, nil
-		}
-		if !h.IsConflict(err) {
-			return false, countErr(ctx, err)
-		}
-		if try == countTries {
-			return false, errCountBusy
-		}
-		fresh, err := h.reload(ctx, u, try)
-		if err != nil {
-			return false, err
-		}
-		if fresh == nil {
-			return false, nil
-		}
-		*u = *fresh
-	}
+func (h *handler) counting() *lockout.Counting {
+	return &lockout.Counting{Store: h.Store, IsConflict: h.IsConflict, Now: h.Now}
 }
 
-// reload reads u again after a lost race, after a short random pause so
-// that racing attempts spread out; nil when the user is gone.
-func (h *handler) reload(ctx context.Context, u *User, try int) (*User, error) {
-	select {
-	case <-ctx.Done():
-		return nil, errCountBusy
-	case <-time.After(time.Duration(1+rand.IntN(5*min(try+1, 8))) * time.Millisecond):
-	}
-	fresh, err := h.Store.DashboardUser(ctx, u.MerchantID, u.Email)
-	if h.IsNotFound(err) {
-		return nil, nil
-	}
+// admit counts an attempt on merchantID's address before its secret is
+// checked (see lockout.Counting.Admit); a refused admission (lock in force)
+// is not an error.
+func (h *handler) admit(ctx context.Context, merchantID, email string) (lockout.Admission, error) {
+	a, err := h.counting().Admit(ctx, h.attemptKey(merchantID, email))
 	if err != nil {
-		return nil, countErr(ctx, err)
+		return a, countErr(ctx, err)
 	}
-	if fresh.MerchantID != u.MerchantID || !fresh.CreatedAt.Equal(u.CreatedAt) {
-		return nil, nil
+	return a, nil
+}
+
+// settle records a right secret of the admitted attempt a.
+func (h *handler) settle(ctx context.Context, a lockout.Admission) error {
+	if err := h.counting().Settle(ctx, a); err != nil {
+		return countErr(ctx, err)
 	}
-	return fresh, nil
+	return nil
 }
 
 // countErr turns a store failure while counting into a refusal: the
@@ -150,7 +78,7 @@ func countErr(ctx context.Context, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, lockout.ErrBusy) || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return errCountBusy
 	}
 	return &countFailure{err}

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/lockout"
 )
 
 // Sign-in, the second factor, sign-out, set-password links and TOTP enrolment.
 
-// dummyHash is checked for unknown addresses and locked users, so the
-// answer's timing does not tell them apart from a wrong password.
+// dummyHash is checked for unknown addresses and locked users: with the
+// same reads and writes (see checkPassword), the answer's timing does not
+// tell them apart from a wrong password (TestSignInTimeDoesNotTellWhichUsersExist).
 const dummyHash = "$argon2id$v=19$m=19456,t=2,p=1$ZGFzaGJvYXJkLWR1bW15$Qm9ndXNCb2d1c0JvZ3VzQm9ndXNCb2d1c0JvZ3VzMTI"
 
 const signInFailed = "The e-mail address or password is wrong, or the account is locked for a while after repeated failures."
@@ -90,35 +92,37 @@ func (h *handler) refusal(w http.ResponseWriter, r *http.Request, err error) *st
 
 // checkPassword verifies a sign-in, counting the attempt before the
 // password is checked (see admit): ok is false for an unknown address, a
-// locked user or a wrong password alike. An error means the attempt was
-// refused uncounted and unchecked.
+// locked user or a wrong password alike. Every attempt makes the same
+// store calls whether or not the user exists — one read of the user, one
+// read and (unless locked) one conditional write of the (merchant,
+// address) counter — and one Argon2id check (the user's hash, or dummyHash
+// for an unknown address, a user without a password or a lock in force).
+// An error means the attempt was refused uncounted and unchecked.
 func (h *handler) checkPassword(ctx context.Context, merchantID, email, pw string) (*User, bool, error) {
 	ctx, cancel := countCtx(ctx)
 	defer cancel()
-	var u *User
-	if email != "" && merchantID != "" {
-		var err error
-		if u, err = h.Store.DashboardUser(ctx, merchantID, email); err != nil && !h.IsNotFound(err) {
-			return nil, false, countErr(ctx, err)
-		}
+	u, err := h.Store.DashboardUser(ctx, merchantID, email)
+	if h.IsNotFound(err) {
+		u, err = nil, nil
 	}
-	if u == nil || u.PasswordHash == "" {
-		h.CheckPassword(dummyHash, pw)
-		return nil, false, nil
+	if err != nil {
+		return nil, false, countErr(ctx, err)
 	}
-	n, err := h.admit(ctx, u)
+	a, err := h.admit(ctx, merchantID, email)
 	if err != nil {
 		return nil, false, err
 	}
-	if n == 0 { // locked: the password is not checked
+	if !a.Admitted() || u == nil || u.PasswordHash == "" {
 		h.CheckPassword(dummyHash, pw)
 		return nil, false, nil
 	}
 	if !h.CheckPassword(u.PasswordHash, pw) {
 		return nil, false, nil
 	}
-	ok, err := h.settle(ctx, u, n, nil)
-	return u, ok, err
+	if err := h.settle(ctx, a); err != nil {
+		return nil, false, err
+	}
+	return u, true, nil
 }
 
 func (h *handler) totpPage(w http.ResponseWriter, r *http.Request) {
@@ -176,8 +180,8 @@ func (h *handler) totp(w http.ResponseWriter, r *http.Request) {
 func (h *handler) checkTOTP(ctx context.Context, u *User, code string) (bool, error) {
 	ctx, cancel := countCtx(ctx)
 	defer cancel()
-	n, err := h.admit(ctx, u)
-	if err != nil || n == 0 {
+	a, err := h.admit(ctx, u.MerchantID, u.Email)
+	if err != nil || !a.Admitted() {
 		return false, err
 	}
 	secret, err := h.Sealer.Open(u.SealedTOTP, "totp:"+u.Email)
@@ -188,13 +192,53 @@ func (h *handler) checkTOTP(ctx context.Context, u *User, code string) (bool, er
 	if !ok || step <= u.TOTPStep {
 		return false, nil
 	}
-	return h.settle(ctx, u, n, func(f *User) bool {
+	return h.succeed(ctx, u, a, func(f *User) bool {
 		if f.SealedTOTP != u.SealedTOTP || step <= f.TOTPStep {
 			return false // replaced, or the code was used meanwhile
 		}
 		f.TOTPStep = step
 		return true
 	})
+}
+
+// succeed records a right secret of the admitted attempt a that changes
+// the user (the TOTP step of the code, so that it works once; a new second
+// factor): apply makes the change on the fresh user and reports false when
+// it no longer holds (the code was used meanwhile): the attempt is then a
+// failure, already counted. The user's write is conditional on its version
+// (read again after a lost race); then the counter takes back the attempt's
+// failures.
+func (h *handler) succeed(ctx context.Context, u *User, a lockout.Admission, apply func(*User) bool) (bool, error) {
+	for try := 0; ; try++ {
+		next := *u
+		if !apply(&next) {
+			return false, nil
+		}
+		next.UpdatedAt = h.Now()
+		err := h.Store.UpdateDashboardUser(ctx, &next) // guard: version unchanged since u was read
+		if err == nil {
+			*u = next
+			break
+		}
+		if !h.IsConflict(err) {
+			return false, countErr(ctx, err)
+		}
+		if try == lockout.Tries {
+			return false, errCountBusy
+		}
+		fresh, err := h.Store.DashboardUser(ctx, u.MerchantID, u.Email)
+		if h.IsNotFound(err) || (err == nil && !fresh.CreatedAt.Equal(u.CreatedAt)) {
+			return false, nil // removed meanwhile
+		}
+		if err != nil {
+			return false, countErr(ctx, err)
+		}
+		*u = *fresh
+	}
+	if err := h.settle(ctx, a); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
@@ -350,7 +394,7 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 			err = errNotFound // replaced by a newer link meanwhile
 			break
 		}
-		u.PasswordHash, u.InviteHash, u.Failures, u.LockedUntil, u.UpdatedAt = hash, "", 0, time.Time{}, h.Now()
+		u.PasswordHash, u.InviteHash, u.UpdatedAt = hash, "", h.Now()
 		u.CredVersion++
 		// guard: version unchanged since read (so the link was still live)
 		if err = h.Store.UpdateDashboardUser(r.Context(), u); err == nil || !h.IsConflict(err) || try == 5 {
@@ -360,6 +404,10 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.fail(w, r, nil, h.inviteErr(err))
 		return
+	}
+	// A new password takes back the failures and the lock of the old one.
+	if err := h.counting().Clear(r.Context(), h.attemptKey(inv.MerchantID, inv.Email)); err != nil {
+		h.Log.ErrorContext(r.Context(), "clear sign-in attempts after a new password", "error", err.Error())
 	}
 	_ = Record(r.Context(), h.Store, inv.MerchantID, inv.Email, "user.set-password", inv.Email+" set a password; all sessions ended", h.Now())
 	h.renderLogin(w, r, http.StatusOK, inv.MerchantID, inv.Email, "")
@@ -496,8 +544,8 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session)
 func (h *handler) checkFactor(ctx context.Context, u *User, pw, code string, change func(*User) bool) (bool, error) {
 	ctx, cancel := countCtx(ctx)
 	defer cancel()
-	n, err := h.admit(ctx, u)
-	if err != nil || n == 0 {
+	a, err := h.admit(ctx, u.MerchantID, u.Email)
+	if err != nil || !a.Admitted() {
 		return false, err
 	}
 	pwOK := h.CheckPassword(u.PasswordHash, pw)
@@ -509,7 +557,7 @@ func (h *handler) checkFactor(ctx context.Context, u *User, pw, code string, cha
 	if !ok || step <= u.TOTPStep {
 		return false, nil
 	}
-	return h.settle(ctx, u, n, func(f *User) bool {
+	return h.succeed(ctx, u, a, func(f *User) bool {
 		if step <= f.TOTPStep {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
@@ -62,12 +63,45 @@ func stackSealer(t *testing.T) *seal.Sealer {
 	return sealer
 }
 
+// stackKeys names sign-in attempt counters as the local stack's function does.
+func stackKeys(t testing.TB) *lockout.Keyer {
+	t.Helper()
+	key, err := devstack.SealKey(testenv.StateDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := lockout.NewKeyer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// attempts reads the sign-in attempt counter of u (merchant, address).
+func attempts(t testing.TB, u *user) lockout.Counter {
+	t.Helper()
+	c, err := testenv.Stack(t).Store.LoginAttempts(context.Background(), stackKeys(t).Key("dashboard", u.merchant, u.email))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// clearAttempts takes back u's failures and lock (as a new password does).
+func clearAttempts(t testing.TB, u *user) {
+	t.Helper()
+	l := lockout.Counting{Store: testenv.Stack(t).Store, IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) }}
+	if err := l.Clear(context.Background(), stackKeys(t).Key("dashboard", u.merchant, u.email)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // clockedDashboardWith is clockedDashboard with deps changed by edit first
 // (a test's probe around the password check or the sealer).
 func clockedDashboardWith(t *testing.T, c *clock, edit func(*dashboard.Deps)) string {
 	t.Helper()
 	s := testenv.Stack(t)
-	d := dashboard.Deps{Store: s.Store, Sealer: stackSealer(t),
+	d := dashboard.Deps{Store: s.Store, Sealer: stackSealer(t), AttemptKeys: stackKeys(t),
 		IsNotFound: func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
 		IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
 		Files:      dashweb.Files, InsecureCookies: true,

@@ -234,11 +234,7 @@ func TestSecondFactorChangesNeedTheFactor(t *testing.T) {
 		}
 	}
 	// Failed confirmations count like sign-ins: clear them for the rest.
-	s := stored()
-	s.Failures, s.LockedUntil = 0, time.Time{}
-	if err := st.UpdateDashboardUser(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
+	clearAttempts(t, u)
 	// A form kept from another session does not open, even with everything right.
 	u.mustSignInTOTP(secret, s0+2)
 	other := url.Values{"csrf": {csrfOf(t, u.get("/dashboard/account"))}, "sealed": {newSealed}, "code": {newCode},

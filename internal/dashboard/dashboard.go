@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -70,6 +71,9 @@ type Store interface {
 	PutInvite(ctx context.Context, inv *Invite) error
 	Invite(ctx context.Context, tokenHash string, now time.Time) (*Invite, error)
 	TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*Invite, error)
+
+	// The sign-in attempt counters (internal/lockout).
+	lockout.Store
 
 	AppendAudit(ctx context.Context, e AuditEntry) error
 	AuditEntries(ctx context.Context, merchantID string, limit int32) ([]AuditEntry, error)
@@ -127,6 +131,9 @@ type Deps struct {
 	SFTPAddress string
 	// NewWebhookSecret mints a webhook secret (internal/notify).
 	NewWebhookSecret func() (string, error)
+	// AttemptKeys names the sign-in attempt counters by a keyed hash of
+	// (merchant, address): lockout.NewKeyer of the seal key. Required.
+	AttemptKeys *lockout.Keyer
 	// HashPassword and CheckPassword are Argon2id in PHC form (internal/sftpauth).
 	HashPassword  func(string) (string, error)
 	CheckPassword func(hash, pw string) bool
@@ -140,26 +147,16 @@ const (
 	touchEvery     = time.Minute      // last-seen is written at most this often
 	usersLease     = 15 * time.Second // the user-change lock's lease
 	pendingTOTPTTL = 5 * time.Minute
-	InviteTTL      = 24 * time.Hour   // a set-password link's lifetime
-	enrolTTL       = 15 * time.Minute // a TOTP enrolment form's lifetime (at most its session's)
-	MaxFailures    = 5                // failures before the first lock
-	firstLock      = 30 * time.Second // doubles with every further failure
-	maxLock        = time.Hour
+	InviteTTL      = 24 * time.Hour      // a set-password link's lifetime
+	enrolTTL       = 15 * time.Minute    // a TOTP enrolment form's lifetime (at most its session's)
+	MaxFailures    = lockout.MaxFailures // failures before the first lock (30 s, doubling up to an hour)
 	MinPasswordLen = 12
 	maxFormBytes   = 64 << 10
 )
 
-// LockFor is how long the failures-th consecutive failure locks a user out.
-func LockFor(failures int) time.Duration {
-	if failures < MaxFailures {
-		return 0
-	}
-	d := firstLock
-	for i := MaxFailures; i < failures && d < maxLock; i++ {
-		d *= 2
-	}
-	return min(d, maxLock)
-}
+// LockFor is how long the failures-th consecutive failure locks a user out
+// (the schedule SFTP logins share: internal/lockout).
+func LockFor(failures int) time.Duration { return lockout.LockFor(failures) }
 
 // Route patterns (template.yaml declares the same; a test ties them).
 var routes = []string{
@@ -212,6 +209,9 @@ func New(d Deps) (http.Handler, error) {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.AttemptKeys == nil {
+		return nil, errors.New("dashboard: AttemptKeys is required")
 	}
 	h := &handler{Deps: d}
 	mux := http.NewServeMux()

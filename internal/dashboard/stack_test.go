@@ -249,10 +249,7 @@ func TestRepeatedFailuresLockTheUserOutWithBackOff(t *testing.T) {
 	if p.status != http.StatusUnauthorized || u.cookie(sessionCookie) != "" {
 		t.Fatalf("right password while locked: %d", p.status)
 	}
-	stored, err := testenv.Stack(t).Store.DashboardUser(context.Background(), u.merchant, u.email)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := attempts(t, u)
 	if stored.Failures != dashboard.MaxFailures || time.Until(stored.LockedUntil) <= 0 || time.Until(stored.LockedUntil) > dashboard.LockFor(dashboard.MaxFailures) {
 		t.Errorf("failures %d, locked until %v", stored.Failures, stored.LockedUntil)
 	}

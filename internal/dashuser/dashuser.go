@@ -34,10 +34,8 @@ type User struct {
 	// TOTPStep is the time step of the last code accepted: a code is
 	// accepted once (a later sign-in needs a later step).
 	TOTPStep uint64
-	// Failures counts consecutive failed sign-ins; LockedUntil is when the
-	// next attempt is accepted again (back-off doubles per failure).
-	Failures    int
-	LockedUntil time.Time
+	// Failed sign-ins and the lock are counted apart from the user, per
+	// (merchant, address), whether or not the user exists (internal/lockout).
 	// CredVersion counts changes of what signs the user in and what it may
 	// do (password, second factor, role): a session carries the value of its
 	// sign-in and ends when it differs.

@@ -54,8 +54,6 @@ type dashUserRecord struct {
 	PasswordHash string    `dynamodbav:"passwordHash,omitempty"`
 	SealedTOTP   string    `dynamodbav:"sealedTotp,omitempty"`
 	TOTPStep     uint64    `dynamodbav:"totpStep,omitempty"`
-	Failures     int       `dynamodbav:"failures"`
-	LockedUntil  time.Time `dynamodbav:"lockedUntil,omitempty"`
 	CredVersion  int64     `dynamodbav:"credVersion,omitempty"`
 	InviteHash   string    `dynamodbav:"inviteHash,omitempty"`
 	CreatedAt    time.Time `dynamodbav:"createdAt"`
@@ -69,13 +67,13 @@ func dashKey(pk, sk string) map[string]types.AttributeValue {
 
 func userRecord(u *dashuser.User, version int64) dashUserRecord {
 	return dashUserRecord{PK: dashUserPrefix + u.MerchantID, SK: u.Email, Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
-		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, TOTPStep: u.TOTPStep, Failures: u.Failures, LockedUntil: u.LockedUntil.UTC(),
+		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, TOTPStep: u.TOTPStep,
 		CredVersion: u.CredVersion, InviteHash: u.InviteHash, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: version}
 }
 
 func userOf(r *dashUserRecord) *dashuser.User {
 	return &dashuser.User{Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, PasswordHash: r.PasswordHash,
-		SealedTOTP: r.SealedTOTP, TOTPStep: r.TOTPStep, Failures: r.Failures, LockedUntil: r.LockedUntil,
+		SealedTOTP: r.SealedTOTP, TOTPStep: r.TOTPStep,
 		CredVersion: r.CredVersion, InviteHash: r.InviteHash, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version}
 }
 

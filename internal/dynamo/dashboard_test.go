@@ -47,7 +47,7 @@ func TestMigrateDashboardUsersMovesAddressKeyedUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Role != "admin" || u.PasswordHash != "$argon2id$legacy" || u.SealedTOTP != "sealed" || u.TOTPStep != 7 || u.Failures != 2 ||
+	if u.Role != "admin" || u.PasswordHash != "$argon2id$legacy" || u.SealedTOTP != "sealed" || u.TOTPStep != 7 ||
 		!u.CreatedAt.Equal(created) || u.Version != 4 {
 		t.Errorf("migrated user: %+v", u)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/lambdahttp"
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/notify"
@@ -57,10 +58,14 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 	}
 	ops := &dashOps{store: b.Store, svc: svc, queue: queue.New(sqs.NewFromConfig(b.AWS)), queueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
 		objects: s3store.New(s3store.NewClient(b.AWS), bucket)}
+	keys, err := lockout.NewKeyer(b.Cfg.SealKey)
+	if err != nil {
+		return nil, err
+	}
 	// Secure cookies need https; only a local stack on plain http goes without.
 	insecure := b.Cfg.Local && (b.Cfg.PublicBaseURL == "" || b.Cfg.PublicBaseURL[:5] == "http:")
 	return dashboard.New(dashboard.Deps{
-		Store: b.Store, Ops: ops, Sealer: b.Sealer, Overview: dashOverview{b.Store},
+		Store: b.Store, Ops: ops, Sealer: b.Sealer, Overview: dashOverview{b.Store}, AttemptKeys: keys,
 		IsNotFound:       func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
 		IsConflict:       func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
 		Files:            dashweb.Files,
