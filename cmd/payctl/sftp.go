@@ -16,7 +16,9 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/sftpuser"
 )
 
 // MinSFTPPasswordLength is the shortest password an operator may set.
@@ -124,6 +126,11 @@ func sftpRun(ctx context.Context, g globals, sub, idFlag, passwordFlag, keyFileF
 			return nil, err
 		}
 		if err := e.store.SetSFTPPassword(ctx, *id, user, hash, now); err != nil {
+			return nil, err
+		}
+		// A new password takes back the old one's failures and lock.
+		attempts := lockout.Counting{Store: e.store, IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) }}
+		if err := attempts.Clear(ctx, sftpuser.AttemptKey(user)); err != nil {
 			return nil, err
 		}
 	case "add-key":

@@ -14,6 +14,7 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/sftpuser"
 )
 
 // ---- profile ----
@@ -39,6 +40,11 @@ func (h *handler) renderProfile(w http.ResponseWriter, r *http.Request, s *Sessi
 	if err != nil {
 		return err
 	}
+	// The SFTP user's password attempts (its name is the merchant id).
+	tries, err := h.Store.LoginAttempts(r.Context(), sftpuser.AttemptKey(m.ID))
+	if err != nil {
+		return err
+	}
 	format := m.NotificationFormat
 	if format == "" {
 		format = "form"
@@ -50,6 +56,10 @@ func (h *handler) renderProfile(w http.ResponseWriter, r *http.Request, s *Sessi
 	data["SFTPUser"] = m.ID
 	data["SFTPHasPassword"] = hasPw
 	data["SFTPKeys"] = keys
+	data["SFTPFailures"] = tries.Failures
+	if tries.Locked(h.Now()) {
+		data["SFTPLockedUntil"] = tries.LockedUntil
+	}
 	h.render(w, r, status, "profile", s, data)
 	return nil
 }
@@ -187,6 +197,9 @@ func (h *handler) sftp(w http.ResponseWriter, r *http.Request, s *Session) error
 			return h.renderProfile(w, r, s, http.StatusBadRequest, map[string]any{"Error": fmt.Sprintf("The SFTP password needs at least %d characters.", MinPasswordLen)})
 		}
 		err, detail, notice = h.Ops.SetSFTPPassword(r.Context(), s.MerchantID, pw), "SFTP password set", "SFTP password set."
+		if err == nil { // a new password takes back the old one's failures and lock
+			err = h.counting().Clear(r.Context(), sftpuser.AttemptKey(s.MerchantID))
+		}
 	case "add-key":
 		key := strings.TrimSpace(r.PostFormValue("key"))
 		err, detail, notice = h.Ops.AddSFTPKey(r.Context(), s.MerchantID, key), "SFTP key added: "+keyLabel(key), "SSH key added."

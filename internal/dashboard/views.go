@@ -203,7 +203,14 @@ func viewProfile(p *pw, d map[string]any) {
 	}
 	p.f(`<section aria-labelledby="h-sftp"><h2 id="h-sftp">SFTP (batch files)</h2><dl class="facts">
 <dt>Address</dt><dd><code id="sftp-address">%s</code></dd><dt>User</dt><dd><code id="sftp-user">%s</code></dd>
-<dt>Password</dt><dd id="sftp-password-state">%s</dd></dl>`, addr, str(d, "SFTPUser"), pwState)
+<dt>Password</dt><dd id="sftp-password-state">%s</dd>`, addr, str(d, "SFTPUser"), pwState)
+	if until, ok := d["SFTPLockedUntil"].(time.Time); ok {
+		p.f(`<dt>Password logins</dt><dd id="sftp-lock" class="error">Locked until %s after %d wrong passwords in a row. SSH key logins still work; setting a new password ends the lock.</dd>`,
+			when(until), d["SFTPFailures"])
+	} else if n, _ := d["SFTPFailures"].(int); n > 0 {
+		p.f(`<dt>Password logins</dt><dd id="sftp-lock">%d wrong passwords since the last login (%d lock the password out for a while).</dd>`, n, MaxFailures)
+	}
+	p.raw(`</dl>`)
 	if keys, _ := d["SFTPKeys"].([]string); len(keys) > 0 {
 		p.raw(`<h3>SSH keys</h3><ul class="keys">`)
 		for _, k := range keys {

@@ -2,6 +2,14 @@
 // server: AWS Transfer Family invokes it (as a Lambda) for every login, and
 // the local SFTP server (package sftpd) calls the very same Authenticator, so
 // both environments accept exactly the same credentials and homes.
+//
+// Password attempts are counted and locked out as the dashboard's sign-ins
+// are (internal/lockout: counted before the check, 5 failures lock for 30 s,
+// doubling up to an hour), per user name, known or not: an unknown name, a
+// locked user and a wrong password get the same denial after the same work
+// (one user read, one counter read and, unless locked, one conditional
+// write, one Argon2id check). Key logins are not counted: Transfer Family
+// checks the key itself, and a key cannot be guessed.
 package sftpauth
 
 import (
@@ -11,7 +19,9 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"time"
 
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpuser"
 )
 
@@ -101,10 +111,13 @@ var validMerchantID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Authenticator decides Transfer Family logins for merchants' SFTP users.
 type Authenticator struct {
-	Users   UserStore
-	Bucket  string // batch bucket holding incoming/ and results/
-	RoleARN string // role Transfer Family assumes to reach the bucket
-	Logger  *slog.Logger
+	Users UserStore
+	// Attempts counts password attempts (the store's login attempt
+	// counters); required for password logins.
+	Attempts *lockout.Counting
+	Bucket   string // batch bucket holding incoming/ and results/
+	RoleARN  string // role Transfer Family assumes to reach the bucket
+	Logger   *slog.Logger
 }
 
 // Authenticate answers one login. A password login succeeds when the password
@@ -133,7 +146,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, ev Event) (Response, e
 	switch {
 	case errors.Is(err, ErrNotFound):
 		if !keyLogin {
-			CheckPassword(dummyHash, ev.Password) // same cost as a real check
+			// Counted and checked as a known user's password would be.
+			_, err := a.checkPassword(ctx, ev, "", false)
+			return Response{}, err
 		}
 		a.fail(ctx, ev, "unknown user")
 		return Response{}, nil
@@ -152,12 +167,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, ev Event) (Response, e
 		}
 		resp.PublicKeys = user.PublicKeys
 	} else {
-		hash := user.PasswordHash
-		if hash == "" {
-			hash = dummyHash // key-only user: spend the same time, then deny
+		ok, err := a.checkPassword(ctx, ev, user.PasswordHash, true)
+		if err != nil {
+			return Response{}, err
 		}
-		if !CheckPassword(hash, ev.Password) || user.PasswordHash == "" {
-			a.fail(ctx, ev, "wrong password")
+		if !ok {
 			return Response{}, nil
 		}
 	}
@@ -172,6 +186,49 @@ func (a *Authenticator) Authenticate(ctx context.Context, ev Event) (Response, e
 	}
 	a.logger().InfoContext(ctx, msg, "username", ev.Username, "merchantId", user.MerchantID, "sourceIp", ev.SourceIP)
 	return resp, nil
+}
+
+// checkPassword counts a password attempt on the user name before checking
+// it against hash (empty: an unknown (not known) or key-only user, checked
+// against dummyHash and refused), and logs a refusal with its reason. A locked
+// user's password is not checked (dummyHash instead: the same time) and the
+// denial is the same as a wrong password's. An error means the attempt
+// could not be counted (too many at once, store down): denied unchecked.
+func (a *Authenticator) checkPassword(ctx context.Context, ev Event, hash string, known bool) (bool, error) {
+	if a.Attempts == nil {
+		return false, errors.New("sftpauth: Attempts must be set for password logins")
+	}
+	adm, err := a.Attempts.Admit(ctx, sftpuser.AttemptKey(ev.Username))
+	if err != nil {
+		a.fail(ctx, ev, "attempt not counted")
+		return false, fmt.Errorf("sftpauth: count password attempt: %w", err)
+	}
+	check := hash
+	if !adm.Admitted() || check == "" {
+		check = dummyHash
+	}
+	right := CheckPassword(check, ev.Password) && check == hash
+	switch {
+	case !adm.Admitted():
+		a.logger().WarnContext(ctx, "sftp login refused", "username", ev.Username, "sourceIp", ev.SourceIP,
+			"serverId", ev.ServerID, "method", "password", "reason", "locked", "lockedUntil", adm.LockedUntil.UTC().Format(time.RFC3339))
+		return false, nil
+	case !right:
+		reason := "wrong password"
+		if !known {
+			reason = "unknown user"
+		}
+		a.fail(ctx, ev, reason)
+		if lock := lockout.LockFor(adm.Failures); lock > 0 {
+			a.logger().WarnContext(ctx, "sftp user locked", "username", ev.Username, "sourceIp", ev.SourceIP,
+				"failures", adm.Failures, "lockedFor", lock.String())
+		}
+		return false, nil
+	}
+	if err := a.Attempts.Settle(ctx, adm); err != nil {
+		return false, fmt.Errorf("sftpauth: settle password attempt: %w", err)
+	}
+	return true, nil
 }
 
 // fail logs a refused login for operators; the client only sees a denial.

@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/payreq/payreq/internal/lockout"
+	"github.com/payreq/payreq/internal/sftpuser"
 )
 
 type memUsers map[string]User
@@ -47,10 +51,45 @@ func newAuth(t *testing.T) (*Authenticator, *bytes.Buffer) {
 			"pwonly":      {MerchantID: "m_789", Username: "pwonly", PasswordHash: hash},
 			"badmerchant": {MerchantID: "../m_1", Username: "badmerchant", PasswordHash: hash},
 		},
-		Bucket:  "payreq-batch",
-		RoleARN: testRole,
-		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
+		Attempts: memAttempts(),
+		Bucket:   "payreq-batch",
+		RoleARN:  testRole,
+		Logger:   slog.New(slog.NewJSONHandler(&logs, nil)),
 	}, &logs
+}
+
+var errConflict = errors.New("conflict")
+
+// memCounters is a version-conditional map of attempt counters (the
+// DynamoDB store is tested through the local stack: sftpd's and the
+// dashboard's suites).
+type memCounters struct {
+	mu sync.Mutex
+	m  map[string]lockout.Counter
+}
+
+func (s *memCounters) LoginAttempts(_ context.Context, key string) (lockout.Counter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.m[key]
+	c.Key = key
+	return c, nil
+}
+
+func (s *memCounters) PutLoginAttempts(_ context.Context, c *lockout.Counter, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[c.Key].Version != c.Version {
+		return errConflict
+	}
+	n := *c
+	n.Version++
+	s.m[c.Key] = n
+	return nil
+}
+
+func memAttempts() *lockout.Counting {
+	return &lockout.Counting{Store: &memCounters{m: map[string]lockout.Counter{}}, IsConflict: func(err error) bool { return errors.Is(err, errConflict) }}
 }
 
 func event(user, pw string) Event {
@@ -259,5 +298,55 @@ func TestDummyHashHasCurrentParameters(t *testing.T) {
 	}
 	if p.memory != argonMemory || p.time != argonTime || p.threads != argonThreads || len(p.key) != argonKeyLen {
 		t.Errorf("dummy hash parameters %+v differ from new hashes: unknown users would be timed differently", p)
+	}
+}
+
+// Password attempts are counted per user name and locked as the
+// dashboard's are: five wrong passwords lock the user; the right one is then
+// refused with the very denial of a wrong password, without being checked,
+// and the lock is logged (never the password); a key login is unaffected;
+// after the lock the right password works and clears the count.
+func TestPasswordAttemptsLockTheUserOut(t *testing.T) {
+	a, logs := newAuth(t)
+	now := time.Now()
+	a.Attempts.Now = func() time.Time { return now }
+	ctx := context.Background()
+	for i := range lockout.MaxFailures {
+		if resp, err := a.Authenticate(ctx, event("acme_batch", fmt.Sprintf("wrong %d", i))); err != nil || resp.Allowed() {
+			t.Fatalf("wrong password %d: %+v %v", i, resp, err)
+		}
+	}
+	resp, err := a.Authenticate(ctx, event("acme_batch", "s3cret-Pa55"))
+	if err != nil || resp.Allowed() {
+		t.Fatalf("right password while locked: %+v %v", resp, err)
+	}
+	if raw, _ := json.Marshal(resp); string(raw) != "{}" {
+		t.Errorf("locked denial = %s, want {} (the wrong password's)", raw)
+	}
+	out := logs.String()
+	for _, want := range []string{`"msg":"sftp user locked"`, `"reason":"locked"`, `"lockedUntil"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "s3cret-Pa55") || strings.Contains(out, "wrong 1") {
+		t.Errorf("log contains a password:\n%s", out)
+	}
+	if resp, err := a.Authenticate(ctx, event("acme_batch", "")); err != nil || !resp.Allowed() || len(resp.PublicKeys) != 1 {
+		t.Errorf("key login while the password is locked: %+v %v", resp, err)
+	}
+	now = now.Add(lockout.LockFor(lockout.MaxFailures) + time.Second)
+	if resp, err := a.Authenticate(ctx, event("acme_batch", "s3cret-Pa55")); err != nil || !resp.Allowed() {
+		t.Fatalf("right password after the lock: %+v %v", resp, err)
+	}
+	if c, _ := a.Attempts.Store.LoginAttempts(ctx, sftpuser.AttemptKey("acme_batch")); c.Failures != 0 || !c.LockedUntil.IsZero() {
+		t.Errorf("after the right password: %+v", c)
+	}
+	// Unknown names are counted too (the same work as a user's).
+	for range lockout.MaxFailures {
+		_, _ = a.Authenticate(ctx, event("nobody", "guess"))
+	}
+	if c, _ := a.Attempts.Store.LoginAttempts(ctx, sftpuser.AttemptKey("nobody")); c.Failures != lockout.MaxFailures || !c.Locked(now) {
+		t.Errorf("unknown name: %+v", c)
 	}
 }

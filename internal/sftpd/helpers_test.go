@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
 )
 
@@ -188,9 +189,10 @@ func newEnv(t *testing.T, tweak func(*Config)) *env {
 					PublicKeys: []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))}},
 				"merchant_b": {MerchantID: "m_b", Username: "merchant_b", PasswordHash: hashB},
 			},
-			Bucket:  bucket,
-			RoleARN: "arn:aws:iam::000000000000:role/payreq-sftp-local",
-			Logger:  logger,
+			Attempts: &lockout.Counting{Store: &memCounters{m: map[string]lockout.Counter{}}, IsConflict: func(err error) bool { return errors.Is(err, errCounterMoved) }},
+			Bucket:   bucket,
+			RoleARN:  "arn:aws:iam::000000000000:role/payreq-sftp-local",
+			Logger:   logger,
 		},
 		Store:       store,
 		Bucket:      bucket,
@@ -257,4 +259,33 @@ func (e *env) spoolEmpty() {
 	if len(left) != 0 {
 		e.t.Errorf("spool files left behind: %v", left)
 	}
+}
+
+var errCounterMoved = errors.New("counter moved")
+
+// memCounters are the password attempt counters of the fast suite (the
+// local stack's DynamoDB is the dashboard suite's).
+type memCounters struct {
+	mu sync.Mutex
+	m  map[string]lockout.Counter
+}
+
+func (s *memCounters) LoginAttempts(_ context.Context, key string) (lockout.Counter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.m[key]
+	c.Key = key
+	return c, nil
+}
+
+func (s *memCounters) PutLoginAttempts(_ context.Context, c *lockout.Counter, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[c.Key].Version != c.Version {
+		return errCounterMoved
+	}
+	n := *c
+	n.Version++
+	s.m[c.Key] = n
+	return nil
 }

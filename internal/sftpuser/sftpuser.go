@@ -5,9 +5,20 @@ package sftpuser
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"time"
 )
+
+// AttemptKey names the password attempt counter of a user name
+// (internal/lockout), known or not. User names are merchant ids, no
+// secret; the hash keeps a name someone typed (a password in the wrong
+// field, say) out of the table in clear.
+func AttemptKey(username string) string {
+	sum := sha256.Sum256([]byte("payreq/sftp-attempts/v1:" + username))
+	return "sftp-" + hex.EncodeToString(sum[:])
+}
 
 // User is a merchant's SFTP login. PasswordHash is an Argon2id PHC string,
 // never the password, and empty for key-only users; PublicKeys are in
