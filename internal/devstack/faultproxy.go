@@ -58,6 +58,10 @@ type Fault struct {
 	// Table matches a write that names a table containing it (a stack's
 	// tables share its name as a prefix); empty matches every table.
 	Table string `json:"table,omitempty"`
+	// Tables, when set, matches a write that names exactly these tables,
+	// in this order (Write.Tables of a recorded write): the k-th write of
+	// one kind, however other writes interleave.
+	Tables []string `json:"tables,omitempty"`
 	// Contains matches a write whose request body contains it (a
 	// merchant's id, say); empty matches every body.
 	Contains string `json:"contains,omitempty"`
@@ -266,6 +270,7 @@ func (p *FaultProxy) match(op string, tables []string, body []byte) *Fault {
 	for _, a := range p.armed {
 		matches := (a.Op == "" || a.Op == op) &&
 			(a.Table == "" || slices.ContainsFunc(tables, func(t string) bool { return strings.Contains(t, a.Table) })) &&
+			(a.Tables == nil || slices.Equal(a.Tables, tables)) &&
 			(a.Contains == "" || bytes.Contains(body, []byte(a.Contains)))
 		if matches {
 			a.seen++
