@@ -445,16 +445,12 @@ func (s *Store) ReleaseBatchRow(ctx context.Context, r *batch.RowRecord) error {
 // ErrConflict otherwise.
 func (s *Store) ForgetBatchRow(ctx context.Context, r *batch.RowRecord) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                           &s.t.Operations,
-		Key:                                 batchRowKey(r.MerchantID, r.Key),
-		ConditionExpression:                 aws.String("#owner = :owner AND #done = :false"),
-		ExpressionAttributeNames:            map[string]string{"#owner": "owner", "#done": "done"},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":owner": sAV(r.Owner), ":false": &types.AttributeValueMemberBOOL{Value: false}},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		TableName:                 &s.t.Operations,
+		Key:                       batchRowKey(r.MerchantID, r.Key),
+		ConditionExpression:       aws.String("#owner = :owner AND #done = :false"),
+		ExpressionAttributeNames:  map[string]string{"#owner": "owner", "#done": "done"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": sAV(r.Owner), ":false": &types.AttributeValueMemberBOOL{Value: false}},
 	})
-	if alreadyGone(err) {
-		return nil // this call's own delete, retried after its answer was lost
-	}
 	if isConditionFailed(err) {
 		return ErrConflict
 	}

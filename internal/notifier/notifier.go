@@ -345,6 +345,13 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 	// What is signed comes from the store: the event's own statuses are
 	// only routing.
 	ev = payment.EventOf(ev, tx.ID, tx.Status, req.Status, tx.Code, tx.Message)
+	if n.Overview != nil && ev.Attempts == 0 && ev.DueAt.IsZero() {
+		// Before the delivery: should this write fail, SQS retries the
+		// message and the merchant is not notified twice for it.
+		if _, err := n.Overview.AggregateSettled(ctx, tx, now); err != nil {
+			return delivery{}, err
+		}
+	}
 	if tx.Status == payment.TxDeclined && req.Status == payment.RequestPaid && req.TransactionID != tx.ID {
 		// Another transaction paid the request: the merchant was or will be
 		// told "approved, paid", and a decline of this attempt sent now
@@ -355,13 +362,6 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		n.problemSolved(ctx, req.MerchantID, ev)
 		return delivery{record: &payment.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
 			Attempt: ev.Attempts + 1, At: now, Outcome: "superseded", Error: "the payment request was paid by another transaction"}, mustRecord: true}, nil
-	}
-	if n.Overview != nil && ev.Attempts == 0 && ev.DueAt.IsZero() {
-		// Before the delivery: should this write fail, SQS retries the
-		// message and the merchant is not notified twice for it.
-		if _, err := n.Overview.AggregateSettled(ctx, tx, now); err != nil {
-			return delivery{}, err
-		}
 	}
 	if m == nil || m.ID != req.MerchantID { // an event without (or with a wrong) merchant id
 		if m, err = n.Store.Merchant(ctx, req.MerchantID); err != nil {
