@@ -223,8 +223,8 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			codes = append(codes, "None")
 		}
 		b, _ := json.Marshal(map[string]any{
-			"__type":             "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
-			"Message":            "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
+			"__type":              "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+			"Message":             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
 			"CancellationReasons": reasons,
 		})
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")

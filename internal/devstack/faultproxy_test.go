@@ -80,7 +80,7 @@ func TestFaultProxyOverHTTP(t *testing.T) {
 	before = reached.Load()
 	c, b := call("TransactWriteItems", `{"TransactItems":[{"Put":{"TableName":"shop-OpsTable"}},{"Update":{"TableName":"shop-Tx"}}]}`)
 	var tc struct {
-		Type    string `json:"__type"`
+		Type    string                  `json:"__type"`
 		Reasons []struct{ Code string } `json:"CancellationReasons"`
 	}
 	_ = json.Unmarshal([]byte(b), &tc)
