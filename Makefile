@@ -23,7 +23,7 @@ STATE_DIR ?= $(if $(filter 3000,$(PORT)),.paydev,.paydev-$(PORT))
 dev: $(EMULATORS)
 	@mkdir -p .paydev/bin
 	go build -o .paydev/bin/paydev ./cmd/paydev
-	exec .paydev/bin/paydev -port $(PORT) -sftp-port $(SFTP_PORT) -state-dir $(STATE_DIR)$(if $(STAGE), -stage $(STAGE))
+	exec .paydev/bin/paydev -port $(PORT) -sftp-port $(SFTP_PORT) -state-dir $(STATE_DIR)$(if $(STAGE), -stage $(STAGE))$(if $(FAULTS), -faults)
 
 # Packages whose tests run against the local stack (their tests import
 # internal/testenv): `make test` runs them a second time on moto

@@ -138,6 +138,7 @@ var layerOf = map[string]int{
 	"internal/testing/clientgen":  layerTest,
 	"internal/testing/crashtest":  layerTest,
 	"internal/testing/faults":     layerTest,
+	"internal/testing/lostanswer": layerTest,
 	"internal/testing/memobjects": layerTest,
 	"internal/testing/memstore":   layerTest,
 	"internal/testing/motoserver": layerTest,

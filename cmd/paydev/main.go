@@ -28,6 +28,7 @@ func main() {
 	stage := flag.String("stage", "sandbox", "sandbox, or production: the Stripe connector against a stripe-mock paydev starts (unless -param LocalStripeSecretKey=... is given)")
 	stackName := flag.String("stack-name", devstack.StackName, "prefix of the stack's tables, queues and buckets: stacks with different names share emulators (-state-dir's AWS endpoints) without sharing data")
 	scheduleEvery := flag.Duration("schedule-every", 0, "run scheduled functions (the reconciler) this often instead of the template's rate")
+	faults := flag.Bool("faults", false, "put the fault proxy in front of DynamoDB: lose the answer of chosen writes, answer TransactionConflict to chosen transactions (POST a fault to faultsUrl in stack.json; docs/lost-answers.md)")
 	params := map[string]string{}
 	flag.Func("param", "override a template parameter, Name=Value (repeatable)", func(v string) error {
 		k, val, ok := strings.Cut(v, "=")
@@ -51,7 +52,7 @@ func main() {
 		}
 	}
 	defer stopMock()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, Stage: *stage, ScheduleEvery: *scheduleEvery, StackName: *stackName, Log: os.Stderr})
+	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, Stage: *stage, ScheduleEvery: *scheduleEvery, StackName: *stackName, Faults: *faults, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paydev:", err)
 		stopMock()
@@ -59,6 +60,9 @@ func main() {
 	}
 	printBanner(stack.Info, *stateDir, time.Since(started))
 	printDashboard(stack.Info)
+	if stack.Info.FaultsURL != "" {
+		fmt.Printf("  Faults     POST a fault to %s (docs/lost-answers.md)\n\n", stack.Info.FaultsURL)
+	}
 	if *stage == "production" {
 		fmt.Printf("  Stage      production (Stripe connector; stripe-mock %s)\n  Webhooks   POST %s/callbacks/svcwh, Stripe-Signature with the secret in %s\n\n",
 			params["LocalStripeApiBase"], stack.Info.APIBase, *stateDir+"/stripe-webhook.secret")

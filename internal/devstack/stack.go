@@ -54,6 +54,10 @@ type Options struct {
 	// paydev): stacks with different names share the emulators but no
 	// resource (the crash tests run several at once).
 	StackName string
+	// Faults puts a FaultProxy in front of DynamoDB: the stack's functions
+	// and Store reach DynamoDB through it, and Stack.Faults arms it (lost
+	// answers, transaction conflicts; docs/lost-answers.md).
+	Faults bool
 }
 
 // Info is .paydev/stack.json: everything a tool or a person needs to talk to
@@ -71,6 +75,8 @@ type Info struct {
 	Buckets   map[string]string `json:"buckets"`
 	PIDs      []int             `json:"pids,omitempty"`
 	External  bool              `json:"external"`
+	// FaultsURL arms the stack's fault proxy (Options.Faults) over HTTP.
+	FaultsURL string `json:"faultsUrl,omitempty"`
 }
 
 // Endpoints are the AWS API endpoints in use.
@@ -98,7 +104,12 @@ type Stack struct {
 	// own emulators: once they are stopped, a later Start in the same
 	// process must start its own, not take the dead ones for external.
 	restoreEnv func()
+	faults     *FaultProxy // Options.Faults
 }
+
+// Faults is the stack's fault proxy in front of DynamoDB; nil unless the
+// stack was started with Options.Faults.
+func (s *Stack) Faults() *FaultProxy { return s.faults }
 
 // validStackName: a CloudFormation stack name that also begins a valid
 // bucket name ("<stack>-batch-<account>").
@@ -167,6 +178,17 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}()
 	s.Info.APIBase = "http://" + listener.Addr().String()
+	if opts.Faults {
+		if s.faults, err = StartFaultProxy(s.Info.Endpoints.DynamoDB); err != nil {
+			return nil, err
+		}
+		s.Info.Endpoints.DynamoDB = s.faults.URL
+		s.Info.FaultsURL = s.faults.URL + faultsPath
+		if s.restoreEnv == nil {
+			s.restoreEnv = saveEnv(endpointVars...)
+		}
+		os.Setenv("AWS_ENDPOINT_URL_DYNAMODB", s.faults.URL)
+	}
 
 	cfg, err := awsconfig.Load(ctx)
 	if err != nil {
@@ -392,6 +414,9 @@ func (s *Stack) Close() {
 	if s.stopPolling != nil {
 		s.stopPolling()
 		s.pollers.Wait()
+	}
+	if s.faults != nil {
+		s.faults.Close()
 	}
 	if s.emu != nil {
 		s.emu.Stop()

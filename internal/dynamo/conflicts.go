@@ -52,6 +52,13 @@ func (r retryConflicts) TransactWriteItems(ctx context.Context, in *dynamodb.Tra
 		if err == nil || try == conflictRetries || !onlyConflicts(err) || ctx.Err() != nil {
 			return out, err
 		}
+		// A cancellation is an answer: nothing was applied. The next try
+		// is a new request with its own ClientRequestToken (the SDK filled
+		// the first one into in, and keeps one token across its own
+		// retries of a call, which is what makes a lost answer safe).
+		again := *in
+		again.ClientRequestToken = nil
+		in = &again
 		pause := time.Duration(10<<try)*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Millisecond)))
 		if r.sleep != nil {
 			r.sleep(pause)

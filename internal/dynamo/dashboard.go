@@ -159,8 +159,12 @@ func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashu
 // (guard: attribute_exists(pk) AND version = :read; ErrConflict otherwise).
 func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashuser.User) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+u.MerchantID, u.Email),
-		ConditionExpression:       aws.String("attribute_exists(pk) AND version = :v"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(u.Version)}})
+		ConditionExpression:                 aws.String("attribute_exists(pk) AND version = :v"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": numberAV(u.Version)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+	if alreadyGone(err) {
+		return nil // this call's own delete, retried after its answer was lost (or another admin's)
+	}
 	if isConditionFailed(err) {
 		return ErrConflict
 	}
@@ -356,16 +360,23 @@ func (s *Store) Invite(ctx context.Context, tokenHash string, now time.Time) (*d
 	if err != nil {
 		return nil, fmt.Errorf("get invite: %w", err)
 	}
+	if _, used := out.Item["usedAt"]; used {
+		return nil, ErrNotFound
+	}
 	return inviteOf(out.Item, tokenHash, now)
 }
 
-// TakeInvite deletes a link and returns it: of two uses racing, one wins
-// (conditional delete); expired or used is ErrNotFound.
+// TakeInvite uses a link and returns it: of two uses racing, one wins
+// (a conditional update marks it used; TTL removes it when it expires);
+// expired or used is ErrNotFound. It is an update, not a delete, so that a
+// use whose answer was lost recognises its own mark when the SDK sends it
+// again (a delete leaves nothing to recognise).
 func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*dashuser.Invite, error) {
-	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashInvitePrefix+tokenHash, "invite"),
-		ConditionExpression:       aws.String("attribute_exists(pk) AND expiresAt > :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numberAV(now.Unix())},
-		ReturnValues:              types.ReturnValueAllOld})
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &s.t.Operations, Key: dashKey(dashInvitePrefix+tokenHash, "invite"),
+		UpdateExpression:          aws.String("SET usedAt = :at"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND expiresAt > :now AND attribute_not_exists(usedAt)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numberAV(now.Unix()), ":at": numberAV(now.UnixMilli())},
+		ReturnValues:              types.ReturnValueAllNew})
 	if isConditionFailed(err) {
 		return nil, ErrNotFound
 	}

@@ -97,6 +97,7 @@ func (s *Store) aggregate(ctx context.Context, txID int64, marker, merchantID, u
 		bucket(day, dayExp),
 	}}
 	for try := 1; ; try++ {
+		in.ClientRequestToken = nil // each try its own request (the marker keeps it once)
 		_, err := s.db.TransactWriteItems(ctx, in)
 		if err == nil {
 			return true, nil

@@ -17,7 +17,10 @@ import (
 )
 
 // TestMain stops the shared local stack after the package's tests.
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	testenv.Options.Faults = true
+	testenv.Main(m)
+}
 
 // newStore returns a store over the emulator whose AWS calls are counted,
 // plus a raw client for inspecting items.

@@ -41,9 +41,11 @@ type Store struct {
 	t  Tables
 }
 
-// New returns a store over db. Transactions that DynamoDB cancels for
-// conflicts alone are sent again (retryConflicts).
-func New(db API, t Tables) *Store { return &Store{db: withConflictRetries(db), t: t} }
+// New returns a store over db. Every single-item write recognises its own
+// echo when DynamoDB applied it and lost the answer (recogniseEcho), and
+// transactions that DynamoDB cancels for conflicts alone are sent again
+// (retryConflicts).
+func New(db API, t Tables) *Store { return &Store{db: withConflictRetries(withEchoes(db)), t: t} }
 
 // Errors callers branch on (domain values, package payment, so the core
 // branches on them without importing storage).

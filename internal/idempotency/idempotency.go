@@ -298,6 +298,10 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 			return true
 		}
 		if !errors.Is(err, dynamo.ErrConflict) {
+			// The claim may have been applied with every answer lost: free
+			// it, so that the client's retry runs at once instead of
+			// waiting out the lease.
+			g.releaseIfOurs(ctx, rec)
 			g.unavailable(w, r, "claim", err)
 			return false
 		}
@@ -313,6 +317,12 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 		}
 		if held == nil || held.Expired(now) {
 			continue // freed between the claim and the read: claim again
+		}
+		if held.Token == rec.Token {
+			// This request's own claim: the store applied it and its answer
+			// was lost. It is ours to run, with the nonce it holds.
+			rec.Nonce = held.Nonce
+			return true
 		}
 		if held.LeaseExpired(now) && held.Fingerprint == rec.Fingerprint {
 			// A retry of a request a crash (or a 5xx) cut short: take it over
@@ -352,6 +362,17 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 	}
 	g.inProgress(w, r) // the key keeps changing hands; let the client retry
 	return false
+}
+
+// releaseIfOurs frees rec's key if the store holds rec's own claim (a
+// claim applied whose answers were all lost), with its own short budget.
+func (g *Guard) releaseIfOurs(ctx context.Context, rec *dynamo.IdempotencyRecord) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	held, err := g.store.IdempotencyRecord(ctx, rec.MerchantID, rec.Key)
+	if err == nil && held.Token == rec.Token && held.State == dynamo.IdempotencyInProgress {
+		_ = g.store.ReleaseIdempotencyKey(ctx, rec.MerchantID, rec.Key, rec.Token)
+	}
 }
 
 func (g *Guard) inProgress(w http.ResponseWriter, r *http.Request) {

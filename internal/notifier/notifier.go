@@ -352,6 +352,17 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 			return delivery{}, err
 		}
 	}
+	if tx.Status == payment.TxDeclined && req.Status == payment.RequestPaid && req.TransactionID != tx.ID {
+		// Another transaction paid the request: the merchant was or will be
+		// told "approved, paid", and a decline of this attempt sent now
+		// would contradict it (a merchant applying the latest notification
+		// would mark a paid order unpaid). Recorded, never sent.
+		log.Info("decline of an attempt superseded by the request's payment; not sent", "transaction_id", tx.ID,
+			"paid_by", req.TransactionID)
+		n.problemSolved(ctx, req.MerchantID, ev)
+		return delivery{record: &payment.DeliveryAttempt{RequestID: ev.RequestID, EventID: ev.EventID,
+			Attempt: ev.Attempts + 1, At: now, Outcome: "superseded", Error: "the payment request was paid by another transaction"}, mustRecord: true}, nil
+	}
 	if m == nil || m.ID != req.MerchantID { // an event without (or with a wrong) merchant id
 		if m, err = n.Store.Merchant(ctx, req.MerchantID); err != nil {
 			return delivery{}, fmt.Errorf("load merchant %s: %w", req.MerchantID, err)

@@ -724,13 +724,24 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 	return s.charge(ctx, req, tx, a, det)
 }
 
-// writeAhead stores the waiting transaction. On an id collision it draws a
-// new id and moves the lease to it: a transaction is never shared.
+// writeAhead stores the waiting transaction. A transaction already stored
+// under its id for this request and reference is this attempt's own write
+// (an earlier try whose answer was lost): it is used as it is. On a real id
+// collision it draws a new id and moves the lease to it: a transaction is
+// never shared.
 func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) error {
 	for try := 0; ; try++ {
 		err := s.Store.CreateTransaction(ctx, tx)
 		if !errors.Is(err, payment.ErrExists) {
 			return err
+		}
+		held, rerr := s.Store.Transaction(ctx, tx.ID)
+		if rerr != nil {
+			return fmt.Errorf("read transaction %d after its write found it: %w", tx.ID, rerr)
+		}
+		if held.PaymentRequestID == req.ID && held.Reference == tx.Reference && held.Status == payment.TxWaiting {
+			*tx = *held
+			return nil
 		}
 		if try == 3 {
 			return fmt.Errorf("write transaction of payment request %d: %w", req.ID, err)

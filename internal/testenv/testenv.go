@@ -239,3 +239,17 @@ func Seeded(tb testing.TB, what string, err error) {
 		tb.Fatalf("seed %s: %v", what, err)
 	}
 }
+
+// Faults is the shared stack's fault proxy in front of DynamoDB (lost
+// answers, transaction conflicts). The package's TestMain must set
+// Options.Faults before the first Stack call. A test that arms a fault
+// names its own tables or merchant in the fault (Table, Contains), since
+// other tests share the stack.
+func Faults(tb testing.TB) *devstack.FaultProxy {
+	tb.Helper()
+	f := Stack(tb).Faults()
+	if f == nil {
+		tb.Fatal("testenv.Faults: set testenv.Options.Faults = true in TestMain")
+	}
+	return f
+}

@@ -95,6 +95,35 @@ func TestChaos(t *testing.T) {
 			}
 		}()
 	}
+	// Meanwhile DynamoDB loses the answer of a write now and then (the
+	// write applied, the SDK sends it again) and cancels a transaction for
+	// a conflict, as AWS does and the emulator never does.
+	var lost, conflicts atomic.Int64
+	faultsDone := make(chan struct{})
+	go func() {
+		defer close(faultsDone)
+		for {
+			select {
+			case <-stop:
+				faults.Disarm()
+				return
+			case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond):
+			}
+			kind, counter := devstack.FaultLoseAnswer, &lost
+			if rand.IntN(4) == 0 {
+				kind, counter = devstack.FaultTransactionConflict, &conflicts
+			}
+			if a, err := faults.Arm(devstack.Fault{Kind: kind, Nth: 1 + rand.IntN(20), Drop: rand.IntN(2) == 0}); err == nil {
+				go func() {
+					select {
+					case <-a.Done():
+						counter.Add(1)
+					case <-stop:
+					}
+				}()
+			}
+		}
+	}()
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(1500+rand.IntN(3000)) * time.Millisecond)
 		p := current()
@@ -109,6 +138,7 @@ func TestChaos(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
+	<-faultsDone
 
 	// Let the reconciler and the sandbox finish every open attempt.
 	s := current().store(t)
@@ -179,8 +209,11 @@ func TestChaos(t *testing.T) {
 	rep := auditClean(t, current())
 	t.Logf("audit: %d requests, %d transactions, %d ledger entries checked, %d violations",
 		rep.Checked.Requests, rep.Checked.Transactions, rep.Checked.LedgerEntries, len(rep.Violations))
-	t.Logf("chaos: %d kills, %d workers, %d operations (%d approved at once), %d retries, %d requests, %d paid, %d double charges, %d charges without their transaction",
-		kills, workers, ops.Load(), approved.Load(), retries.Load(), len(requests), paid, doubles, orphans)
+	t.Logf("chaos: %d kills, %d lost answers, %d transaction conflicts, %d workers, %d operations (%d approved at once), %d retries, %d requests, %d paid, %d double charges, %d charges without their transaction",
+		kills, lost.Load(), conflicts.Load(), workers, ops.Load(), approved.Load(), retries.Load(), len(requests), paid, doubles, orphans)
+	if lost.Load() == 0 || conflicts.Load() == 0 {
+		t.Errorf("the soak lost no answer (%d) or conflicted no transaction (%d): the faults never fired", lost.Load(), conflicts.Load())
+	}
 }
 
 // retryCall retries as the docs tell merchants to: on a broken connection,

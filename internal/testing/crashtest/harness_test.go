@@ -41,6 +41,7 @@ import (
 var (
 	paydevBin string
 	emu       *devstack.Emulators
+	faults    *devstack.FaultProxy // in front of emu's DynamoDB
 	stateRoot string
 )
 
@@ -80,7 +81,14 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer emu.Stop()
-	devstack.UseEndpoints(devstack.Endpoints{DynamoDB: emu.DynamoDB, SQS: emu.SQS, S3: emu.S3})
+	// Every stack reaches DynamoDB through the fault proxy: make chaos loses
+	// answers and answers transaction conflicts while it kills.
+	if faults, err = devstack.StartFaultProxy(emu.DynamoDB); err != nil {
+		fmt.Fprintln(os.Stderr, "start the fault proxy:", err)
+		return 1
+	}
+	defer faults.Close()
+	devstack.UseEndpoints(devstack.Endpoints{DynamoDB: faults.URL, SQS: emu.SQS, S3: emu.S3})
 	return m.Run()
 }
 

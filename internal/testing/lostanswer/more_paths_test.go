@@ -1,0 +1,258 @@
+package lostanswer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+// TestLostAnswerBatchRow: one line of a batch file uploaded over the local
+// SFTP server (the batch function runs on its S3 event, as on AWS).
+func TestLostAnswerBatchRow(t *testing.T) {
+	sweep(t, path{name: "a batch row (SFTP upload)", setup: func(r *run) {
+		r.vars["password"] = "pw-" + r.m.ID
+		hash, err := sftpauth.HashPassword(r.vars["password"])
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		store := testenv.PatientStore(r.t, r.st)
+		if err := store.SetSFTPPassword(context.Background(), r.m.ID, dynamo.SFTPUsername(r.m.ID), hash, time.Now()); err != nil {
+			r.t.Fatal(err)
+		}
+	},
+		act: func(r *run) {
+			c := sftpClient(r)
+			defer c.Close()
+			f, err := c.Create("/incoming/pay.csv")
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			line := "Ann Lee;4111111111111111;12/30;123;payer@example.com;4155550100;1 Main St;Springfield;IL;62701;US;12.50;EUR;ref-1\n"
+			if _, err := f.Write([]byte(line)); err != nil {
+				r.t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				r.t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if res, err := c.Open("/results/pay.csv.result.csv"); err == nil {
+					b, _ := io.ReadAll(res)
+					res.Close()
+					if !strings.HasPrefix(string(b), "1;approved;") {
+						r.t.Fatalf("result: %s", b)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					r.t.Fatal("no result file")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		},
+		want: paidOnce})
+}
+
+func sftpClient(r *run) *sftp.Client {
+	r.t.Helper()
+	conn, err := ssh.Dial("tcp", r.st.Info.SFTPAddr, &ssh.ClientConfig{User: dynamo.SFTPUsername(r.m.ID),
+		Auth: []ssh.AuthMethod{ssh.Password(r.vars["password"])}, Timeout: 10 * time.Second,
+		HostKeyCallback: func(string, net.Addr, ssh.PublicKey) error { return nil }}) // the test's own local server
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c, err := sftp.NewClient(conn)
+	if err != nil {
+		conn.Close()
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// browser is one dashboard user's browser without JavaScript.
+type browser struct {
+	r      *run
+	email  string
+	client *http.Client
+}
+
+const dashPassword = "correct horse battery staple"
+
+func newBrowser(r *run, email string) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{r: r, email: email, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// withAdmin creates an admin user of the run's merchant.
+func withAdmin(r *run) *browser {
+	r.t.Helper()
+	hash, err := sftpauth.HashPassword(dashPassword)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	email := "admin." + strings.ToLower(r.m.ID) + "@shop.example"
+	now := time.Now()
+	testenv.Seeded(r.t, "dashboard user", testenv.PatientStore(r.t, r.st).CreateDashboardUser(context.Background(),
+		&dashboard.User{Email: email, MerchantID: r.m.ID, Role: dashboard.RoleAdmin, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+	return newBrowser(r, email)
+}
+
+type page struct {
+	status   int
+	location string
+	body     string
+}
+
+func (b *browser) do(method, path string, form url.Values) page {
+	b.r.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.r.api+path, body)
+	if err != nil {
+		b.r.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	return page{resp.StatusCode, resp.Header.Get("Location"), string(got)}
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (b *browser) csrf(path string) string {
+	b.r.t.Helper()
+	p := b.do("GET", path, nil)
+	m := csrfRE.FindStringSubmatch(p.body)
+	if m == nil {
+		b.r.t.Fatalf("no CSRF field on %s (%d)", path, p.status)
+	}
+	return m[1]
+}
+
+func (b *browser) signIn() {
+	b.r.t.Helper()
+	p := b.do("POST", "/dashboard/login", url.Values{"csrf": {b.csrf("/dashboard/login")}, "merchant": {b.r.m.ID},
+		"email": {b.email}, "password": {dashPassword}})
+	if p.status != http.StatusSeeOther || p.location != "/dashboard/overview" {
+		b.r.t.Fatalf("sign-in: %d %s (a lost answer must not cost a sign-in)", p.status, p.location)
+	}
+	if p := b.do("GET", "/dashboard/profile", nil); p.status != http.StatusOK {
+		b.r.t.Fatalf("profile after sign-in: %d", p.status)
+	}
+}
+
+var none = want{}
+
+func TestLostAnswerDashboardSignIn(t *testing.T) {
+	sweep(t, path{name: "dashboard sign-in",
+		setup: func(r *run) { r.vars["email"] = withAdmin(r).email },
+		act:   func(r *run) { newBrowser(r, r.vars["email"]).signIn() },
+		want:  none})
+}
+
+var linkRE = regexp.MustCompile(`/dashboard/set-password\?token=([^"<&\s]+)`)
+
+func TestLostAnswerDashboardInvitation(t *testing.T) {
+	var admin *browser
+	sweep(t, path{name: "dashboard invitation",
+		setup: func(r *run) { admin = withAdmin(r); admin.signIn() },
+		act: func(r *run) {
+			p := admin.do("POST", "/dashboard/users", url.Values{"csrf": {admin.csrf("/dashboard/users")},
+				"email": {"new." + strings.ToLower(r.m.ID) + "@shop.example"}, "role": {dashboard.RoleMember}})
+			m := linkRE.FindStringSubmatch(p.body)
+			if p.status != http.StatusOK || m == nil {
+				r.t.Fatalf("invite: %d, link %v", p.status, m)
+			}
+			if page := newBrowser(r, "").do("GET", "/dashboard/set-password?token="+m[1], nil); page.status != http.StatusOK {
+				r.t.Fatalf("the invitation's link: %d", page.status)
+			}
+		},
+		want: none})
+}
+
+func TestLostAnswerDashboardSetPassword(t *testing.T) {
+	sweep(t, path{name: "dashboard set-password link",
+		setup: func(r *run) {
+			email := "invited." + strings.ToLower(r.m.ID) + "@shop.example"
+			link, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, r.m.ID, email,
+				dashboard.RoleAdmin, "payctl", r.api, time.Now())
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			tok, _ := url.QueryUnescape(linkRE.FindStringSubmatch(link)[1])
+			r.vars["token"], r.vars["email"] = tok, email
+		},
+		act: func(r *run) {
+			b := newBrowser(r, r.vars["email"])
+			form := url.Values{"token": {r.vars["token"]}, "password": {dashPassword}, "confirm": {dashPassword}}
+			if p := b.do("POST", "/dashboard/set-password", form); p.status != http.StatusOK {
+				r.t.Fatalf("set password: %d (a lost answer must not report a failure for a write that applied)\n%s", p.status, p.body)
+			}
+			if p := b.do("POST", "/dashboard/set-password", form); p.status != http.StatusNotFound {
+				r.t.Fatalf("the link worked twice: %d", p.status)
+			}
+			b.signIn()
+		},
+		want: none})
+}
+
+var newKeyRE = regexp.MustCompile(`<code id="new-api-key">([^<]+)</code>`)
+
+func TestLostAnswerDashboardKeyRotation(t *testing.T) {
+	var admin *browser
+	sweep(t, path{name: "API key rotation",
+		setup: func(r *run) { admin = withAdmin(r); admin.signIn() },
+		act: func(r *run) {
+			p := admin.do("POST", "/dashboard/profile/api-key", url.Values{"csrf": {admin.csrf("/dashboard/profile")}})
+			m := newKeyRE.FindStringSubmatch(p.body)
+			if p.status != http.StatusOK || m == nil {
+				r.t.Fatalf("rotate: %d", p.status)
+			}
+			if resp := testenv.Do(r.t, "POST", r.api+"/payment-requests", m[1], `{"amount":1,"unit":"EUR"}`); resp.Status != 201 {
+				r.t.Fatalf("the new key: %d %s", resp.Status, resp.Body)
+			}
+		},
+		want: want{requests: 1}})
+}
+
+var secretRE = regexp.MustCompile(`whsec_[A-Za-z0-9_-]+`)
+
+func TestLostAnswerDashboardSecretRotation(t *testing.T) {
+	var admin *browser
+	sweep(t, path{name: "webhook secret rotation",
+		setup: func(r *run) { admin = withAdmin(r); admin.signIn() },
+		act: func(r *run) {
+			p := admin.do("POST", "/dashboard/profile/webhook-secret", url.Values{"csrf": {admin.csrf("/dashboard/profile")}, "action": {"rotate"}})
+			if p.status != http.StatusOK || !secretRE.MatchString(p.body) {
+				r.t.Fatalf("rotate the webhook secret: %d", p.status)
+			}
+		},
+		want: none})
+}
+
+func isNotFound(err error) bool { return errors.Is(err, dynamo.ErrNotFound) }

@@ -1,0 +1,340 @@
+// Package lostanswer loses, in turn, the answer to each DynamoDB write of
+// every path a user takes that writes (docs/lost-answers.md). The local
+// stack's fault proxy lets the n-th write reach DynamoDB Local, which
+// applies it, and answers 500 instead: the SDK sends the call again and
+// meets its own write. For n from 1 to the path's last write, the sweep
+// checks that the first answer is the one the call deserved (no 409, no
+// 5xx, no second object), that every payment is charged and notified once,
+// that no notification contradicts an earlier one, and, once per path, that
+// the invariant audit is clean.
+package lostanswer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/payreq/payreq/internal/audit"
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/testenv"
+)
+
+var delays = map[string]string{
+	"SANDBOX_UPI_DELAY":          "100ms",
+	"SANDBOX_QR_DELAY":           "100ms",
+	"SANDBOX_UPI_COLLECT_WINDOW": "300ms",
+	"THREEDS_CHALLENGE_WINDOW":   "10s",
+	"PAYMENT_PENDING_GRACE":      "500ms",
+}
+
+func TestMain(m *testing.M) {
+	for k, v := range delays {
+		os.Setenv(k, v)
+	}
+	testenv.Options.Faults = true
+	// The reconciler stays quiet: its writes would shift the sweep's count.
+	testenv.Options.ScheduleEvery = time.Hour
+	// Its own tables, so that the audit judges this package's records only
+	// (emulators shared with other packages keep theirs).
+	testenv.Options.StackName = fmt.Sprintf("lost-%d", os.Getpid())
+	testenv.Main(m)
+}
+
+// receiver records the notifications of every merchant of the sweep.
+type receiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got map[string][]notice // by merchant id, in arrival order
+}
+
+// notice is one notification as the merchant received it.
+type notice struct {
+	webhookID string
+	requestID string
+	txID      string
+	txStatus  string
+	reqStatus string
+	at        time.Time
+}
+
+var (
+	recvOnce sync.Once
+	recv     *receiver
+)
+
+func notifications(t *testing.T) *receiver {
+	recvOnce.Do(func() {
+		recv = &receiver{got: map[string][]notice{}}
+		recv.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			f, _ := url.ParseQuery(string(b))
+			recv.mu.Lock()
+			mer := strings.TrimPrefix(r.URL.Path, "/n/")
+			recv.got[mer] = append(recv.got[mer], notice{webhookID: r.Header.Get("webhook-id"), requestID: f.Get("id"),
+				txID: f.Get("transactionId"), txStatus: f.Get("transactionStatusId"), reqStatus: f.Get("paymentRequestStatusId"), at: time.Now()})
+			recv.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+	})
+	return recv
+}
+
+func (rv *receiver) of(merchantID string) []notice {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return slices.Clone(rv.got[merchantID])
+}
+
+// run is one execution of a path: its merchant and what it made.
+type run struct {
+	t   *testing.T
+	m   testenv.Merchant
+	st  *devstack.Stack
+	api string
+	// what the path made, for its checks
+	requestID int64
+	vars      map[string]string
+}
+
+// path is one thing a user does that writes.
+type path struct {
+	name string
+	// setup prepares what the path acts on; its writes are not swept.
+	setup func(r *run)
+	// act makes the user's call(s) and checks each answer is the one the
+	// call deserved.
+	act func(r *run)
+	// want is what the merchant's records must show once act returned.
+	want want
+}
+
+// want describes the records a run leaves, checked after every run.
+type want struct {
+	requests     int // payment requests of the merchant
+	transactions int // per request
+	approved     int // approved transactions per request (0 or 1)
+	notified     int // distinct notifications per request (final transactions)
+	paid         bool
+}
+
+func newRun(t *testing.T) *run {
+	st := testenv.Stack(t)
+	rv := notifications(t)
+	var m testenv.Merchant
+	m = testenv.NewMerchant(t, func(mm *merchant.Merchant) {
+		mm.RateLimitPerMinute = 1_000_000
+		mm.NotifyURL = rv.srv.URL + "/n/" + mm.ID
+	})
+	return &run{t: t, m: m, st: st, api: st.Info.APIBase, vars: map[string]string{}}
+}
+
+// sweep runs p once to count its writes, then once per write with that
+// write's answer lost, checking the path's records after each run and the
+// audit at the end.
+func sweep(t *testing.T, p path) {
+	faults := testenv.Faults(t)
+	var writes []devstack.Write
+	t.Run("no fault", func(t *testing.T) {
+		r := newRun(t)
+		p.setup(r)
+		faults.Record()
+		p.act(r)
+		check(r, p.want)
+		writes = faults.Writes()
+		for i, w := range writes {
+			t.Logf("write %d: %s %v %s", i+1, w.Op, w.Tables, w.Key)
+		}
+	})
+	if len(writes) == 0 {
+		t.Fatal("the path made no write")
+	}
+	// The n-th write is aimed at as the k-th write of its kind (operation
+	// and tables): asynchronous work (a notification's delivery) may
+	// interleave differently from one run to the next.
+	seen, lost := map[string]int{}, map[string]bool{}
+	for n := 1; n <= len(writes); n++ {
+		w := writes[n-1]
+		kind := w.Op + " " + strings.Join(w.Tables, ",")
+		seen[kind]++
+		nth := seen[kind]
+		t.Run(fmt.Sprintf("write %d of %d lost (%s)", n, len(writes), w.Op), func(t *testing.T) {
+			r := newRun(t)
+			p.setup(r)
+			faults.Record()
+			armed, err := faults.Arm(devstack.Fault{Kind: devstack.FaultLoseAnswer, Op: w.Op, Tables: w.Tables, Nth: nth})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer faults.Disarm()
+			p.act(r)
+			check(r, p.want)
+			for _, got := range faults.Writes() {
+				if got.Fault != "" {
+					t.Logf("lost the answer of %s %v %s", got.Op, got.Tables, got.Key)
+				}
+			}
+			if armed.Fired() == 0 {
+				// A write repeated a varying number of times (the status
+				// polls' rate-limit counter) may come fewer times.
+				t.Logf("this run made fewer than %d writes of %s", nth, kind)
+			} else {
+				lost[kind] = true
+			}
+		})
+	}
+	for kind := range seen {
+		if !lost[kind] {
+			t.Errorf("no run lost the answer of a %s", kind)
+		}
+	}
+	t.Logf("%s: %d writes, each lost in turn", p.name, len(writes))
+	auditClean(t)
+}
+
+// check holds the run's records to w.
+func check(r *run, w want) {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	store := testenv.PatientStore(t, r.st)
+	var reqs []*payment.Request
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		reqs, _, err = store.PaymentRequestsOf(ctx, dynamo.PaymentQuery{MerchantID: r.m.ID, Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reqs) >= w.requests || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the index is eventually consistent
+	}
+	if len(reqs) != w.requests {
+		t.Fatalf("%d payment requests, want %d (a lost answer made a second object?)", len(reqs), w.requests)
+	}
+	for _, q := range reqs {
+		// A request's final state may show (on the status endpoint) a
+		// moment before its transaction's: the path writes the request
+		// first. The records are judged once they stop moving.
+		var problems []string
+		var req *payment.Request
+		var txs []*payment.Transaction
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			problems, req, txs = judge(t, store, q.ID, w)
+			if len(problems) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, p := range problems {
+			t.Error(p)
+		}
+		checkNotified(r, req, txs, w.notified)
+	}
+}
+
+// judge reads one request's records and says how they differ from w.
+func judge(t *testing.T, store *dynamo.Store, id int64, w want) ([]string, *payment.Request, []*payment.Transaction) {
+	t.Helper()
+	ctx := context.Background()
+	var problems []string
+	req, err := store.PaymentRequest(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.paid != (req.Status == payment.RequestPaid) {
+		problems = append(problems, fmt.Sprintf("request %d status %d, want paid=%v", req.ID, req.Status, w.paid))
+	}
+	txs, err := store.TransactionsOfRequest(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(txs) != w.transactions {
+		problems = append(problems, fmt.Sprintf("request %d has %d transactions, want %d", id, len(txs), w.transactions))
+	}
+	approved, taken := 0, 0
+	for _, tx := range txs {
+		if tx.Status == payment.TxApproved {
+			approved++
+		}
+		if e, err := store.LedgerEntry(ctx, tx.Reference); err == nil && e.Kind == sandboxledger.KindCharge && e.Status == provider.Approved && !e.Abandoned {
+			taken++
+		}
+	}
+	if approved != w.approved || taken != w.approved {
+		problems = append(problems, fmt.Sprintf("request %d: %d approved transactions, %d ledger charges; want %d of each", id, approved, taken, w.approved))
+	}
+	return problems, req, txs
+}
+
+// checkNotified waits for the request's notifications and checks there is
+// one per final transaction and none contradicts an earlier one.
+func checkNotified(r *run, req *payment.Request, txs []*payment.Transaction, want int) {
+	t := r.t
+	t.Helper()
+	id := strconv.FormatInt(req.ID, 10)
+	var mine []notice
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		mine = mine[:0]
+		for _, n := range notifications(t).of(r.m.ID) {
+			if n.requestID == id {
+				mine = append(mine, n)
+			}
+		}
+		if distinct(mine) >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := distinct(mine); got != want {
+		t.Errorf("request %d: %d distinct notifications, want %d: %+v", req.ID, got, want, mine)
+	}
+	paid := false
+	for _, n := range mine {
+		if paid && (n.reqStatus != "1" || n.txStatus != "1") {
+			t.Errorf("request %d: after \"approved, paid\" came %+v", req.ID, n)
+		}
+		paid = paid || n.reqStatus == "1"
+	}
+}
+
+func distinct(ns []notice) int {
+	ids := map[string]bool{}
+	for _, n := range ns {
+		ids[n.webhookID] = true
+	}
+	return len(ids)
+}
+
+// auditClean runs the invariant audit over the stack's tables.
+func auditClean(t *testing.T) {
+	t.Helper()
+	st := testenv.Stack(t)
+	d, err := testenv.PatientStore(t, st).AuditData(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SandboxAcquirer = true
+	rep := audit.Check(d, time.Now().Add(audit.DefaultGrace+time.Second), audit.DefaultGrace)
+	for _, v := range rep.Violations {
+		t.Errorf("audit: %+v", v)
+	}
+}
