@@ -117,7 +117,7 @@ func lockedNow(t *testing.T, who *user) *dashboard.User {
 	u := storedUser(t, who)
 	// A right secret among the burst takes back the failures counted before
 	// it (not the lock), so the count may be below MaxFailures, and is 0 when
-	// the right one was the attempt that reached the limit (CI's moto pass);
+	// the right one was the attempt that reached the limit (seen under load);
 	// the lock holds either way, and is what this checks.
 	if !time.Now().Before(u.LockedUntil) {
 		t.Errorf("after the burst: %d failures, locked until %v; want a lock in force", u.Failures, u.LockedUntil)
