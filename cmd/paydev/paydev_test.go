@@ -38,7 +38,9 @@ func TestPaydevStartsServesAndStopsCleanly(t *testing.T) {
 	defer cmd.Process.Kill()
 
 	var info devstack.Info
-	deadline := time.Now().Add(60 * time.Second)
+	// Room for the first start after npm ci, which also builds DynamoDB
+	// Local's launcher (devstack), on a loaded machine.
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if b, err := os.ReadFile(filepath.Join(state, "stack.json")); err == nil && json.Unmarshal(b, &info) == nil {
 			if r, err := http.Get(info.APIBase + "/health"); err == nil {
@@ -49,7 +51,7 @@ func TestPaydevStartsServesAndStopsCleanly(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stack not healthy after 60 s:\n%s", out.String())
+			t.Fatalf("stack not healthy after 3 min:\n%s", out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -96,6 +96,9 @@ const launcherSource = "DynamoDBLocalLoopback.java"
 //     emulator starts all the same, more slowly.
 //
 // Callers hold no lock: the build takes infra's.
+//
+// The cache's files: dynamodb-local.jar (its classes and the launcher's),
+// classes.jsa (the archive) or no-archive.txt (why there is none).
 func prepareDynamoDBLocal(ctx context.Context, infra string) (*dynamoDBLocal, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
@@ -116,42 +119,47 @@ func prepareDynamoDBLocal(ctx context.Context, infra string) (*dynamoDBLocal, er
 	}
 	dir := filepath.Join(infra, "node_modules", ".cache", "payreq-dynamodb-local", key)
 	d := &dynamoDBLocal{java: java, jar: filepath.Join(dir, "dynamodb-local.jar"), libDir: filepath.Join(dist, "DynamoDBLocal_lib")}
-	done := func() *dynamoDBLocal {
-		if _, err := os.Stat(filepath.Join(dir, "classes.jsa")); err == nil {
-			d.archive = filepath.Join(dir, "classes.jsa")
+	jar, archive, noArchive := d.jar, filepath.Join(dir, "classes.jsa"), filepath.Join(dir, "no-archive.txt")
+	settled := func() bool { // the jar, and the archive or the reason there is none
+		return exists(jar) && (exists(archive) || exists(noArchive))
+	}
+	if !settled() {
+		unlock, err := lockInfra(infra)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", infra, err)
 		}
-		return d
+		defer unlock()
 	}
-	if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
-		return done(), nil
+	if !exists(jar) { // (else built by another process meanwhile)
+		if err := os.RemoveAll(dir); err != nil { // a build cut short
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := buildLauncherJar(ctx, java, dist, filepath.Join(infra, launcherSource), dir); err != nil {
+			return nil, fmt.Errorf("DynamoDB Local launcher: %w", err)
+		}
 	}
-	unlock, err := lockInfra(infra)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", infra, err)
+	if !exists(archive) && !exists(noArchive) {
+		// The archive records the jar's path, so it is made from the jar
+		// in its final place. A run that went wrong (a timeout on a loaded
+		// machine) is tried again at the next start; a runtime that ran
+		// and wrote none is written down, and the emulator runs without.
+		if err := recordClasses(ctx, d, archive); errors.Is(err, errNoArchive) {
+			_ = os.WriteFile(noArchive, []byte(err.Error()+"\n"), 0o644)
+		}
 	}
-	defer unlock()
-	if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
-		return done(), nil // built by another process meanwhile
+	if exists(archive) {
+		d.archive = archive
 	}
-	if err := os.RemoveAll(dir); err != nil { // a build cut short
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := buildLauncherJar(ctx, java, dist, filepath.Join(infra, launcherSource), dir); err != nil {
-		return nil, fmt.Errorf("DynamoDB Local launcher: %w", err)
-	}
-	// The archive records the jar's path, so it is made from the jar in
-	// its final place. A failure is written down and the build goes on.
-	if err := recordClasses(ctx, d, filepath.Join(dir, "classes.jsa")); err != nil {
-		_ = os.WriteFile(filepath.Join(dir, "no-archive.txt"), []byte(err.Error()+"\n"), 0o644)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ready"), nil, 0o644); err != nil {
-		return nil, err
-	}
-	return done(), nil
+	return d, nil
 }
+
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+// errNoArchive: the JVM ran and exited as asked but wrote no archive.
+var errNoArchive = errors.New("no class-data sharing archive written")
 
 // cacheKey names a build by what it is made of: the launcher's source, the
 // DynamoDB Local jar and the Java runtime (its modules file changes with
@@ -325,7 +333,7 @@ func recordClasses(ctx context.Context, d *dynamoDBLocal, archive string) error 
 		return fmt.Errorf("DynamoDB Local did not exit after SIGTERM: %w", ctx.Err())
 	}
 	if _, err := os.Stat(tmp); err != nil {
-		return fmt.Errorf("no archive written: %w\n%s", err, out.String())
+		return fmt.Errorf("%w: %v\n%s", errNoArchive, err, out.String())
 	}
 	return os.Rename(tmp, archive)
 }

@@ -71,7 +71,9 @@ func Stack(tb testing.TB) *devstack.Stack {
 		if startErr != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// Room for the first start after npm ci, which also builds DynamoDB
+		// Local's launcher (devstack), on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		opts := Options
 		opts.StateDir, opts.APIPort = stateDir, 0
