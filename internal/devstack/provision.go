@@ -158,10 +158,9 @@ func (r *Resources) getAtt(id, attr string) (string, error) {
 	return fmt.Sprintf("arn:aws:local:%s:%s:%s/%s", r.Region, Account, strings.ToLower(attr), id), nil
 }
 
+// createTable creates a table of the template, or finds it there (a
+// restart on a kept database, LocalStack), and waits until it is ACTIVE.
 func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) error {
-	if _, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &spec.Name}); err == nil {
-		return nil
-	}
 	in := &dynamodb.CreateTableInput{TableName: aws.String(spec.Name), BillingMode: dtypes.BillingModePayPerRequest}
 	for _, a := range spec.Attributes {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, dtypes.AttributeDefinition{
