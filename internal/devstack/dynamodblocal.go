@@ -39,11 +39,11 @@ const DynamoDBLocalDirEnv = "PAYREQ_DYNAMODB_LOCAL_DIR"
 // it (e.g. 4g). Empty: the JVM's default, a quarter of the machine's memory.
 const DynamoDBLocalHeapEnv = "PAYREQ_DYNAMODB_LOCAL_HEAP"
 
-// dynamoDBLocalFlags trade peak speed for start-up, which is most of a test
-// package's time with the emulator: the client compiler only (the server
-// compiler spent about 2 s of CPU before the first answer) and the serial
-// collector (a few hundred MB of heap on 2 cores). docs/testing.md has the
-// measurements.
+// dynamoDBLocalFlags suit an emulator that lives for one test package on 2
+// cores: the client compiler only (the server compiler spent about 1 s more
+// CPU before the first answer, and its compiling took CPU from the calls:
+// 8 clients for 24 s got fewer answers with it) and the serial collector (a
+// few hundred MB of heap). docs/testing.md has the measurements.
 var dynamoDBLocalFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData"}
 
 // dynamoDBLocal is how to run the pinned DynamoDB Local.
