@@ -132,10 +132,10 @@ func StartEmulators(ctx context.Context, infra, logDir string, dynamoPort, fauxq
 	}
 }
 
-// running reports whether every emulator process is still alive a moment
-// after start-up (one that lost its port exits at once).
+// running reports whether every emulator process is still alive. No wait
+// is needed for one that lost its port: each prints its ready line only
+// once it holds its port, and readiness requires the line.
 func (e *Emulators) running() bool {
-	time.Sleep(300 * time.Millisecond)
 	for _, p := range e.procs {
 		if !processAlive(p.Process.Pid) { // reaped at once by its Wait goroutine
 			return false
