@@ -535,7 +535,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 	t.Run("notification subjects", func(t *testing.T) {
 		s := open(t)
 		// An API key hash: DynamoDB refuses an empty string as a key of the
-		// merchants table's index on it (moto says so; dynalite does not).
+		// merchants table's index on it.
 		m := &merchant.Merchant{ID: merchantID(), Name: "Contract Shop", NotifyURL: "https://shop.example/notify", APIKeyHash: merchantID()}
 		ok(t, "create merchant", s.CreateMerchant(ctx, m))
 		is(t, "second merchant", s.CreateMerchant(ctx, &merchant.Merchant{ID: m.ID, APIKeyHash: merchantID()}), payment.ErrExists)
