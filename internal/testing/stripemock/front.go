@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"sync"
@@ -49,6 +50,8 @@ type Front struct {
 	Lookups atomic.Int64
 	// Confirmed counts confirmed PaymentIntent creates forwarded to stripe-mock.
 	Confirmed atomic.Int64
+
+	st *state // KeepState: what "Stripe" remembers (state.go); nil: stateless
 }
 
 // NewFront starts a Front before target (stripe-mock's base URL).
@@ -142,7 +145,26 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, proxy *httputil.Re
 		f.charges[pr][r.Header.Get("Idempotency-Key")]++
 		f.mu.Unlock()
 	}
-	proxy.ServeHTTP(w, r)
+	f.mu.Lock()
+	stateful := f.st != nil
+	f.mu.Unlock()
+	if !stateful {
+		proxy.ServeHTTP(w, r)
+		return
+	}
+	body := []byte(form.Encode())
+	f.serveStateful(w, r, form, func() (int, http.Header, []byte) {
+		rec := httptest.NewRecorder()
+		up := r.Clone(r.Context())
+		if r.Method == http.MethodPost {
+			up.Body, up.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			up.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		// stripe-mock keeps no keys: the front's idempotency layer answers.
+		up.Header.Del("Idempotency-Key")
+		proxy.ServeHTTP(rec, up)
+		return rec.Code, rec.Header(), rec.Body.Bytes()
+	})
 }
 
 // Charges returns, per payment request id, how many distinct
