@@ -148,9 +148,11 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	if h.Stripe.Events != nil {
 		err := h.Stripe.Events.MarkCallbackEvent(ctx, "stripe:"+ev.ID, h.Now(), stripeEventTTL)
-		if errors.Is(err, dynamo.ErrExists) {
-			ack.Duplicate, ack.Changed = true, false
-		} else if err != nil {
+		if errors.Is(err, dynamo.ErrExists) && !ack.Changed {
+			// Recorded by an earlier delivery. One that changed something
+			// says so even when a concurrent duplicate recorded it first.
+			ack.Duplicate = true
+		} else if err != nil && !errors.Is(err, dynamo.ErrExists) {
 			h.Log.Warn("record Stripe event failed", "event_id", ev.ID, "error", err.Error())
 		}
 	}

@@ -145,15 +145,17 @@ func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*p
 	if out.ProviderRef == "" && out.Status == provider.Pending {
 		return tx, nil
 	}
-	return s.applyRefund(ctx, tx.ID, r.ID, acquirerStatusOf(out), out.ProviderRef, out.Message, out.Code)
+	got, _, err := s.applyRefund(ctx, tx.ID, r.ID, acquirerStatusOf(out), out.ProviderRef, out.Message, out.Code)
+	return got, err
 }
 
 // applyRefund moves the service's refund refundID of transaction txID by
 // the acquirer's status and, when it reaches a final status, notifies the
 // merchant. The write opens the transaction for the reconciler: until the
 // notification is queued (a final status), or until the next read of a
-// refund the acquirer is still processing.
-func (s *Service) applyRefund(ctx context.Context, txID int64, refundID, acq, refundRef, failure string, code codes.Code) (*payment.Transaction, error) {
+// refund the acquirer is still processing. changed reports that this call
+// moved it (exactly one of concurrent calls does).
+func (s *Service) applyRefund(ctx context.Context, txID int64, refundID, acq, refundRef, failure string, code codes.Code) (*payment.Transaction, bool, error) {
 	now := s.Now().UTC()
 	open := AfterGrace
 	if refundStatusOf(acq) == payment.RefundProcessing {
@@ -167,20 +169,22 @@ func (s *Service) applyRefund(ctx context.Context, txID int64, refundID, acq, re
 	})
 	if errors.Is(err, ErrNoAfterStore) {
 		// A store without revisions: the refund's first final answer only.
-		return s.completeRefundOnce(ctx, txID, refundID, acq, refundRef, code)
+		got, err := s.completeRefundOnce(ctx, txID, refundID, acq, refundRef, code)
+		return got, err == nil, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !changed || tx.Refund == nil || tx.Refund.Status == payment.RefundProcessing {
-		return tx, nil
+		return tx, changed, nil
 	}
 	s.aggregateRefund(ctx, tx)
 	crashpoint.Hit(crashpoint.InRefundEvent)
 	if err := s.notifyRefund(ctx, tx); err != nil {
 		s.Log.Warn("refund notification not queued; the reconciler sends it", "transaction_id", tx.ID, "error", err.Error())
 	}
-	return s.loadTx(ctx, txID)
+	got, err := s.loadTx(ctx, txID)
+	return got, true, err
 }
 
 // completeRefundOnce is the refund's completion on a store without
@@ -217,12 +221,10 @@ func (s *Service) RefundEvent(ctx context.Context, r RefundResult) (Settled, err
 	now := s.Now().UTC()
 	ours := tx.Refund != nil && ((r.RefundID != "" && tx.Refund.ID == r.RefundID) || (r.RefundRef != "" && tx.Refund.ProviderRef == r.RefundRef))
 	if ours {
-		before := *tx.Refund
-		got, err := s.applyRefund(ctx, tx.ID, tx.Refund.ID, r.Status, r.RefundRef, r.FailureReason, "")
+		got, changed, err := s.applyRefund(ctx, tx.ID, tx.Refund.ID, r.Status, r.RefundRef, r.FailureReason, "")
 		if err != nil {
 			return Settled{}, err
 		}
-		changed := got.Refund != nil && (got.Refund.Status != before.Status || got.Refund.AcquirerStatus != before.AcquirerStatus || got.Refund.ProviderRef != before.ProviderRef)
 		return Settled{Changed: changed, Duplicate: !changed, Transaction: got}, nil
 	}
 	if r.RefundID != "" {

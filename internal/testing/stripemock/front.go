@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,10 @@ type Front struct {
 	Lookups atomic.Int64
 	// Confirmed counts confirmed PaymentIntent creates forwarded to stripe-mock.
 	Confirmed atomic.Int64
+	// RefundPosts counts refund requests (POST /v1/refunds) received,
+	// replays and rate-limited ones included; RefundReads refund reads.
+	RefundPosts atomic.Int64
+	RefundReads atomic.Int64
 
 	st *state // KeepState: what "Stripe" remembers (state.go); nil: stateless
 }
@@ -123,6 +128,12 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, proxy *httputil.Re
 	}
 	if r.URL.Path == "/v1/payment_intents/search" || form.Get("metadata[payreq_closed]") == "1" {
 		f.Lookups.Add(1)
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/refunds":
+		f.RefundPosts.Add(1)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/refunds/"):
+		f.RefundReads.Add(1)
 	}
 	if ok, ra := f.admit(); !ok {
 		f.Limited.Add(1)
