@@ -35,8 +35,8 @@ func (e *afterEnv) due(t *testing.T, id int64) {
 		expr += ", pendingUntil = :p"
 	}
 	_, err = dynamodb.NewFromConfig(cfg).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName: aws.String(e.stack.Tables().Transactions),
-		Key:       map[string]types.AttributeValue{"id": &types.AttributeValueMemberN{Value: strconv.FormatInt(id, 10)}},
+		TableName:        aws.String(e.stack.Tables().Transactions),
+		Key:              map[string]types.AttributeValue{"id": &types.AttributeValueMemberN{Value: strconv.FormatInt(id, 10)}},
 		UpdateExpression: aws.String(expr), ConditionExpression: aws.String("attribute_exists(openUntil)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": past},
 	})
