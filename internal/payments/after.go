@@ -314,7 +314,7 @@ func (s *Service) finishAfter(ctx context.Context, tx *payment.Transaction) (ope
 		}
 	}
 	if l := lateOf(tx); l != nil && l.Status == payment.LateVoiding {
-		if tx, err = s.voidLate(ctx, tx, l.ProviderRef); err != nil {
+		if tx, err = s.voidLate(ctx, tx, l.ProviderRef, true); err != nil {
 			return true, err
 		}
 	}

@@ -25,10 +25,12 @@ const MetricLateVoided = "LateChargesVoided"
 
 // voidLate records the late charge providerRef of declined transaction tx
 // (opening it for the reconciler), asks the acquirer to void it and records
-// the answer. A failure leaves it voiding: the reconciler asks again.
-func (s *Service) voidLate(ctx context.Context, tx *payment.Transaction, providerRef string) (*payment.Transaction, error) {
+// the answer. Only the call that recorded it asks (concurrent deliveries of
+// one event ask once), or the reconciler (force): a failure or a crash
+// leaves it voiding, and the reconciler asks again.
+func (s *Service) voidLate(ctx context.Context, tx *payment.Transaction, providerRef string, force bool) (*payment.Transaction, error) {
 	now := s.Now().UTC()
-	got, _, err := s.changeAfter(ctx, tx.ID, true, func(cur *payment.Transaction, a *payment.After) (bool, error) {
+	got, recorded, err := s.changeAfter(ctx, tx.ID, true, func(cur *payment.Transaction, a *payment.After) (bool, error) {
 		if cur.Status != payment.TxDeclined {
 			return false, fmt.Errorf("transaction %d is not declined: no late charge to void", cur.ID)
 		}
@@ -43,8 +45,8 @@ func (s *Service) voidLate(ctx context.Context, tx *payment.Transaction, provide
 		return nil, err
 	}
 	l := lateOf(got)
-	if l == nil || l.Status != payment.LateVoiding {
-		return got, nil // voided already
+	if l == nil || l.Status != payment.LateVoiding || (!recorded && !force) {
+		return got, nil // voided already, or being voided by the call that recorded it
 	}
 	if l.ProviderRef != providerRef {
 		// A second charge for one declined reference cannot happen (one key,
@@ -91,7 +93,7 @@ func (s *Service) lateSuccess(ctx context.Context, tx *payment.Transaction, stat
 	if tx.Status != payment.TxDeclined || status != provider.Approved || providerRef == "" {
 		return Settled{}, false, nil
 	}
-	got, err := s.voidLate(ctx, tx, providerRef)
+	got, err := s.voidLate(ctx, tx, providerRef, false)
 	if errors.Is(err, ErrNoAfterStore) {
 		s.Log.Error("a charge succeeded after its transaction was declined and cannot be recorded", "transaction_id", tx.ID)
 	}

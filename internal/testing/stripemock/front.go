@@ -55,6 +55,8 @@ type Front struct {
 	// replays and rate-limited ones included; RefundReads refund reads.
 	RefundPosts atomic.Int64
 	RefundReads atomic.Int64
+	// IntentReads counts PaymentIntent reads (GET /v1/payment_intents/{id}).
+	IntentReads atomic.Int64
 
 	st *state // KeepState: what "Stripe" remembers (state.go); nil: stateless
 }
@@ -134,6 +136,8 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, proxy *httputil.Re
 		f.RefundPosts.Add(1)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/refunds/"):
 		f.RefundReads.Add(1)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/payment_intents/pi_"):
+		f.IntentReads.Add(1)
 	}
 	if ok, ra := f.admit(); !ok {
 		f.Limited.Add(1)

@@ -498,9 +498,12 @@ func (f *Front) createIntent(form url.Values, upstream func() (int, http.Header,
 		pi["status"], pi["next_action"] = "requires_payment_method", nil
 	}
 	f.mu.Lock()
-	if f.st.modify != nil && form.Get("metadata[payreq_closed]") == "" {
-		f.st.modify(form, pi)
+	modify := f.st.modify
+	f.mu.Unlock()
+	if modify != nil && form.Get("metadata[payreq_closed]") == "" {
+		modify(form, pi) // may block: a test holding "Stripe's" answer
 	}
+	f.mu.Lock()
 	f.st.intents[pi["id"].(string)] = pi
 	out := clone(pi)
 	f.mu.Unlock()
