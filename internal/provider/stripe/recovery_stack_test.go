@@ -212,9 +212,9 @@ func (e *afterEnv) ageCreated(t *testing.T, id int64, d time.Duration) {
 	}
 	at := e.tx(t, id).CreatedAt.Add(-d).UTC().Format(time.RFC3339Nano)
 	_, err = dynamodb.NewFromConfig(cfg).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName: aws.String(e.stack.Tables().Transactions),
-		Key:       map[string]types.AttributeValue{"id": &types.AttributeValueMemberN{Value: strconv.FormatInt(id, 10)}},
-		UpdateExpression: aws.String("SET createdAt = :c"),
+		TableName:                 aws.String(e.stack.Tables().Transactions),
+		Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberN{Value: strconv.FormatInt(id, 10)}},
+		UpdateExpression:          aws.String("SET createdAt = :c"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberS{Value: at}},
 	})
 	if err != nil {
