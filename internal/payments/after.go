@@ -60,6 +60,15 @@ func (s *Service) after() (AfterStore, error) {
 	return a, nil
 }
 
+// retryGrace: work a change left undone (a notification, a void) for
+// longer than this was left by a process that died; a later delivery of
+// the event does it. A younger one is still being done by the delivery
+// that made the change (concurrent deliveries do it once).
+const retryGrace = 15 * time.Second
+
+// stale reports whether work owed since at is older than retryGrace.
+func (s *Service) stale(at time.Time) bool { return !at.IsZero() && s.Now().Sub(at) >= retryGrace }
+
 // AfterGrace is how long the work a change leaves (a notification to
 // queue, a void to ask) may take before the reconciler does it instead.
 const AfterGrace = 2 * time.Minute

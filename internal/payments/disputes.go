@@ -65,6 +65,17 @@ func (s *Service) DisputeEvent(ctx context.Context, r DisputeResult) (Settled, e
 		return Settled{}, err
 	}
 	if !changed {
+		// A retry of an event whose processing a crash cut short finishes
+		// what it owes (nothing is written when nothing is).
+		if got.After == nil || got.After.Dispute == nil || !s.stale(got.After.Dispute.UpdatedAt) {
+			return Settled{Duplicate: true, Transaction: got}, nil
+		}
+		if err := s.putDispute(ctx, got); err != nil {
+			return Settled{}, err
+		}
+		if err := s.notifyAfter(ctx, got); err != nil {
+			return Settled{}, err
+		}
 		return Settled{Duplicate: true, Transaction: got}, nil
 	}
 	if err := s.putDispute(ctx, got); err != nil {

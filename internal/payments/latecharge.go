@@ -45,8 +45,11 @@ func (s *Service) voidLate(ctx context.Context, tx *payment.Transaction, provide
 		return nil, err
 	}
 	l := lateOf(got)
-	if l == nil || l.Status != payment.LateVoiding || (!recorded && !force) {
-		return got, nil // voided already, or being voided by the call that recorded it
+	if l == nil || l.Status != payment.LateVoiding {
+		return got, nil // voided already
+	}
+	if !recorded && !force && !s.stale(l.SeenAt) {
+		return got, nil // being voided by the delivery that recorded it
 	}
 	if l.ProviderRef != providerRef {
 		// A second charge for one declined reference cannot happen (one key,

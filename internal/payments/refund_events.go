@@ -225,6 +225,13 @@ func (s *Service) RefundEvent(ctx context.Context, r RefundResult) (Settled, err
 		if err != nil {
 			return Settled{}, err
 		}
+		if rf := got.Refund; !changed && rf != nil && rf.CompletedAt != nil && s.stale(*rf.CompletedAt) {
+			// Stripe's retry of an event whose processing a crash cut short
+			// finishes what it owes (no write when nothing is).
+			if err := s.notifyRefund(ctx, got); err != nil {
+				return Settled{}, err
+			}
+		}
 		return Settled{Changed: changed, Duplicate: !changed, Transaction: got}, nil
 	}
 	if r.RefundID != "" {
@@ -254,9 +261,14 @@ func (s *Service) RefundEvent(ctx context.Context, r RefundResult) (Settled, err
 		if err := s.notifyAfter(ctx, got); err != nil {
 			s.Log.Warn("refund notification not queued; the reconciler sends it", "transaction_id", got.ID, "error", err.Error())
 		}
-		if got, err = s.loadTx(ctx, got.ID); err != nil {
+	} else if rf := got.RefundByID(r.RefundRef); rf != nil && rf.CompletedAt != nil && s.stale(*rf.CompletedAt) {
+		// A retry finishing what a dead delivery owed.
+		if err := s.notifyAfter(ctx, got); err != nil {
 			return Settled{}, err
 		}
+	}
+	if got, err = s.loadTx(ctx, got.ID); err != nil {
+		return Settled{}, err
 	}
 	return Settled{Changed: changed, Duplicate: !changed, Transaction: got}, nil
 }
