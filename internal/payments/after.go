@@ -318,9 +318,9 @@ func (s *Service) finishAfter(ctx context.Context, tx *payment.Transaction) (ope
 		if tx, err = s.finishRefund(ctx, tx); err != nil {
 			return true, err
 		}
-		if tx.Refund.Status == payment.RefundProcessing {
-			return true, nil
-		}
+		// Still processing at the acquirer: the rest is done, the
+		// transaction stays open for the next read.
+		open = tx.Refund.Status == payment.RefundProcessing
 	}
 	if l := lateOf(tx); l != nil && l.Status == payment.LateVoiding {
 		if tx, err = s.voidLate(ctx, tx, l.ProviderRef, true); err != nil {
@@ -336,8 +336,8 @@ func (s *Service) finishAfter(ctx context.Context, tx *payment.Transaction) (ope
 	if err := s.putDispute(ctx, tx); err != nil {
 		return true, err
 	}
-	if tx.RecoverAfter.IsZero() {
-		return false, nil
+	if open || tx.RecoverAfter.IsZero() {
+		return open, nil
 	}
 	st, err := s.after()
 	if err != nil {
