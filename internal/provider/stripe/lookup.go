@@ -237,6 +237,7 @@ func (p *Provider) ClosePending(ctx context.Context, reference, providerRef stri
 		pi, err = p.c.V1PaymentIntents.Cancel(ctx, providerRef, cp)
 		return
 	})
+	cancelled := err == nil
 	if err != nil {
 		var se *sg.Error
 		if !errors.As(err, &se) || se.Type != sg.ErrorTypeInvalidRequest {
@@ -248,9 +249,12 @@ func (p *Provider) ClosePending(ctx context.Context, reference, providerRef stri
 		}
 	}
 	out := withFacts(pi)
-	if pi.Status == sg.PaymentIntentStatusCanceled {
+	if cancelled && out.Status != provider.Approved && pi.Status != sg.PaymentIntentStatusProcessing {
+		// Stripe accepted the cancel: the intent is canceled and can never
+		// charge (whatever status a stateless mock echoes back).
 		out.Status, out.Code = provider.Declined, codes.AuthenticationTimeout
 		out.Message = provider.Message(provider.Declined, codes.AuthenticationTimeout)
+		out.NextAction, out.Closable = nil, false
 	}
 	return out, nil
 }
