@@ -135,7 +135,7 @@ func viewDisputes(p *pw, o overviewData) {
 	}
 	p.raw(`<section aria-labelledby="h-disputes"><h2 id="h-disputes">Open disputes</h2>`)
 	p.raw(`<p class="hint">A cardholder disputes a payment with their bank. Submit your evidence in Stripe's Dashboard before the deadline; the payment stays paid until the dispute is lost.</p>`)
-	p.raw(`<div class="scroll" tabindex="0" role="region" aria-label="Open disputes"><table id="disputes"><thead><tr><th scope="col">Evidence due</th><th scope="col">Payment</th><th scope="col">Amount</th><th scope="col">Reason</th><th scope="col">Status</th><th scope="col">Evidence</th></tr></thead><tbody>`)
+	p.raw(`<div class="scroll" tabindex="0" role="region" aria-label="Open disputes table"><table id="disputes"><thead><tr><th scope="col">Evidence due</th><th scope="col">Payment</th><th scope="col">Amount</th><th scope="col">Reason</th><th scope="col">Status</th><th scope="col">Evidence</th></tr></thead><tbody>`)
 	for _, e := range o.Disputes {
 		due := "not asked"
 		if !e.EvidenceDueBy.IsZero() {
