@@ -53,11 +53,11 @@ func TestErrorsPageListsEverySpecCode(t *testing.T) {
 	}
 	// The statuses of the codes that problem constructors carry.
 	for c, p := range map[codes.Code][]*problem.Problem{
-		codes.InvalidCredentials:   {problem.Unauthorized("")},
-		codes.EntityNotFound:       {problem.NotFound("")},
-		codes.SystemError:          {problem.Internal(), problem.Unavailable("")},
-		codes.TransactionCancelled: {problem.Conflict("", codes.TransactionCancelled)},
-		codes.InvalidAmount:        {problem.Validation([]problem.FieldError{{Field: "amount", Code: codes.InvalidAmount}})},
+		codes.InvalidCredentials:   {problem.From(errkind.UnauthorizedErr(""))},
+		codes.EntityNotFound:       {problem.From(errkind.NotFoundErr(""))},
+		codes.SystemError:          {problem.From(nil), problem.From(errkind.UnavailableErr(""))},
+		codes.TransactionCancelled: {problem.From(errkind.ConflictErr("", codes.TransactionCancelled))},
+		codes.InvalidAmount:        {problem.From(errkind.Field("amount", codes.InvalidAmount, ""))},
 	} {
 		for _, pr := range p {
 			if pr.Code != c || !slices.Contains(seen[c], pr.Status) {
@@ -172,5 +172,20 @@ func TestErrorKindsTable(t *testing.T) {
 	}
 	if p := problem.From(errkind.Validation([]errkind.FieldError{{Field: "amount"}})); p.Type != problem.TypeBase+"validation" || p.Status != http.StatusBadRequest {
 		t.Errorf("invalid with fields: %d %s", p.Status, p.Type)
+	}
+	// The reasons: one row each, with the type and status the table gives.
+	reasons := regexp.MustCompile("(?m)^\\| [^|]+ \\| ([a-z ]+) \\| (\\d{3}) \\| `([a-z-]+)` \\|$")
+	rows := map[string]bool{}
+	for _, m := range reasons.FindAllStringSubmatch(section, -1) {
+		rows[m[1]+" "+m[2]+" "+m[3]] = true
+	}
+	for _, r := range errkind.Reasons() {
+		p := problem.From(errkind.Because(r, "x", ""))
+		if key := r.Kind().String() + " " + strconv.Itoa(p.Status) + " " + strings.TrimPrefix(p.Type, problem.TypeBase); !rows[key] {
+			t.Errorf("reason %d: errors.md has no row %q", r, key)
+		}
+	}
+	if len(rows) != len(errkind.Reasons()) {
+		t.Errorf("errors.md lists %d reasons, errkind has %d", len(rows), len(errkind.Reasons()))
 	}
 }

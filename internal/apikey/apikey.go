@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 // Header carries the key.
@@ -126,13 +126,13 @@ func (a *Authenticator) Require(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get(Header)
 		if key == "" {
-			problem.Write(w, r, withChallenge(problem.Unauthorized("The X-API-Key header is missing.")))
+			challenge(w, r, "The X-API-Key header is missing.")
 			return
 		}
 		m, err := a.Authenticate(r.Context(), key)
 		if errors.Is(err, ErrInvalidKey) {
 			httpapi.Logger(r.Context()).Warn("invalid API key", "key_kind", keyKind(key))
-			problem.Write(w, r, withChallenge(problem.Unauthorized("The API key is invalid.")))
+			challenge(w, r, "The API key is invalid.")
 			return
 		}
 		if err != nil {
@@ -144,9 +144,9 @@ func (a *Authenticator) Require(next http.Handler) http.Handler {
 	})
 }
 
-func withChallenge(p *problem.Problem) *problem.Problem {
-	p.Headers = http.Header{"Www-Authenticate": {`APIKey header="X-API-Key"`}}
-	return p
+func challenge(w http.ResponseWriter, r *http.Request, detail string) {
+	w.Header().Set("Www-Authenticate", `APIKey header="X-API-Key"`)
+	httpapi.Error(w, r, errkind.UnauthorizedErr(detail))
 }
 
 // keyKind describes a presented key for logs without revealing any of it.

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -28,7 +28,7 @@ func (p *throttledPay) busy() error {
 	if p.refuse.Add(-1) < 0 {
 		return nil
 	}
-	return fmt.Errorf("%w (%w)", problem.Unavailable("The payment provider is busy"),
+	return fmt.Errorf("%w (%w)", errkind.UnavailableErr("The payment provider is busy"),
 		&provider.NotProcessedError{RetryAfter: time.Second})
 }
 

@@ -28,11 +28,11 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/paymentsapi"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/sig"
 )
@@ -120,9 +120,9 @@ func (h *handler) signedFields(w http.ResponseWriter, r *http.Request) (url.Valu
 		q.Del(sig.ParamSig)
 		return q, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := httpapi.ReadBody(w, r, MaxBody)
 	if err != nil {
-		return nil, problem.TooLarge(MaxBody)
+		return nil, err
 	}
 	if err := sig.Verify(h.Key, header, body, h.Now()); err != nil {
 		return nil, unauthorized(err)
@@ -130,8 +130,8 @@ func (h *handler) signedFields(w http.ResponseWriter, r *http.Request) (url.Valu
 	return parseBody(r.Header.Get("Content-Type"), body)
 }
 
-func unauthorized(err error) *problem.Problem {
-	return problem.Unauthorized("The " + sig.Header + " signature is " + strings.TrimPrefix(err.Error(), "signature ") + ".")
+func unauthorized(err error) error {
+	return errkind.UnauthorizedErr("The " + sig.Header + " signature is " + strings.TrimPrefix(err.Error(), "signature ") + ".")
 }
 
 // parseBody reads a JSON object (scalar members only) or a form.
@@ -141,7 +141,7 @@ func parseBody(contentType string, body []byte) (url.Values, error) {
 	case "application/x-www-form-urlencoded":
 		v, err := url.ParseQuery(string(body))
 		if err != nil {
-			return nil, problem.BadRequest("The form body is malformed.", "")
+			return nil, errkind.BadInput("The form body is malformed.", "")
 		}
 		return v, nil
 	case "application/json", "":
@@ -150,7 +150,7 @@ func parseBody(contentType string, body []byte) (url.Values, error) {
 			return nil, err
 		}
 		if obj == nil {
-			return nil, problem.BadRequest("The body must be a JSON object.", "")
+			return nil, errkind.BadInput("The body must be a JSON object.", "")
 		}
 		v := url.Values{}
 		for k, val := range obj {
@@ -168,14 +168,14 @@ func parseBody(contentType string, body []byte) (url.Values, error) {
 		}
 		return v, nil
 	}
-	return nil, problem.UnsupportedMediaType("Send the callback as application/json or application/x-www-form-urlencoded.")
+	return nil, httpapi.UnsupportedMedia("Send the callback as application/json or application/x-www-form-urlencoded.")
 }
 
 // fieldErr collects the field errors of a malformed callback.
-type fieldErr []problem.FieldError
+type fieldErr []errkind.FieldError
 
 func (f *fieldErr) add(field, detail string) {
-	*f = append(*f, problem.FieldError{Field: field, Detail: detail})
+	*f = append(*f, errkind.FieldError{Field: field, Detail: detail})
 }
 
 func idField(v url.Values, name string, required bool, errs *fieldErr) int64 {
@@ -239,7 +239,7 @@ func ParseResult(v url.Values) (payments.ProviderResult, error) {
 		r.Message = r.Message[:500]
 	}
 	if len(errs) > 0 {
-		return r, problem.Validation(errs)
+		return r, errkind.Validation(errs)
 	}
 	return r, nil
 }
@@ -269,13 +269,13 @@ func (h *handler) result(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) settleError(err error, txID int64) error {
 	switch {
 	case errors.Is(err, payments.ErrUnknownTransaction):
-		return problem.NotFound(fmt.Sprintf("Transaction %d does not exist.", txID))
+		return errkind.NotFoundErr(fmt.Sprintf("Transaction %d does not exist.", txID))
 	case errors.Is(err, payments.ErrMismatch):
-		return problem.BadRequest(fmt.Sprintf("Transaction %d does not belong to that payment request.", txID), "")
+		return errkind.BadInput(fmt.Sprintf("Transaction %d does not belong to that payment request.", txID), "")
 	case errors.Is(err, payments.ErrUnbound):
-		return problem.Conflict(fmt.Sprintf("The provider's result is not for transaction %d; nothing changed.", txID), "")
+		return errkind.ConflictErr(fmt.Sprintf("The provider's result is not for transaction %d; nothing changed.", txID), "")
 	case errors.Is(err, provider.ErrUnknownChallenge):
-		return problem.Conflict(fmt.Sprintf("Transaction %d has no pending 3-D Secure challenge.", txID), "")
+		return errkind.ConflictErr(fmt.Sprintf("Transaction %d has no pending 3-D Secure challenge.", txID), "")
 	}
 	return err
 }
@@ -309,7 +309,7 @@ func threeDSFields(v url.Values, results ...string) (txID, prID int64, result st
 		errs.add("result", "result must be one of "+strings.Join(results, ", "))
 	}
 	if len(errs) > 0 {
-		return 0, 0, "", problem.Validation(errs)
+		return 0, 0, "", errkind.Validation(errs)
 	}
 	return txID, prID, result, nil
 }
@@ -324,7 +324,7 @@ func (h *handler) threeDSPost(w http.ResponseWriter, r *http.Request) error {
 	eventID := eventIDField(v, &errs)
 	txID, prID, result, err := threeDSFields(v, "approve", "fail", "timeout")
 	if len(errs) > 0 {
-		return problem.Validation(errs)
+		return errkind.Validation(errs)
 	}
 	if err != nil {
 		return err
@@ -435,15 +435,15 @@ func echoForm(w http.ResponseWriter, r *http.Request) error {
 	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/x-www-form-urlencoded" {
-		return problem.UnsupportedMediaType("Send the body as application/x-www-form-urlencoded.")
+		return httpapi.UnsupportedMedia("Send the body as application/x-www-form-urlencoded.")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := httpapi.ReadBody(w, r, MaxBody)
 	if err != nil {
-		return problem.TooLarge(MaxBody)
+		return err
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return problem.BadRequest("The form body is malformed.", "")
+		return errkind.BadInput("The form body is malformed.", "")
 	}
 	httpapi.WriteJSON(w, http.StatusOK, Echo{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"),
 		Query: r.URL.Query(), Form: form})
@@ -457,9 +457,9 @@ func echoText(w http.ResponseWriter, r *http.Request) error {
 	if err := r.ParseForm(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return problem.TooLarge(MaxBody)
+			return httpapi.TooLarge(MaxBody)
 		}
-		return problem.BadRequest("The form body is malformed.", "")
+		return errkind.BadInput("The form body is malformed.", "")
 	}
 	q := r.Form
 	keys := make([]string, 0, len(q))

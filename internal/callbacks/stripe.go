@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 )
@@ -114,13 +112,13 @@ type StripeAck struct {
 }
 
 func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := httpapi.ReadBody(w, r, MaxBody)
 	if err != nil {
-		return problem.TooLarge(MaxBody)
+		return err
 	}
 	ev, err := h.verifyStripe(body, r.Header.Get(StripeSignatureHeader))
 	if err != nil {
-		return problem.Unauthorized("The " + StripeSignatureHeader + " signature is " + err.Error() + ".")
+		return errkind.UnauthorizedErr("The " + StripeSignatureHeader + " signature is " + err.Error() + ".")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.Timeout)
 	defer cancel()

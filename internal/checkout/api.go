@@ -16,7 +16,6 @@ import (
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -77,10 +76,10 @@ func (h *handler) pay(w http.ResponseWriter, r *http.Request, s *session) error 
 		}
 		a.Method = provider.MethodQR
 	default:
-		return problem.BadRequest("Unknown payment method.", codes.InvalidPaymentMethod)
+		return errkind.BadInput("Unknown payment method.", codes.InvalidPaymentMethod)
 	}
 	if !offered(methods(s.merchant), r.PathValue("method")) {
-		return problem.BadRequest("This payment method is not available for this merchant.", codes.InvalidPaymentMethod)
+		return errkind.BadInput("This payment method is not available for this merchant.", codes.InvalidPaymentMethod)
 	}
 	// Card-testing guard: a bounded number of attempts per request.
 	now := h.Now()
@@ -88,10 +87,10 @@ func (h *handler) pay(w http.ResponseWriter, r *http.Request, s *session) error 
 	if _, err := h.Limiter.TakeRateLimit(r.Context(), "checkout#"+strconv.FormatInt(s.req.ID, 10), window, h.MaxAttempts,
 		time.Unix((window+1)*int64(attemptWindow.Seconds()), 0)); err != nil {
 		if errors.Is(err, dynamo.ErrLimitReached) {
-			p := problem.New(http.StatusTooManyRequests, "too-many-attempts", "Too Many Requests",
+			e := errkind.Because(errkind.TooManyAttempts,
 				"Too many payment attempts for this request; try again later.", "")
-			p.Headers = http.Header{"Retry-After": {strconv.Itoa(int(attemptWindow.Seconds()))}}
-			return p
+			e.RetryAfter = attemptWindow
+			return e
 		}
 		return err
 	}
@@ -123,22 +122,17 @@ func offered(list []string, m string) bool {
 
 // pageFields renames field errors to the page's form fields ("card.number" → "number").
 func pageFields(err error) error {
-	var fields []errkind.FieldError
-	var p *problem.Problem
 	if e, ok := errkind.As(err); ok {
-		fields = e.Fields
-	} else if errors.As(err, &p) {
-		fields = p.Errors
-	}
-	for i := range fields {
-		fields[i].Field = strings.TrimPrefix(fields[i].Field, "card.")
+		for i := range e.Fields {
+			e.Fields[i].Field = strings.TrimPrefix(e.Fields[i].Field, "card.")
+		}
 	}
 	return err
 }
 
 func (h *handler) status(w http.ResponseWriter, _ *http.Request, s *session) error {
 	if s.req.TransactionID == 0 || s.req.TransactionStatus == nil {
-		return problem.NotFound("No payment attempt yet.")
+		return errkind.NotFoundErr("No payment attempt yet.")
 	}
 	res := payments.Result{
 		PaymentRequestID: s.req.ID, TransactionID: s.req.TransactionID, PaymentID: strconv.FormatInt(s.req.TransactionID, 10),
@@ -155,7 +149,7 @@ func (h *handler) status(w http.ResponseWriter, _ *http.Request, s *session) err
 // the service the way a real ACS result does: a signed /callbacks/3ds call.
 func (h *handler) completeChallenge(w http.ResponseWriter, r *http.Request, s *session) error {
 	if !h.Sandbox {
-		return problem.NotFound("There is no simulated 3-D Secure outside the sandbox.")
+		return errkind.NotFoundErr("There is no simulated 3-D Secure outside the sandbox.")
 	}
 	var b struct {
 		TransactionID json.Number `json:"transactionId"`
@@ -166,13 +160,13 @@ func (h *handler) completeChallenge(w http.ResponseWriter, r *http.Request, s *s
 	}
 	txID, err := strconv.ParseInt(b.TransactionID.String(), 10, 64)
 	if err != nil || txID <= 0 || (b.Result != "approve" && b.Result != "fail") {
-		return problem.BadRequest(`Send {"transactionId": <id>, "result": "approve" | "fail"}.`, "")
+		return errkind.BadInput(`Send {"transactionId": <id>, "result": "approve" | "fail"}.`, "")
 	}
 	if txID != s.req.TransactionID {
-		return problem.NotFound("This transaction is not the current attempt of the payment request.")
+		return errkind.NotFoundErr("This transaction is not the current attempt of the payment request.")
 	}
 	if s.req.TransactionStatus == nil || *s.req.TransactionStatus != payment.TxPending {
-		return problem.Conflict("This challenge was already answered.", "")
+		return errkind.ConflictErr("This challenge was already answered.", "")
 	}
 	if err := h.Challenges.CompleteChallenge(r.Context(), s.req.ID, txID, b.Result == "approve"); err != nil {
 		return err

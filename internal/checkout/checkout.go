@@ -21,12 +21,12 @@ import (
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/ratelimit"
@@ -130,7 +130,7 @@ func New(d Deps) http.Handler {
 		"GET /paycheckout.js":             http.HandlerFunc(h.sdk("sdk/paycheckout.js")),
 		"GET /paycheckout.d.ts":           http.HandlerFunc(h.sdk("sdk/paycheckout.d.ts")),
 		"GET /favicon.ico":                http.HandlerFunc(favicon),
-		"GET /pay/{id}":                   byLink(httpapi.HandlerFunc(h.payLink)),
+		"GET /pay/{id}":                   byLink(http.HandlerFunc(h.payLink)),
 		"GET /checkout/api/session":       byToken(h.api(h.session)),
 		"GET /checkout/api/status":        byToken(h.api(h.status)),
 		"POST /checkout/api/pay/{method}": byToken(h.api(h.pay)),
@@ -322,7 +322,14 @@ func favicon(w http.ResponseWriter, r *http.Request) {
 // the hosted page. A bare request id, a forged slug, an unknown request and
 // a paid or cancelled one all get the same 404 with the same body, so the
 // link tells a stranger nothing about which requests exist.
-func (h *handler) payLink(w http.ResponseWriter, r *http.Request) error {
+func (h *handler) payLink(w http.ResponseWriter, r *http.Request) {
+	if err := h.openLink(w, r); err != nil {
+		// The instance is fixed so that the body does not even echo the slug.
+		httpapi.ErrorAt(w, r, err, "/pay")
+	}
+}
+
+func (h *handler) openLink(w http.ResponseWriter, r *http.Request) error {
 	id, err := h.Links.Open(r.PathValue("id"))
 	if err != nil {
 		return linkGone()
@@ -363,19 +370,19 @@ func (h *handler) api(f apiFunc) http.Handler {
 	return httpapi.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		tok := r.Header.Get(checkouttoken.Header)
 		if tok == "" {
-			return tokenProblem("The X-Checkout-Token header is missing.")
+			return tokenProblem(w, "The X-Checkout-Token header is missing.")
 		}
 		claims, err := h.Tokens.Open(tok)
 		if err != nil {
 			httpapi.Logger(r.Context()).Warn("checkout token refused", "reason", err.Error())
 			if errors.Is(err, checkouttoken.ErrExpired) {
-				return tokenProblem("This checkout session has expired. Ask the merchant for a new payment link.")
+				return tokenProblem(w, "This checkout session has expired. Ask the merchant for a new payment link.")
 			}
-			return tokenProblem("The checkout session token is invalid.")
+			return tokenProblem(w, "The checkout session token is invalid.")
 		}
 		req, err := h.Store.PaymentRequest(r.Context(), claims.RequestID)
 		if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != claims.MerchantID) {
-			return tokenProblem("The checkout session token is invalid.")
+			return tokenProblem(w, "The checkout session token is invalid.")
 		}
 		if err != nil {
 			return err
@@ -389,25 +396,21 @@ func (h *handler) api(f apiFunc) http.Handler {
 	})
 }
 
-// linkGone is the one answer for every link that opens no checkout; its
-// instance is fixed so that the body does not even echo the slug.
-func linkGone() *problem.Problem {
-	p := problem.NotFound("This payment link does not exist or can no longer be paid.")
-	p.Instance = "/pay"
-	return p
+// linkGone is the one answer for every link that opens no checkout.
+func linkGone() error {
+	return errkind.NotFoundErr("This payment link does not exist or can no longer be paid.")
 }
 
-func tokenProblem(detail string) *problem.Problem {
-	p := problem.New(http.StatusUnauthorized, "invalid-checkout-token", "Unauthorized", detail, codes.InvalidToken)
-	p.Headers = http.Header{"Www-Authenticate": {`Token header="X-Checkout-Token"`}}
-	return p
+func tokenProblem(w http.ResponseWriter, detail string) error {
+	w.Header().Set("Www-Authenticate", `Token header="X-Checkout-Token"`)
+	return errkind.Because(errkind.CheckoutTokenInvalid, detail, codes.InvalidToken)
 }
 
-func notUnpaid(req *payment.Request) *problem.Problem {
+func notUnpaid(req *payment.Request) error {
 	if req.Status == payment.RequestCancelled {
-		return problem.Conflict("This payment request was cancelled.", codes.TransactionCancelled)
+		return errkind.ConflictErr("This payment request was cancelled.", codes.TransactionCancelled)
 	}
-	return problem.Conflict("This payment request is already paid.", "")
+	return errkind.ConflictErr("This payment request is already paid.", "")
 }
 
 // Session is the response of GET /checkout/api/session.

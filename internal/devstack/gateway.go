@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/payreq/payreq/internal/cfn"
+	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/problem"
 )
 
@@ -67,12 +69,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow := g.allowed(r); len(allow) > 0 {
 			// A known path with another method: 405 with Allow (RFC 9110),
 			// as a problem object like every other answer.
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed",
-				r.Method+" is not allowed on "+r.URL.Path+"; use "+strings.Join(allow, " or ")+".", ""))
+			problem.Write(w, r, problem.MethodNotAllowed(
+				r.Method+" is not allowed on "+r.URL.Path+"; use "+strings.Join(allow, " or ")+".", allow))
 			return
 		}
-		problem.Write(w, r, problem.NotFound("No route matches "+r.Method+" "+r.URL.Path+"."))
+		problem.Write(w, r, problem.From(errkind.NotFoundErr("No route matches "+r.Method+" "+r.URL.Path+".")))
 		return
 	}
 	g.mux.ServeHTTP(w, r)
@@ -115,19 +116,19 @@ type route struct {
 func (rt route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
 	if err != nil || len(body) > MaxRequestBody {
-		problem.Write(w, r, problem.TooLarge(MaxRequestBody))
+		problem.Write(w, r, problem.From(httpapi.TooLarge(MaxRequestBody)))
 		return
 	}
 	ev := ToEvent(r, rt.routeKey, rt.params, body)
 	payload, err := json.Marshal(ev)
 	if err != nil {
-		problem.Write(w, r, problem.Internal())
+		problem.Write(w, r, problem.From(err))
 		return
 	}
 	if len(payload) > MaxInvokePayload {
 		// Lambda refuses the invocation (RequestTooLargeException); the
 		// client gets a 413 without the function running.
-		problem.Write(w, r, problem.TooLarge(MaxInvokePayload))
+		problem.Write(w, r, problem.From(httpapi.TooLarge(MaxInvokePayload)))
 		return
 	}
 	var resp events.APIGatewayV2HTTPResponse

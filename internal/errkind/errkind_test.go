@@ -38,3 +38,16 @@ func TestValidationCodeAndDetail(t *testing.T) {
 		t.Error("BadInput is not a per-field error")
 	}
 }
+
+// TestWrapKeepsTheCause: a kind wraps its cause, so errors.Is and errors.As
+// still find it (storage wraps DynamoDB's answer), and the message names it.
+func TestWrapKeepsTheCause(t *testing.T) {
+	cause := errors.New("ConditionalCheckFailedException")
+	err := fmt.Errorf("lease request 5: %w", Wrap(Conflict, cause, "payment request 5 changed"))
+	if !errors.Is(err, cause) || !Is(err, Conflict) {
+		t.Errorf("errors.Is(cause) = %v, kind %v", errors.Is(err, cause), KindOf(err))
+	}
+	if got := err.Error(); got != "lease request 5: conflict: payment request 5 changed: ConditionalCheckFailedException" {
+		t.Errorf("message %q", got)
+	}
+}

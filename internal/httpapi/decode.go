@@ -10,11 +10,12 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
-	"github.com/payreq/payreq/internal/problem"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // MaxBody is the largest request body accepted (64 KiB).
@@ -36,20 +37,15 @@ var JSONTypes = []string{"application/json", "application/json-patch+json"}
 //     matches case-insensitively, so "notifyURL" would set notifyUrl);
 //   - unknown fields, trailing data, nesting deeper than 32 levels.
 //
-// It also checks the media type (415) and the size (413).
+// It also checks the media type (415) and the size (413). Its errors are
+// errkind errors (Invalid, UnsupportedMedia, TooLarge).
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	ct := r.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if ct == "" || err != nil || !contains(JSONTypes, mt) {
-		return problem.UnsupportedMediaType("Send the body as application/json.")
+	if err := RequireMediaType(r, "Send the body as application/json.", JSONTypes...); err != nil {
+		return err
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return problem.TooLarge(MaxBody)
-	}
+	body, err := ReadBody(w, r, MaxBody)
 	if err != nil {
-		return problem.BadRequest("The request body could not be read.", "")
+		return err
 	}
 	return Unmarshal(body, v)
 }
@@ -59,20 +55,15 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 // Content-Type (many HTTP clients send application/json on every POST), so
 // v keeps its zero value. A non-empty body follows DecodeJSON's rules.
 func DecodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return problem.TooLarge(MaxBody)
-	}
+	body, err := ReadBody(w, r, MaxBody)
 	if err != nil {
-		return problem.BadRequest("The request body could not be read.", "")
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	ct := r.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); ct == "" || err != nil || !contains(JSONTypes, mt) {
-		return problem.UnsupportedMediaType("Send the body as application/json.")
+	if err := RequireMediaType(r, "Send the body as application/json.", JSONTypes...); err != nil {
+		return err
 	}
 	return Unmarshal(body, v)
 }
@@ -80,10 +71,10 @@ func DecodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
 // Unmarshal applies DecodeJSON's rules to a body already read.
 func Unmarshal(body []byte, v any) error {
 	if !utf8.Valid(body) {
-		return problem.BadRequest("The body is not valid UTF-8.", "")
+		return errkind.BadInput("The body is not valid UTF-8.", "")
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return problem.BadRequest("The request body is empty.", "")
+		return errkind.BadInput("The request body is empty.", "")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -91,7 +82,7 @@ func Unmarshal(body []byte, v any) error {
 		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return problem.BadRequest("The body must contain exactly one JSON object.", "")
+		return errkind.BadInput("The body must contain exactly one JSON object.", "")
 	}
 	dec = json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -106,7 +97,7 @@ func Unmarshal(body []byte, v any) error {
 // the value decodes into; nil when unknown or custom-decoded).
 func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 	if depth > maxDepth {
-		return problem.BadRequest("The body is nested too deeply.", "")
+		return errkind.BadInput("The body is nested too deeply.", "")
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -134,14 +125,14 @@ func walk(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 			key := kt.(string)
 			name := joinPath(path, key)
 			if seen[key] {
-				return problem.Validation([]problem.FieldError{{Field: name, Detail: "duplicate key " + name}})
+				return errkind.Validation([]errkind.FieldError{{Field: name, Detail: "duplicate key " + name}})
 			}
 			seen[key] = true
 			ft := elem
 			if fields != nil {
 				var ok bool
 				if ft, ok = fields[key]; !ok {
-					return problem.Validation([]problem.FieldError{{Field: name, Detail: "unknown field " + name +
+					return errkind.Validation([]errkind.FieldError{{Field: name, Detail: "unknown field " + name +
 						" (field names are case-sensitive)"}})
 				}
 			}
@@ -237,24 +228,24 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-func decodeProblem(err error) *problem.Problem {
+func decodeProblem(err error) *errkind.Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return problem.BadRequest(fmt.Sprintf("The body is not valid JSON (offset %d).", syn.Offset), "")
+		return errkind.BadInput(fmt.Sprintf("The body is not valid JSON (offset %d).", syn.Offset), "")
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return problem.BadRequest("The body must be a JSON object.", "")
+			return errkind.BadInput("The body must be a JSON object.", "")
 		}
-		return problem.Validation([]problem.FieldError{{Field: typ.Field, Detail: typ.Field + " must be a " + jsonKind(typ.Type.Kind().String())}})
+		return errkind.Validation([]errkind.FieldError{{Field: typ.Field, Detail: typ.Field + " must be a " + jsonKind(typ.Type.Kind().String())}})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return problem.Validation([]problem.FieldError{{Field: f, Detail: "unknown field " + f}})
+		return errkind.Validation([]errkind.FieldError{{Field: f, Detail: "unknown field " + f}})
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return problem.BadRequest("The body is not valid JSON (it ends too early).", "")
+		return errkind.BadInput("The body is not valid JSON (it ends too early).", "")
 	}
-	return problem.BadRequest("The body is not valid JSON.", "")
+	return errkind.BadInput("The body is not valid JSON.", "")
 }
 
 func jsonKind(k string) string {
@@ -269,6 +260,42 @@ func jsonKind(k string) string {
 		return "JSON array"
 	}
 	return "number"
+}
+
+// TooLarge is the error of a body over limit bytes: the one place the
+// edge decides on a body's size.
+func TooLarge(limit int64) *errkind.Error {
+	return errkind.New(errkind.TooLarge, "The request body exceeds "+strconv.FormatInt(limit, 10)+" bytes.", "")
+}
+
+// ReadBody reads r's body, at most limit bytes (TooLarge beyond).
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, TooLarge(limit)
+	}
+	if err != nil {
+		return nil, errkind.BadInput("The request body could not be read.", "")
+	}
+	return body, nil
+}
+
+// RequireMediaType refuses (UnsupportedMedia, with detail) a request whose
+// Content-Type is none of types: the one place the edge decides on a
+// body's media type.
+func RequireMediaType(r *http.Request, detail string, types ...string) error {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); ct == "" || err != nil || !contains(types, mt) {
+		return UnsupportedMedia(detail)
+	}
+	return nil
+}
+
+// UnsupportedMedia is the error of a body in a media type the route does
+// not take.
+func UnsupportedMedia(detail string) *errkind.Error {
+	return errkind.New(errkind.UnsupportedMedia, detail, "")
 }
 
 func contains(list []string, s string) bool {

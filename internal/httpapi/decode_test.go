@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 
 	"github.com/payreq/payreq/internal/httpapi"
@@ -55,8 +54,8 @@ func TestUnmarshalStrict(t *testing.T) {
 				}
 				return
 			}
-			var p *problem.Problem
-			if !errors.As(err, &p) || p.Status != 400 {
+			p := problem.From(err)
+			if p.Status != 400 {
 				t.Fatalf("want a 400 problem, got %v", err)
 			}
 			if c.field != "-" && (len(p.Errors) != 1 || p.Errors[0].Field != c.field) {

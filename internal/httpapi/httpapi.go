@@ -15,6 +15,8 @@ import (
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/problem"
 )
 
@@ -119,7 +121,7 @@ func Wrap(h http.Handler, log *slog.Logger) http.Handler {
 			if v := recover(); v != nil {
 				reqLog.Error("panic", "panic", v)
 				if sw.status == 0 {
-					problem.Write(sw, r, problem.Internal())
+					problem.Write(sw, r, problem.From(nil))
 				}
 			}
 			attrs := []any{"method", r.Method, "route", r.Pattern, "status", sw.status,
@@ -130,10 +132,7 @@ func Wrap(h http.Handler, log *slog.Logger) http.Handler {
 			reqLog.Info("request", attrs...)
 		}()
 		if k := r.Header.Values(IdempotencyKeyHeader); len(k) > 1 || (len(k) == 1 && strings.Contains(k[0], ",")) {
-			p := problem.New(http.StatusBadRequest, "invalid-idempotency-key", "Bad Request",
-				"Send exactly one Idempotency-Key header; its value must not contain a comma.", "")
-			p.Errors = []problem.FieldError{{Field: IdempotencyKeyHeader, Detail: "must be sent once"}}
-			problem.Write(sw, r, p)
+			problem.Write(sw, r, problem.From(BadIdempotencyKey("Send exactly one Idempotency-Key header; its value must not contain a comma.", "must be sent once")))
 			return
 		}
 		h.ServeHTTP(sw, r)
@@ -149,20 +148,35 @@ func (f HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Error writes err: a *problem.Problem as is, an errkind error as its
-// kind's problem (problem.From), anything else as a logged 500.
-func Error(w http.ResponseWriter, r *http.Request, err error) {
-	if p, ok := problem.Of(err); ok {
-		problem.Write(w, r, p)
-		return
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+// Error writes err as its problem (problem.From): an errkind error as its
+// kind's, a timeout as Unavailable, anything else as a logged 500 that
+// shows nothing of it.
+func Error(w http.ResponseWriter, r *http.Request, err error) { ErrorAt(w, r, err, r.URL.Path) }
+
+// ErrorAt is Error with the problem's instance given: a route whose path
+// holds a secret (a payment link's slug) does not echo it.
+func ErrorAt(w http.ResponseWriter, r *http.Request, err error, instance string) {
+	switch {
+	case errkind.KindOf(err) != errkind.Unknown:
+	case errors.Is(err, context.DeadlineExceeded):
 		Logger(r.Context()).Error("timeout", "error", err.Error())
-		problem.Write(w, r, problem.Unavailable("A dependency did not answer in time. Retry with the same Idempotency-Key."))
-		return
+		err = &errkind.Error{Kind: errkind.Unavailable, Code: codes.SystemError, Err: err,
+			Detail: "A dependency did not answer in time. Retry with the same Idempotency-Key."}
+	default:
+		Logger(r.Context()).Error("internal error", "error", err.Error())
 	}
-	Logger(r.Context()).Error("internal error", "error", err.Error())
-	problem.Write(w, r, problem.Internal())
+	p := problem.From(err)
+	p.Instance = instance
+	problem.Write(w, r, p)
+}
+
+// BadIdempotencyKey is the error of an Idempotency-Key header that cannot
+// be a key (repeated, empty, too long): detail for the problem, why for
+// its field error.
+func BadIdempotencyKey(detail, why string) *errkind.Error {
+	e := errkind.Because(errkind.IdempotencyKeyInvalid, detail, "")
+	e.Fields = []errkind.FieldError{{Field: IdempotencyKeyHeader, Detail: why}}
+	return e
 }
 
 // WriteJSON writes v with status.

@@ -105,9 +105,9 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/ids"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/seal"
 )
 
@@ -251,10 +251,8 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 		}
 		key := r.Header.Get(Header)
 		if len(r.Header.Values(Header)) > 1 || !ValidKey(key) {
-			p := problem.New(http.StatusBadRequest, "invalid-idempotency-key", "Bad Request",
-				"Send one Idempotency-Key header of 1 to 255 printable ASCII characters.", "")
-			p.Errors = []problem.FieldError{{Field: Header, Detail: "must be 1 to 255 printable ASCII characters"}}
-			problem.Write(w, r, p)
+			httpapi.Error(w, r, httpapi.BadIdempotencyKey("Send one Idempotency-Key header of 1 to 255 printable ASCII characters.",
+				"must be 1 to 255 printable ASCII characters"))
 			return
 		}
 		m := apikey.MerchantFrom(r.Context())
@@ -262,13 +260,9 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 			httpapi.Error(w, r, errors.New("idempotency: no authenticated merchant in the request context"))
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, httpapi.MaxBody+1))
+		body, err := httpapi.ReadBody(w, r, httpapi.MaxBody)
 		if err != nil {
-			problem.Write(w, r, problem.BadRequest("The request body could not be read.", ""))
-			return
-		}
-		if len(body) > httpapi.MaxBody {
-			problem.Write(w, r, problem.TooLarge(httpapi.MaxBody))
+			httpapi.Error(w, r, err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -339,7 +333,7 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 		}
 		switch {
 		case held.Fingerprint != rec.Fingerprint:
-			problem.Write(w, r, problem.New(http.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Content",
+			httpapi.Error(w, r, errkind.Because(errkind.IdempotencyKeyReused,
 				"This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.", ""))
 		case held.State == dynamo.IdempotencyCompleted:
 			body, err := g.open(held)
@@ -376,15 +370,15 @@ func (g *Guard) releaseIfOurs(ctx context.Context, rec *dynamo.IdempotencyRecord
 }
 
 func (g *Guard) inProgress(w http.ResponseWriter, r *http.Request) {
-	p := problem.New(http.StatusConflict, "idempotency-key-in-use", "Conflict",
+	e := errkind.Because(errkind.IdempotencyKeyInUse,
 		"A request with this Idempotency-Key is still being processed. Retry shortly with the same key.", "")
-	p.Headers = http.Header{"Retry-After": {"1"}}
-	problem.Write(w, r, p)
+	e.RetryAfter = time.Second
+	httpapi.Error(w, r, e)
 }
 
 func (g *Guard) unavailable(w http.ResponseWriter, r *http.Request, step string, err error) {
 	httpapi.Logger(r.Context()).Error("idempotency store unavailable; request not executed", "step", step, "error", err.Error())
-	problem.Write(w, r, problem.Unavailable("The request was not processed. Retry with the same Idempotency-Key."))
+	httpapi.Error(w, r, errkind.UnavailableErr("The request was not processed. Retry with the same Idempotency-Key."))
 }
 
 // execute runs next with the response captured, stores or releases the

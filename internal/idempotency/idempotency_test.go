@@ -22,6 +22,7 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/idempotency"
 	"github.com/payreq/payreq/internal/merchant"
@@ -490,7 +491,7 @@ func TestFailuresAreNotStored(t *testing.T) {
 
 func TestClientErrorsAreReplayed(t *testing.T) {
 	c := &counter{reply: func(n int64, w http.ResponseWriter, r *http.Request) bool {
-		problem.Write(w, r, problem.BadRequest(fmt.Sprintf("run %d: amount is invalid", n), "026"))
+		problem.Write(w, r, problem.From(errkind.BadInput(fmt.Sprintf("run %d: amount is invalid", n), "026")))
 		return true
 	}}
 	h := newHarness(t, c)

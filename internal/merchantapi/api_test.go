@@ -3,7 +3,6 @@ package merchantapi_test
 import (
 	"bytes"
 	"context"
-	"github.com/aws/aws-lambda-go/lambda"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/apispec"

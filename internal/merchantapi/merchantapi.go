@@ -21,12 +21,12 @@ import (
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/idempotency"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 // Store is the persistence the API needs.
@@ -91,7 +91,7 @@ func New(d Deps) http.Handler {
 	}
 	if d.Transactions == nil {
 		handlers["GET /transactions/{id}"] = func(http.ResponseWriter, *http.Request) error {
-			return problem.NotFound("Transaction lookups are not configured.")
+			return errkind.NotFoundErr("Transaction lookups are not configured.")
 		}
 	}
 	mux := http.NewServeMux()
@@ -109,7 +109,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, errs := in.Validate(payment.CreateRules{AllowHTTP: a.AllowHTTPURLs || m.Sandbox, DefaultRecipient: m.Name})
 	if len(errs) > 0 {
-		return problem.Validation(errs)
+		return errkind.Validation(errs)
 	}
 	if a.CheckAmount != nil && !m.Sandbox {
 		if err := a.CheckAmount(req.Amount, req.Unit); err != nil {
@@ -172,7 +172,7 @@ func (a *api) ownRequest(r *http.Request) (*payment.Request, error) {
 }
 
 func notFound(id int64) error {
-	return problem.NotFound(fmt.Sprintf("Payment request %d does not exist.", id))
+	return errkind.NotFoundErr(fmt.Sprintf("Payment request %d does not exist.", id))
 }
 
 func (a *api) status(w http.ResponseWriter, r *http.Request) error {
@@ -239,9 +239,9 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
 
 func notUnpaid(req *payment.Request) error {
 	if req.Status == payment.RequestCancelled {
-		return problem.Conflict(fmt.Sprintf("Payment request %d is cancelled.", req.ID), codes.TransactionCancelled)
+		return errkind.ConflictErr(fmt.Sprintf("Payment request %d is cancelled.", req.ID), codes.TransactionCancelled)
 	}
-	return problem.Conflict(fmt.Sprintf("Payment request %d is already %s.", req.ID, req.Status), "")
+	return errkind.ConflictErr(fmt.Sprintf("Payment request %d is already %s.", req.ID, req.Status), "")
 }
 
 // allowEmptyBody accepts no body (with or without a JSON Content-Type) or a
@@ -256,7 +256,7 @@ func allowEmptyBody(w http.ResponseWriter, r *http.Request) error {
 func ParseID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
-		return 0, problem.BadRequest("The id must be a positive 64-bit integer, got "+strconv.Quote(s)+".", "")
+		return 0, errkind.BadInput("The id must be a positive 64-bit integer, got "+strconv.Quote(s)+".", "")
 	}
 	return id, nil
 }

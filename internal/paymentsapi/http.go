@@ -16,11 +16,11 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -92,7 +92,7 @@ func (h *handler) baseURL(r *http.Request) string {
 func pathID(r *http.Request, name string) (int64, error) {
 	id, ok := payments.ParseID(r.PathValue(name))
 	if !ok {
-		return 0, problem.BadRequest("The "+name+" must be a positive 64-bit integer, got "+strconv.Quote(r.PathValue(name))+".", "")
+		return 0, errkind.BadInput("The "+name+" must be a positive 64-bit integer, got "+strconv.Quote(r.PathValue(name))+".", "")
 	}
 	return id, nil
 }
@@ -162,7 +162,7 @@ func (h *handler) h2h(w http.ResponseWriter, r *http.Request) error {
 	}
 	method, _ := payments.MethodOf(n, body.Card != nil)
 	if body.Card != nil && n != 1 {
-		return problem.Validation([]problem.FieldError{{Field: "card", Code: codes.InvalidPaymentMethod,
+		return errkind.Validation([]errkind.FieldError{{Field: "card", Code: codes.InvalidPaymentMethod,
 			Detail: "card data is accepted by the sandbox card selector 1 only"}})
 	}
 	a := payments.Attempt{Method: method, Selector: n, Payer: &body.Data, CardholderPresent: true, BaseURL: h.baseURL(r)}
@@ -175,18 +175,18 @@ func (h *handler) h2h(w http.ResponseWriter, r *http.Request) error {
 	if raw := bytes.TrimSpace(body.PaymentRequestID); len(raw) > 0 && string(raw) != "null" {
 		id, ok := parseJSONID(raw)
 		if !ok {
-			errs = append(errs, problem.FieldError{Field: "paymentRequestId", Detail: "paymentRequestId must be a positive 64-bit integer"})
+			errs = append(errs, errkind.FieldError{Field: "paymentRequestId", Detail: "paymentRequestId must be a positive 64-bit integer"})
 		}
 		if len(bytes.TrimSpace(body.Amount)) > 0 {
 			amt, msg := payment.ParseAmount(body.Amount)
 			if msg != "" {
-				errs = append(errs, problem.FieldError{Field: "amount", Code: codes.InvalidAmount, Detail: msg})
+				errs = append(errs, errkind.FieldError{Field: "amount", Code: codes.InvalidAmount, Detail: msg})
 			}
 			a.Amount = &amt
 		}
 		a.Unit = body.Unit
 		if len(errs) > 0 {
-			return problem.Validation(errs)
+			return errkind.Validation(errs)
 		}
 		if res, err = h.Service.Pay(r.Context(), m, id, a); err != nil {
 			return err
@@ -199,7 +199,7 @@ func (h *handler) h2h(w http.ResponseWriter, r *http.Request) error {
 		}
 		req, cerrs := in.Validate(payment.CreateRules{AllowHTTP: h.AllowHTTPURLs || m.Sandbox, DefaultRecipient: m.Name})
 		if errs = append(errs, cerrs...); len(errs) > 0 {
-			return problem.Validation(errs)
+			return errkind.Validation(errs)
 		}
 		if res, err = h.Service.CreateAndPay(r.Context(), m, req, a); err != nil {
 			return err
@@ -245,11 +245,11 @@ func (h *handler) threeDSStatus(w http.ResponseWriter, r *http.Request) error {
 	ref := r.PathValue("transaction3dsId")
 	id, ok := payments.ParseThreeDSID(ref)
 	if !ok {
-		return problem.BadRequest("The transaction3dsId must look like 3ds_<transactionId>, got "+strconv.Quote(ref)+".", "")
+		return errkind.BadInput("The transaction3dsId must look like 3ds_<transactionId>, got "+strconv.Quote(ref)+".", "")
 	}
 	tx, err := h.Service.TransactionOf(r.Context(), m, id)
 	if err == nil && tx.ThreeDS == "" {
-		err = problem.NotFound("Transaction " + strconv.FormatInt(id, 10) + " has no 3-D Secure authentication.")
+		err = errkind.NotFoundErr("Transaction " + strconv.FormatInt(id, 10) + " has no 3-D Secure authentication.")
 	}
 	if err != nil {
 		return err
@@ -314,7 +314,7 @@ func TransactionLookup(svc *payments.Service, publicBaseURL string) httpapi.Hand
 	return func(w http.ResponseWriter, r *http.Request) error {
 		m := apikey.MerchantFrom(r.Context())
 		if m == nil {
-			return problem.Unauthorized("The X-API-Key header is missing.")
+			return errkind.UnauthorizedErr("The X-API-Key header is missing.")
 		}
 		tx, err := svc.TransactionByRef(r.Context(), m, r.PathValue("id"))
 		if err != nil {

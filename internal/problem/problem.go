@@ -1,13 +1,17 @@
-// Package problem writes RFC 9457 problem details. Every error response of the
-// service goes through it, so clients see one shape everywhere:
-// type, title, status, detail, instance, plus the spec code and field errors.
+// Package problem is the HTTP edge's one table from an error to an RFC 9457
+// problem: an error of a kind (internal/errkind) becomes the kind's status
+// and type (or its reason's), with the error's detail, spec code and field
+// errors; any other error is a 500 that shows nothing of it. Every error
+// response of the service is built here, so clients see one shape
+// everywhere: type, title, status, detail, instance, plus the spec code and
+// field errors (docs/errors.md).
 package problem
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
@@ -31,67 +35,82 @@ type Problem struct {
 	Code     codes.Code   `json:"code,omitempty"`
 	Errors   []FieldError `json:"errors,omitempty"`
 
-	// Headers are extra response headers (Retry-After, Allow, ...). Not serialised.
+	// Headers are extra response headers (Retry-After, Allow). Not serialised.
 	Headers http.Header `json:"-"`
 }
 
-// Error makes *Problem usable as an error, so domain code can return one.
-func (p *Problem) Error() string {
-	if p.Detail != "" {
-		return p.Title + ": " + p.Detail
+type entry struct {
+	status      int
+	slug, title string
+}
+
+// kinds is the one table from an error kind to its HTTP status and problem
+// type (docs/errors.md, "Error kinds"). An Invalid error with field errors
+// is the "validation" type instead of "bad-request".
+var kinds = map[errkind.Kind]entry{
+	errkind.Invalid:          {http.StatusBadRequest, "bad-request", "Bad Request"},
+	errkind.Unauthorized:     {http.StatusUnauthorized, "unauthorized", "Unauthorized"},
+	errkind.Forbidden:        {http.StatusForbidden, "forbidden", "Forbidden"},
+	errkind.NotFound:         {http.StatusNotFound, "not-found", "Not Found"},
+	errkind.Conflict:         {http.StatusConflict, "conflict", "Conflict"},
+	errkind.Exists:           {http.StatusConflict, "conflict", "Conflict"},
+	errkind.TooLarge:         {http.StatusRequestEntityTooLarge, "payload-too-large", "Payload Too Large"},
+	errkind.UnsupportedMedia: {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported Media Type"},
+	errkind.RateLimited:      {http.StatusTooManyRequests, "rate-limited", "Too Many Requests"},
+	errkind.Unavailable:      {http.StatusServiceUnavailable, "unavailable", "Service Unavailable"},
+}
+
+// reasons are the problem types of their own within a kind
+// (docs/errors.md, "Problems without a spec code").
+var reasons = map[errkind.Reason]entry{
+	errkind.IdempotencyKeyInvalid: {http.StatusBadRequest, "invalid-idempotency-key", "Bad Request"},
+	errkind.IdempotencyKeyInUse:   {http.StatusConflict, "idempotency-key-in-use", "Conflict"},
+	errkind.IdempotencyKeyReused:  {http.StatusUnprocessableEntity, "idempotency-key-reused", "Unprocessable Content"},
+	errkind.CheckoutTokenInvalid:  {http.StatusUnauthorized, "invalid-checkout-token", "Unauthorized"},
+	errkind.TooManyAttempts:       {http.StatusTooManyRequests, "too-many-attempts", "Too Many Requests"},
+}
+
+// internal is the problem of an error without a kind: nothing of the error
+// reaches the client (the edge logs it).
+var internal = entry{http.StatusInternalServerError, "internal", "Internal Server Error"}
+
+const internalDetail = "An unexpected error occurred; it has been logged. Retry later or contact support with the request id."
+
+// From is err's problem: an errkind error through the table, any other
+// error (nil included) the internal error.
+func From(err error) *Problem {
+	e, ok := errkind.As(err)
+	if !ok {
+		return build(internal, internalDetail, codes.SystemError)
 	}
-	return p.Title
-}
-
-// New builds a problem; slug becomes the "type" suffix.
-func New(status int, slug, title, detail string, code codes.Code) *Problem {
-	return &Problem{Type: TypeBase + slug, Title: title, Status: status, Detail: detail, Code: code}
-}
-
-// Common problems. Each call returns a fresh value that callers may amend.
-
-func Unauthorized(detail string) *Problem {
-	return New(http.StatusUnauthorized, "unauthorized", "Unauthorized", detail, codes.InvalidCredentials)
-}
-
-func NotFound(detail string) *Problem {
-	return New(http.StatusNotFound, "not-found", "Not Found", detail, codes.EntityNotFound)
-}
-
-func BadRequest(detail string, code codes.Code) *Problem {
-	return New(http.StatusBadRequest, "bad-request", "Bad Request", detail, code)
-}
-
-// Validation is a 400 listing every invalid field; the top-level code is the
-// first field's code so clients that read only "code" still get one.
-func Validation(errs []FieldError) *Problem {
-	p := From(errkind.Validation(errs))
-	if errs == nil {
-		p.Errors = nil
+	k, ok := reasons[e.Reason]
+	if !ok {
+		if k, ok = kinds[e.Kind]; !ok {
+			return build(internal, internalDetail, codes.SystemError)
+		}
+	}
+	p := build(k, e.Detail, e.Code)
+	if e.Kind == errkind.Invalid && e.Fields != nil && e.Reason == errkind.NoReason {
+		p.Type, p.Title = TypeBase+"validation", "Invalid request"
+	}
+	p.Errors = e.Fields
+	if e.RetryAfter > 0 {
+		secs := int64(e.RetryAfter.Round(time.Second) / time.Second)
+		p.Headers = http.Header{"Retry-After": {strconv.FormatInt(max(secs, 1), 10)}}
 	}
 	return p
 }
 
-func Conflict(detail string, code codes.Code) *Problem {
-	return New(http.StatusConflict, "conflict", "Conflict", detail, code)
+// MethodNotAllowed is the answer to a method a route does not have: the
+// HTTP edge's own decision (the local gateway's), with the Allow header.
+func MethodNotAllowed(detail string, allow []string) *Problem {
+	p := build(entry{http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed"}, detail, "")
+	p.Headers = http.Header{"Allow": {strings.Join(allow, ", ")}}
+	return p
 }
 
-func TooLarge(limit int64) *Problem {
-	return New(http.StatusRequestEntityTooLarge, "payload-too-large", "Payload Too Large",
-		"The request body exceeds "+strconv.FormatInt(limit, 10)+" bytes.", "")
-}
-
-func UnsupportedMediaType(detail string) *Problem {
-	return New(http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported Media Type", detail, "")
-}
-
-func Internal() *Problem {
-	return New(http.StatusInternalServerError, "internal", "Internal Server Error",
-		"An unexpected error occurred; it has been logged. Retry later or contact support with the request id.", codes.SystemError)
-}
-
-func Unavailable(detail string) *Problem {
-	return New(http.StatusServiceUnavailable, "unavailable", "Service Unavailable", detail, codes.SystemError)
+func build(k entry, detail string, code codes.Code) *Problem {
+	return &Problem{Type: TypeBase + k.slug, Title: k.title, Status: k.status, Detail: detail, Code: code}
 }
 
 // Write sends p as application/problem+json. instance defaults to the request path.
@@ -108,52 +127,4 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
-}
-
-// kinds is the one table from an error kind to its HTTP status and problem
-// type (docs/errors.md, "Error kinds"). An Invalid error with field errors
-// is the "validation" type instead of "bad-request".
-var kinds = map[errkind.Kind]struct {
-	status      int
-	slug, title string
-}{
-	errkind.Invalid:          {http.StatusBadRequest, "bad-request", "Bad Request"},
-	errkind.Unauthorized:     {http.StatusUnauthorized, "unauthorized", "Unauthorized"},
-	errkind.Forbidden:        {http.StatusForbidden, "forbidden", "Forbidden"},
-	errkind.NotFound:         {http.StatusNotFound, "not-found", "Not Found"},
-	errkind.Conflict:         {http.StatusConflict, "conflict", "Conflict"},
-	errkind.TooLarge:         {http.StatusRequestEntityTooLarge, "payload-too-large", "Payload Too Large"},
-	errkind.UnsupportedMedia: {http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported Media Type"},
-	errkind.RateLimited:      {http.StatusTooManyRequests, "rate-limited", "Too Many Requests"},
-	errkind.Unavailable:      {http.StatusServiceUnavailable, "unavailable", "Service Unavailable"},
-}
-
-// From is the problem of an error kind; an Unknown kind is Internal.
-func From(e *errkind.Error) *Problem {
-	k, ok := kinds[e.Kind]
-	if !ok {
-		return Internal()
-	}
-	p := New(k.status, k.slug, k.title, e.Detail, e.Code)
-	if e.Kind == errkind.Invalid && e.Fields != nil {
-		p.Type, p.Title, p.Errors = TypeBase+"validation", "Invalid request", e.Fields
-	}
-	if e.RetryAfter > 0 {
-		secs := int64(e.RetryAfter.Round(time.Second) / time.Second)
-		p.Headers = http.Header{"Retry-After": {strconv.FormatInt(max(secs, 1), 10)}}
-	}
-	return p
-}
-
-// Of is err's problem: a *Problem as it is, an errkind error through the
-// table; false for any other error.
-func Of(err error) (*Problem, bool) {
-	var p *Problem
-	if errors.As(err, &p) {
-		return p, true
-	}
-	if e, ok := errkind.As(err); ok && e.Kind != errkind.Unknown {
-		return From(e), true
-	}
-	return nil, false
 }

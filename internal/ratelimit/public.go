@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 // Default budgets of the unauthenticated endpoints (payment links and the
@@ -71,10 +70,8 @@ func (p *Public) Middleware(key func(*http.Request) string) func(http.Handler) h
 				case errors.Is(err, dynamo.ErrLimitReached):
 					reset := secondsUntil(now, end)
 					httpapi.Logger(r.Context()).Info("public rate limit reached", "limit", c.limit, "retry_after", reset)
-					pr := problem.New(http.StatusTooManyRequests, "rate-limited", "Too Many Requests",
-						fmt.Sprintf("Too many requests. Retry after %d seconds.", reset), "")
-					pr.Headers = http.Header{"Retry-After": {strconv.Itoa(reset)}}
-					problem.Write(w, r, pr)
+					httpapi.Error(w, r, errkind.RateLimitedErr(fmt.Sprintf("Too many requests. Retry after %d seconds.", reset),
+						time.Duration(reset)*time.Second))
 					return
 				case err != nil:
 					if errors.Is(err, context.Canceled) && r.Context().Err() != nil {

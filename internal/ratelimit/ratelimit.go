@@ -60,13 +60,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
-	"github.com/payreq/payreq/internal/problem"
 )
 
 // Window is the length of one counting window.
@@ -117,10 +116,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		case errors.Is(err, dynamo.ErrLimitReached):
 			h.Set("RateLimit", fmt.Sprintf(`%q;r=0;t=%d`, Policy, reset))
 			httpapi.Logger(r.Context()).Info("rate limited", "limit", limit, "retry_after", reset)
-			p := problem.New(http.StatusTooManyRequests, "rate-limited", "Too Many Requests",
-				fmt.Sprintf("The limit of %d requests per minute is reached. Retry after %d seconds.", limit, reset), "")
-			p.Headers = http.Header{"Retry-After": {strconv.Itoa(reset)}}
-			problem.Write(w, r, p)
+			httpapi.Error(w, r, errkind.RateLimitedErr(
+				fmt.Sprintf("The limit of %d requests per minute is reached. Retry after %d seconds.", limit, reset),
+				time.Duration(reset)*time.Second))
 			return
 		case err != nil:
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {

@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/payreq/payreq/internal/batch"
 	"io"
 	"net/http"
 	"path"
 	"slices"
 	"time"
+
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/errkind"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -109,8 +111,8 @@ func (o *dashOps) Redeliver(ctx context.Context, r *payment.Request) (string, er
 
 func (o *dashOps) Refund(ctx context.Context, m *merchant.Merchant, txID int64) (string, error) {
 	v, err := o.svc.Refund(ctx, m, txID)
-	if p, ok := problem.Of(err); ok && p.Status < 500 {
-		return "", dashboard.BadInput(p.Detail)
+	if e, ok := errkind.As(err); ok && problem.From(e).Status < 500 {
+		return "", dashboard.BadInput(e.Detail)
 	}
 	if err != nil {
 		return "", err
