@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/payreq/payreq/internal/payment"
 	"strconv"
 	"time"
+
+	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/payment"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/queue"
 )
@@ -63,7 +63,7 @@ func deliveriesCmd(g *globals) *cobra.Command {
 				return nil, err
 			}
 			req, err := e.store.PaymentRequest(ctx, id)
-			if errors.Is(err, dynamo.ErrNotFound) {
+			if errkind.Is(err, errkind.NotFound) {
 				return nil, fmt.Errorf("payment request %d not found", id)
 			}
 			if err != nil {

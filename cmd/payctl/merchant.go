@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 )
@@ -248,7 +248,7 @@ func newSecrets(e *env, m *merchant.Merchant) (key, secret string, err error) {
 
 func load(ctx context.Context, e *env, id string) (*merchant.Merchant, error) {
 	m, err := e.store.Merchant(ctx, id)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return nil, fmt.Errorf("merchant %s not found", id)
 	}
 	return m, err
@@ -267,7 +267,7 @@ func updateMerchant(ctx context.Context, e *env, id string, change func(*merchan
 		}
 		m.UpdatedAt = time.Now().UTC()
 		err = e.store.UpdateMerchant(ctx, m)
-		if errors.Is(err, dynamo.ErrConflict) {
+		if errkind.Is(err, errkind.Conflict) {
 			continue
 		}
 		if err != nil {

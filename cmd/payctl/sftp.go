@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/sftpuser"
@@ -129,13 +129,13 @@ func sftpRun(ctx context.Context, g globals, sub, idFlag, passwordFlag, keyFileF
 			return nil, err
 		}
 		// A new password takes back the old one's failures and lock.
-		attempts := lockout.Counting{Store: e.store, IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) }}
+		attempts := lockout.Counting{Store: e.store, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }}
 		if err := attempts.Clear(ctx, sftpuser.AttemptKey(user)); err != nil {
 			return nil, err
 		}
 	case "add-key":
 		err := e.store.AddSFTPKey(ctx, *id, user, key, now)
-		if errors.Is(err, dynamo.ErrExists) {
+		if errkind.Is(err, errkind.Exists) {
 			notice = "This key was already registered."
 		} else if err != nil {
 			return nil, err
@@ -176,7 +176,7 @@ func showSFTP(ctx context.Context, g globals, e *env, merchantID string) (sftpVi
 	v := sftpView{MerchantID: merchantID, User: user, Keys: []sftpKeyRef{}, Directories: []string{sftpauth.IncomingDir, sftpauth.ResultsDir}}
 	rec, err := e.store.SFTPUserRecord(ctx, user)
 	switch {
-	case errors.Is(err, dynamo.ErrNotFound):
+	case errkind.Is(err, errkind.NotFound):
 	case err != nil:
 		return v, err
 	case rec.MerchantID != merchantID:

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/payreq/payreq/internal/dashboard"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // userCmd: `merchant user add --id ID --email E [--role admin|member]`
@@ -45,7 +45,7 @@ func userCmd(g *globals) *cobra.Command {
 					return nil, errors.New("the stack's API URL is unknown: pass --base-url")
 				}
 			}
-			link, until, err := dashboard.InviteUser(ctx, e.store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
+			link, until, err := dashboard.InviteUser(ctx, e.store, func(err error) bool { return errkind.Is(err, errkind.NotFound) },
 				id, email, role, "payctl", base, time.Now())
 			if err != nil {
 				return nil, err

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -99,7 +99,7 @@ func TestDedupeByReferenceAndFingerprint(t *testing.T) {
 		t.Fatalf("fingerprint record: %+v %v", rec, err)
 	}
 	plain := sha256.Sum256([]byte("5555555555554444"))
-	if _, err := f.testStore.BatchRowRecord(ctx, m.ID, dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(plain[:])), clk.Now()); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := f.testStore.BatchRowRecord(ctx, m.ID, dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(plain[:])), clk.Now()); !errkind.Is(err, errkind.NotFound) {
 		t.Errorf("a plain hash of the card finds a record: %v", err)
 	}
 	item, err := dynamodb.NewFromConfig(f.cfg).GetItem(ctx, &dynamodb.GetItemInput{

@@ -107,10 +107,10 @@ func (l *losingAnswer) PayNew(ctx context.Context, m *merchant.Merchant, r payme
 		return res, err
 	}
 	if l.asExists {
-		if _, err := l.PaymentService.PayNew(ctx, m, r, a); !errors.Is(err, dynamo.ErrExists) {
+		if _, err := l.PaymentService.PayNew(ctx, m, r, a); !errkind.Is(err, errkind.Exists) {
 			panic(fmt.Sprintf("the repeated create did not answer ErrExists: %v", err))
 		}
-		return payments.Result{}, dynamo.ErrExists
+		return payments.Result{}, errkind.New(errkind.Exists, "already exists", "")
 	}
 	return payments.Result{}, errkind.UnavailableErr("The payment provider did not answer.")
 }

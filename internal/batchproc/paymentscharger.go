@@ -10,7 +10,6 @@ import (
 
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/card"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
@@ -77,11 +76,11 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 		// The payment service's rules refused the row before anything was
 		// written (e.g. the card expired since the file was read): its
 		// request is still created (unpaid), declined before any attempt.
-		if err := c.Store.CreatePaymentRequest(ctx, req); err != nil && !errors.Is(err, dynamo.ErrExists) {
+		if err := c.Store.CreatePaymentRequest(ctx, req); err != nil && !errkind.Is(err, errkind.Exists) {
 			return batch.Result{}, err
 		}
 		return declinedBeforeAttempt(id, p), nil
-	case errors.Is(err, dynamo.ErrExists):
+	case errkind.Is(err, errkind.Exists):
 		// Even an id drawn for this very call may be taken by the row
 		// itself: a write applied whose answer was lost (a timeout, then the
 		// SDK's retry) comes back as "exists". Only a request that is not
@@ -139,7 +138,7 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 // it exists, is this row's, and has an attempt outcome. It only reads.
 func (c *PaymentsCharger) PeekRow(ctx context.Context, m *merchant.Merchant, row batch.Row, ref RowRef) (batch.Result, bool, error) {
 	res, done, err := c.existing(ctx, m, row, ref.PaymentRequestID)
-	if errors.Is(err, dynamo.ErrNotFound) || errors.Is(err, ErrPaymentRequestIDTaken) {
+	if errkind.Is(err, errkind.NotFound) || errors.Is(err, ErrPaymentRequestIDTaken) {
 		return batch.Result{}, false, nil
 	}
 	return res, done && err == nil, err
@@ -148,7 +147,7 @@ func (c *PaymentsCharger) PeekRow(ctx context.Context, m *merchant.Merchant, row
 // PeekRequest implements Peeker.
 func (c *PaymentsCharger) PeekRequest(ctx context.Context, m *merchant.Merchant, id int64) (batch.Result, RequestState, error) {
 	cur, err := c.Store.PaymentRequest(ctx, id)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return batch.Result{}, RequestMissing, nil
 	}
 	if err != nil {

@@ -56,6 +56,7 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/s3store"
@@ -188,7 +189,7 @@ type Store interface {
 
 // Objects is the batch bucket as the processor uses it (*s3store.Store).
 // A missing object is an error wrapping fs.ErrNotExist; a copy or read
-// whose ETag condition fails is s3store.ErrChanged.
+// whose ETag condition fails is a Conflict error (errkind).
 type Objects interface {
 	// Put stores body under key; a body that is not an io.ReadSeeker is
 	// streamed (a multipart upload above one part), with memory bounded.
@@ -478,10 +479,10 @@ func (p *Processor) run(ctx context.Context, j *batch.Job, create, check bool) e
 		job, err = p.Store.LeaseBatchJob(ctx, j.MerchantID, j.JobID, owner, now, until)
 	}
 	switch {
-	case errors.Is(err, dynamo.ErrNotFound):
+	case errkind.Is(err, errkind.NotFound):
 		p.Log.Warn("batch continuation for an unknown job dropped", "merchantId", j.MerchantID, "jobId", j.JobID)
 		return nil
-	case errors.Is(err, dynamo.ErrBatchJobBusy):
+	case errkind.Is(err, errkind.Conflict):
 		// Another invocation works on it. Should it die, its lease lapses:
 		// look again then, so the job never stalls.
 		p.Log.Info("batch job busy in another invocation", "merchantId", job.MerchantID, "jobId", job.JobID, "check", check)
@@ -591,7 +592,7 @@ func (r *jobRun) outOfBudget() bool {
 
 func (r *jobRun) work(ctx context.Context) error {
 	m, err := r.p.Store.Merchant(ctx, r.job.MerchantID)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return r.fail(ctx, "no merchant "+r.job.MerchantID)
 	}
 	if err != nil {
@@ -636,7 +637,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 		return err
 	}
 	if err := r.p.Store.ReleaseBatchJob(ctx, r.job.MerchantID, r.job.JobID, r.job.Owner); err != nil {
-		if errors.Is(err, dynamo.ErrConflict) {
+		if errkind.Is(err, errkind.Conflict) {
 			return errLeaseLost // the holder queues its own continuation
 		}
 		return err
@@ -650,7 +651,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 // save writes the job's progress while this run holds its lease.
 func (r *jobRun) save(ctx context.Context) error {
 	err := r.p.Store.SaveBatchJob(ctx, r.job, r.p.Now())
-	if errors.Is(err, dynamo.ErrConflict) {
+	if errkind.Is(err, errkind.Conflict) {
 		return errLeaseLost
 	}
 	return err
@@ -713,7 +714,7 @@ func (r *jobRun) snapshot(ctx context.Context) (bool, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, r.fail(ctx, "the uploaded file no longer exists")
-	case errors.Is(err, s3store.ErrChanged):
+	case errkind.Is(err, errkind.Conflict):
 		return false, r.fail(ctx, "the uploaded file was replaced by a newer upload before processing started")
 	case err != nil:
 		return false, err

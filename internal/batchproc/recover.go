@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/payreq/payreq/internal/batch"
 	"time"
 
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // RecoveryReport says what one RecoverStuck call did.
@@ -49,7 +49,7 @@ func (p *Processor) RecoverStuck(ctx context.Context, now time.Time) (RecoveryRe
 		}
 		job, err := p.Store.BatchJob(ctx, o.MerchantID, o.JobID)
 		switch {
-		case errors.Is(err, dynamo.ErrNotFound):
+		case errkind.Is(err, errkind.NotFound):
 			// The marker is written before the job: only an old one is an orphan.
 			if now.Sub(o.Since) > p.cfg.StuckAfter {
 				if err := p.Store.CloseBatchJob(ctx, o.MerchantID, o.JobID); err != nil {
@@ -98,7 +98,7 @@ func (p *Processor) recoverJob(ctx context.Context, stuck *batch.Job, now time.T
 	owner := newToken()
 	deadline, until := p.budget(ctx, now)
 	job, err := p.Store.LeaseBatchJob(ctx, stuck.MerchantID, stuck.JobID, owner, now, until)
-	if errors.Is(err, dynamo.ErrBatchJobBusy) || (err == nil && job.Finished()) {
+	if errkind.Is(err, errkind.Conflict) || (err == nil && job.Finished()) {
 		return false, nil // taken up meanwhile
 	}
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/provider"
@@ -491,7 +490,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		rec = r.newRowRecord(t, now)
 		held, err = r.p.Store.ClaimBatchRow(ctx, rec, now)
 	}
-	for tries := 0; errors.Is(err, dynamo.ErrExists); tries++ {
+	for tries := 0; errkind.Is(err, errkind.Exists); tries++ {
 		if tries == 5 {
 			return batch.Result{}, fmt.Errorf("batch row %d: its record keeps changing", t.line)
 		}
@@ -520,13 +519,13 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 				rec = &taken
 				break
 			}
-			if !errors.Is(err, dynamo.ErrConflict) {
+			if !errkind.Is(err, errkind.Conflict) {
 				return batch.Result{}, err
 			}
 			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.Key, r.p.Now())
 			if err == nil {
-				err = dynamo.ErrExists
-			} else if errors.Is(err, dynamo.ErrNotFound) {
+				err = errkind.New(errkind.Exists, "batch row record held", "") // look at the holder again
+			} else if errkind.Is(err, errkind.NotFound) {
 				held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
 			}
 		case errors.Is(derr, errRecordGone):
@@ -600,7 +599,7 @@ func (r *jobRun) claimRows(ctx context.Context, group []*rowTask) {
 			}
 			return
 		}
-		if !errors.Is(err, dynamo.ErrExists) {
+		if !errkind.Is(err, errkind.Exists) {
 			r.log.Warn("claiming a group of batch rows failed; each row claims its own", "error", err.Error())
 			return
 		}
@@ -685,7 +684,7 @@ func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask
 				r.log.Warn("batch row taken over after its lease lapsed", "row", t.line, "paymentRequestId", taken.PaymentRequestID)
 				return nil, &taken, nil
 			}
-			if !errors.Is(err, dynamo.ErrConflict) {
+			if !errkind.Is(err, errkind.Conflict) {
 				return nil, nil, err
 			}
 		}
@@ -736,7 +735,7 @@ func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask
 			return batch.Result{}, err
 		}
 		cur, err := r.p.Store.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
-		if errors.Is(err, dynamo.ErrNotFound) {
+		if errkind.Is(err, errkind.NotFound) {
 			return batch.Result{}, errRecordGone
 		}
 		if err != nil {
@@ -795,7 +794,7 @@ func notCharged(reason string) batch.Result {
 func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask) (batch.Result, error) {
 	key, _ := r.p.rowKey(t.row)
 	held, err := r.p.Store.BatchRowRecord(ctx, r.job.MerchantID, key, r.p.Now())
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return notCharged(r.job.Error), nil
 	}
 	if err != nil {
@@ -834,7 +833,7 @@ func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		held.Status, held.TransactionID, held.Code, held.Message = string(res.Status), res.TransactionID, string(res.Code), res.Message
 		return res, r.completed(ctx, held)
 	case RequestMissing:
-		if err := r.p.Store.ForgetBatchRow(ctx, held); err != nil && !errors.Is(err, dynamo.ErrConflict) {
+		if err := r.p.Store.ForgetBatchRow(ctx, held); err != nil && !errkind.Is(err, errkind.Conflict) {
 			return batch.Result{}, err
 		}
 		return notCharged(r.job.Error), nil

@@ -2,12 +2,13 @@ package batchproc_test
 
 import (
 	"encoding/json"
-	"github.com/payreq/payreq/internal/batch"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/payreq/payreq/internal/batch"
 
 	"github.com/payreq/payreq/internal/testenv"
 )

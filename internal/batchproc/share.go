@@ -2,12 +2,11 @@ package batchproc
 
 import (
 	"context"
-	"errors"
-	"github.com/payreq/payreq/internal/batch"
 	"sync"
 	"time"
 
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // pacer spaces the starts of acquirer calls of one invocation evenly at a
@@ -74,7 +73,7 @@ func (r *jobRun) behindOlderFile(ctx context.Context) (bool, error) {
 		}
 		// A marker outlives its job until the job's files are deleted.
 		j, err := r.p.Store.BatchJob(ctx, o.MerchantID, o.JobID)
-		if errors.Is(err, dynamo.ErrNotFound) {
+		if errkind.Is(err, errkind.NotFound) {
 			continue
 		}
 		if err != nil {

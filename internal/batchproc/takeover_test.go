@@ -14,6 +14,7 @@ import (
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -80,7 +81,7 @@ type conflictingCharger struct {
 
 func (c *conflictingCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, row batch.Row, ref batchproc.RowRef) (batch.Result, error) {
 	if row.ReferenceID == c.on && c.left.Add(-1) >= 0 {
-		return batch.Result{}, fmt.Errorf("payment request %d: %w", ref.PaymentRequestID, dynamo.ErrConflict)
+		return batch.Result{}, fmt.Errorf("payment request %d: %w", ref.PaymentRequestID, errkind.New(errkind.Conflict, "conditional write failed", ""))
 	}
 	return c.inner.ChargeRow(ctx, m, row, ref)
 }

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
@@ -375,7 +374,7 @@ func (h *handler) threeDSBrowser(w http.ResponseWriter, r *http.Request) error {
 		return errors.New("3-D Secure callback: no transaction")
 	}
 	if req == nil || req.ID != tx.PaymentRequestID {
-		if req, _, err = h.Service.Store.PaymentRequestLease(ctx, tx.PaymentRequestID); err != nil && !errors.Is(err, dynamo.ErrNotFound) {
+		if req, _, err = h.Service.Store.PaymentRequestLease(ctx, tx.PaymentRequestID); err != nil && !errkind.Is(err, errkind.NotFound) {
 			return err
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	sg "github.com/stripe/stripe-go/v83"
 	"github.com/stripe/stripe-go/v83/webhook"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
@@ -146,11 +145,11 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	if h.Stripe.Events != nil {
 		err := h.Stripe.Events.MarkCallbackEvent(ctx, "stripe:"+ev.ID, h.Now(), stripeEventTTL)
-		if errors.Is(err, dynamo.ErrExists) && !ack.Changed {
+		if errkind.Is(err, errkind.Exists) && !ack.Changed {
 			// Recorded by an earlier delivery. One that changed something
 			// says so even when a concurrent duplicate recorded it first.
 			ack.Duplicate = true
-		} else if err != nil && !errors.Is(err, dynamo.ErrExists) {
+		} else if err != nil && !errkind.Is(err, errkind.Exists) {
 			h.Log.Warn("record Stripe event failed", "event_id", ev.ID, "error", err.Error())
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/stripe/stripe-go/v83/webhook"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 )
@@ -51,7 +51,7 @@ func (m *memMarker) MarkCallbackEvent(_ context.Context, id string, _ time.Time,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.seen[id] {
-		return dynamo.ErrExists
+		return errkind.New(errkind.Exists, "already exists", "")
 	}
 	m.seen[id] = true
 	return nil

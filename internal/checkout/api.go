@@ -2,7 +2,6 @@ package checkout
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payment"
@@ -86,7 +84,7 @@ func (h *handler) pay(w http.ResponseWriter, r *http.Request, s *session) error 
 	window := now.Unix() / int64(attemptWindow.Seconds())
 	if _, err := h.Limiter.TakeRateLimit(r.Context(), "checkout#"+strconv.FormatInt(s.req.ID, 10), window, h.MaxAttempts,
 		time.Unix((window+1)*int64(attemptWindow.Seconds()), 0)); err != nil {
-		if errors.Is(err, dynamo.ErrLimitReached) {
+		if errkind.Is(err, errkind.RateLimited) {
 			e := errkind.Because(errkind.TooManyAttempts,
 				"Too many payment attempts for this request; try again later.", "")
 			e.RetryAfter = attemptWindow

@@ -20,7 +20,6 @@ import (
 
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
@@ -335,7 +334,7 @@ func (h *handler) openLink(w http.ResponseWriter, r *http.Request) error {
 		return linkGone()
 	}
 	req, err := h.Store.PaymentRequest(r.Context(), id)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return linkGone()
 	}
 	if err != nil {
@@ -381,7 +380,7 @@ func (h *handler) api(f apiFunc) http.Handler {
 			return tokenProblem(w, "The checkout session token is invalid.")
 		}
 		req, err := h.Store.PaymentRequest(r.Context(), claims.RequestID)
-		if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != claims.MerchantID) {
+		if errkind.Is(err, errkind.NotFound) || (err == nil && req.MerchantID != claims.MerchantID) {
 			return tokenProblem(w, "The checkout session token is invalid.")
 		}
 		if err != nil {

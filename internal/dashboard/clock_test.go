@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -90,7 +89,7 @@ func attempts(t testing.TB, u *user) lockout.Counter {
 // clearAttempts takes back u's failures and lock (as a new password does).
 func clearAttempts(t testing.TB, u *user) {
 	t.Helper()
-	l := lockout.Counting{Store: testenv.Stack(t).Store, IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) }}
+	l := lockout.Counting{Store: testenv.Stack(t).Store, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }}
 	if err := l.Clear(context.Background(), stackKeys(t).Key("dashboard", u.merchant, u.email)); err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +101,8 @@ func clockedDashboardWith(t *testing.T, c *clock, edit func(*dashboard.Deps)) st
 	t.Helper()
 	s := testenv.Stack(t)
 	d := dashboard.Deps{Store: s.Store, Sealer: stackSealer(t), AttemptKeys: stackKeys(t),
-		IsNotFound: func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
-		IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
+		IsNotFound: func(err error) bool { return errkind.Is(err, errkind.NotFound) },
+		IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) },
 		Files:      dashweb.Files, InsecureCookies: true,
 		HashPassword: sftpauth.HashPassword, CheckPassword: sftpauth.CheckPassword, Now: c.Now}
 	if edit != nil {

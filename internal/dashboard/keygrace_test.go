@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/dashboard"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -24,7 +23,7 @@ import (
 // local stack's store; its key cache runs on c.
 func merchantAPI(t *testing.T, c *clock) string {
 	t.Helper()
-	auth := apikey.New(testenv.Stack(t).Store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) })
+	auth := apikey.New(testenv.Stack(t).Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
 	auth.Now = c.Now
 	srv := httptest.NewServer(merchantapi.New(merchantapi.Deps{Store: testenv.Stack(t).Store, Auth: auth,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/sftpuser"
@@ -32,7 +32,7 @@ func sftpAuthOnStack(t *testing.T, logs *syncLog) *sftpauth.Authenticator {
 	t.Helper()
 	st := testenv.Stack(t).Store
 	return &sftpauth.Authenticator{Users: st, Bucket: "payreq-batch", RoleARN: "arn:aws:iam::000000000000:role/payreq-sftp-local",
-		Attempts: &lockout.Counting{Store: st, IsConflict: func(err error) bool { return errors.Is(err, dynamo.ErrConflict) }},
+		Attempts: &lockout.Counting{Store: st, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }},
 		Logger:   slog.New(slog.NewJSONHandler(logs, nil))}
 }
 

@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/sftpauth"
 )
 
@@ -47,7 +47,7 @@ func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, 
 	}
 	now := time.Now().UTC()
 	u := &dashboard.User{Email: seed.Email, MerchantID: merchantID, Role: dashboard.RoleAdmin, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}
-	if err := store.CreateDashboardUser(ctx, u); err != nil && !errors.Is(err, dynamo.ErrExists) {
+	if err := store.CreateDashboardUser(ctx, u); err != nil && !errkind.Is(err, errkind.Exists) {
 		return seed, fmt.Errorf("seed dashboard user: %w", err)
 	}
 	b, _ := json.MarshalIndent(seed, "", "  ")

@@ -3,7 +3,6 @@ package devstack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
@@ -74,7 +74,7 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	err := store.CreateMerchant(ctx, m)
-	if errors.Is(err, dynamo.ErrExists) {
+	if errkind.Is(err, errkind.Exists) {
 		// A persistent endpoint kept the merchant: stack.json shows the
 		// secret it really signs with.
 		if old, gerr := store.Merchant(ctx, seed.ID); gerr == nil && old.SealedSecret != "" {

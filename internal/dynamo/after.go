@@ -134,7 +134,7 @@ func writeToken() string {
 // guardedTx applies in under its condition; on a failed condition, own
 // reports whether the stored item (ALL_OLD) is this very write, already
 // applied by an earlier send whose answer was lost: then it is a success.
-// Otherwise ErrConflict with the current transaction, or ErrNotFound.
+// Otherwise Conflict with the current transaction, or NotFound.
 func (s *Store) guardedTx(ctx context.Context, id int64, in *dynamodb.UpdateItemInput, own func(*payment.Transaction, map[string]types.AttributeValue) bool) (*payment.Transaction, error) {
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
@@ -149,7 +149,7 @@ func (s *Store) guardedTx(ctx context.Context, id int64, in *dynamodb.UpdateItem
 				return nil, fmt.Errorf("get transaction %d: %w", id, gerr)
 			}
 			if got.Item == nil {
-				return nil, ErrNotFound
+				return nil, notFound()
 			}
 			item = got.Item
 		}
@@ -160,7 +160,7 @@ func (s *Store) guardedTx(ctx context.Context, id int64, in *dynamodb.UpdateItem
 		if own != nil && own(cur, item) {
 			return cur, nil
 		}
-		return cur, ErrConflict
+		return cur, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("update transaction %d: %w", id, err)
@@ -195,7 +195,7 @@ func (u *update) open(id int64, until time.Time) {
 // (r.Rev is written as rev+1) if its stored revision is still rev: the
 // acquirer's answers and events about a refund are applied one after
 // another. open, when set, opens the transaction for the reconciler from
-// then on. ErrConflict with the current transaction when another write
+// then on. Conflict with the current transaction when another write
 // came first (the caller reads and decides again).
 func (s *Store) WriteRefund(ctx context.Context, txID int64, rev int64, r payment.Refund, open time.Time) (*payment.Transaction, error) {
 	r.Rev = rev + 1
@@ -228,7 +228,7 @@ func (s *Store) WriteRefund(ctx context.Context, txID int64, rev int64, r paymen
 
 // WriteAfter replaces transaction txID's after-first-answer record with a
 // (a.Rev is written as rev+1) if its stored revision is still rev; open as
-// for WriteRefund. ErrConflict with the current transaction otherwise.
+// for WriteRefund. Conflict with the current transaction otherwise.
 func (s *Store) WriteAfter(ctx context.Context, txID int64, rev int64, a payment.After, open time.Time) (*payment.Transaction, error) {
 	a.Rev = rev + 1
 	token := writeToken()
@@ -255,7 +255,7 @@ func (s *Store) WriteAfter(ctx context.Context, txID int64, rev int64, a payment
 
 // DeferRecovery moves an open attempt's next recovery from prev (as the
 // reconciler read it) to next and records that tries recoveries left it
-// open; it moves to its back-off shard (BackoffShards). ErrConflict when
+// open; it moves to its back-off shard (BackoffShards). Conflict when
 // the attempt changed meanwhile (settled, or moved by another write): that
 // change wins. Sent twice, it finds its own write (openUntil = next with
 // the same count) and succeeds.
@@ -271,7 +271,7 @@ func (s *Store) DeferRecovery(ctx context.Context, txID int64, prev, next time.T
 		},
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("defer recovery of transaction %d: %w", txID, err)
@@ -294,7 +294,7 @@ func (s *Store) CloseOpen(ctx context.Context, txID int64, prev time.Time) error
 		},
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("close open transaction %d: %w", txID, err)

@@ -2,7 +2,6 @@ package dynamo_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
@@ -90,7 +90,7 @@ func TestAfterWritesAreSafeToSendTwice(t *testing.T) {
 	if got, err = s.WriteRefund(ctx, tx.ID, 1, r, time.Time{}); err != nil || got.Refund.Rev != 2 {
 		t.Fatalf("second refund write sent twice: %+v %v", got.Refund, err)
 	}
-	if _, err := plain.WriteRefund(ctx, tx.ID, 1, r, time.Time{}); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := plain.WriteRefund(ctx, tx.ID, 1, r, time.Time{}); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("another write at a passed revision: %v, want a conflict", err)
 	}
 
@@ -104,7 +104,7 @@ func TestAfterWritesAreSafeToSendTwice(t *testing.T) {
 	if got, err = s.WriteAfter(ctx, tx.ID, 1, a, time.Time{}); err != nil || got.After.Rev != 2 || got.After.Dispute.Status != "under_review" {
 		t.Fatalf("second after write sent twice: %+v %v", got.After, err)
 	}
-	if _, err := plain.WriteAfter(ctx, tx.ID, 1, a, time.Time{}); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := plain.WriteAfter(ctx, tx.ID, 1, a, time.Time{}); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("another after write at a passed revision: %v, want a conflict", err)
 	}
 
@@ -113,7 +113,7 @@ func TestAfterWritesAreSafeToSendTwice(t *testing.T) {
 	if err := s.DeferRecovery(ctx, tx.ID, open, next, 1); err != nil {
 		t.Fatalf("back-off sent twice: %v", err)
 	}
-	if err := plain.DeferRecovery(ctx, tx.ID, open, next.Add(time.Minute), 2); !errors.Is(err, dynamo.ErrConflict) {
+	if err := plain.DeferRecovery(ctx, tx.ID, open, next.Add(time.Minute), 2); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("a back-off from a look that is no longer current: %v, want a conflict", err)
 	}
 	back, err := plain.OpenAttempts(ctx, dynamo.BackoffShards+int(uint64(tx.ID)%dynamo.OpenShards), next.Add(time.Second), 10)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/payreq/payreq/internal/batch"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/errkind"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -76,15 +78,11 @@ func unmarshalBatchJob(item map[string]types.AttributeValue) (*batch.Job, error)
 	return &j, nil
 }
 
-// ErrBatchJobBusy is returned by AcquireBatchJob while another invocation
-// holds the job's lease; the job returned with it tells until when.
-var ErrBatchJobBusy = errors.New("batch job leased by another invocation")
-
 // AcquireBatchJob creates the job j with owner's lease until `until` (the
 // first event of an upload), or else takes the lease of the existing job
 // like LeaseBatchJob (a redelivered event): a finished job comes back with a
-// nil error (check Finished), another owner's live lease as ErrBatchJobBusy
-// with the job.
+// nil error (check Finished), another owner's live lease as Conflict
+// with the job (it tells until when).
 //
 // The job's open marker is written first, so no job exists without one.
 func (s *Store) AcquireBatchJob(ctx context.Context, j *batch.Job, owner string, now, until time.Time) (*batch.Job, error) {
@@ -113,8 +111,8 @@ func (s *Store) AcquireBatchJob(ctx context.Context, j *batch.Job, owner string,
 
 // LeaseBatchJob takes the lease of an existing, unfinished job whose lease is
 // free, expired or already owner's. A finished job is returned with a nil
-// error (check Finished); a live lease of another owner is ErrBatchJobBusy;
-// an unknown job ErrNotFound.
+// error (check Finished); a live lease of another owner is Conflict (with the job);
+// an unknown job NotFound.
 func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*batch.Job, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.t.Operations,
@@ -139,7 +137,7 @@ func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner stri
 		if cur.Finished() {
 			return cur, nil
 		}
-		return cur, ErrBatchJobBusy
+		return cur, errkind.Wrap(errkind.Conflict, err, "batch job leased by another invocation")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease batch job: %w", err)
@@ -148,7 +146,7 @@ func (s *Store) LeaseBatchJob(ctx context.Context, merchantID, jobID, owner stri
 }
 
 // SaveBatchJob writes the job's progress, state and counts and extends the
-// lease, if owner still holds it; ErrConflict otherwise (another invocation
+// lease, if owner still holds it; Conflict otherwise (another invocation
 // took the job over: this one must stop).
 func (s *Store) SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) error {
 	j.UpdatedAt = now.UTC()
@@ -184,7 +182,7 @@ func (s *Store) SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) e
 		ExpressionAttributeValues: u.values,
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("save batch job: %w", err)
@@ -195,7 +193,7 @@ func (s *Store) SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) e
 func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
 // ReleaseBatchJob gives up owner's lease so the next invocation (the
-// continuation, a retry) can take the job at once; ErrConflict when another
+// continuation, a retry) can take the job at once; Conflict when another
 // owner holds or has since released it (this owner lost the job).
 //
 // The release names its owner (releasedBy), so that the same release
@@ -214,7 +212,7 @@ func (s *Store) ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner st
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": &types.AttributeValueMemberS{Value: owner}},
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("release batch job: %w", err)
@@ -222,7 +220,7 @@ func (s *Store) ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner st
 	return nil
 }
 
-// BatchJob loads one job; ErrNotFound when there is none.
+// BatchJob loads one job; NotFound when there is none.
 func (s *Store) BatchJob(ctx context.Context, merchantID, jobID string) (*batch.Job, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.Operations, Key: batchJobKey(merchantID, jobID), ConsistentRead: aws.Bool(true),
@@ -231,7 +229,7 @@ func (s *Store) BatchJob(ctx context.Context, merchantID, jobID string) (*batch.
 		return nil, fmt.Errorf("get batch job: %w", err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	return unmarshalBatchJob(out.Item)
 }
@@ -297,7 +295,7 @@ func unmarshalBatchRow(item map[string]types.AttributeValue, merchantID, key str
 // ClaimBatchRow stores r (not done, leased by r.Owner until r.LeaseUntil)
 // with one conditional PutItem that succeeds only when the key has no live
 // record: of two lines racing on one key, exactly one wins. Otherwise it
-// returns the stored record and ErrExists.
+// returns the stored record and exists(err).
 func (s *Store) ClaimBatchRow(ctx context.Context, r *batch.RowRecord, now time.Time) (*batch.RowRecord, error) {
 	claim, err := s.claimPut(r, now)
 	if err != nil {
@@ -312,14 +310,14 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *batch.RowRecord, now time.
 	if errors.As(err, &cf) {
 		if len(cf.Item) > 0 { // DynamoDB returns the holder with the failure (ALL_OLD)
 			if held, uerr := unmarshalBatchRow(cf.Item, r.MerchantID, r.Key); uerr == nil {
-				return held, ErrExists
+				return held, exists(err)
 			}
 		}
 		held, gerr := s.BatchRowRecord(ctx, r.MerchantID, r.Key, now)
 		if gerr != nil {
 			return nil, gerr
 		}
-		return held, ErrExists
+		return held, exists(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim batch row %d: %w", r.Row, err)
@@ -330,7 +328,7 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *batch.RowRecord, now time.
 // ClaimBatchRows claims rows as ClaimBatchRow does, all in one
 // TransactWriteItems (at most 100 rows, each key once): every row is
 // claimed, or none is. When keys are held, it returns their indexes with
-// ErrExists and writes nothing; the caller claims the others again.
+// Exists and writes nothing; the caller claims the others again.
 func (s *Store) ClaimBatchRows(ctx context.Context, rows []*batch.RowRecord, now time.Time) ([]int, error) {
 	items := make([]types.TransactWriteItem, len(rows))
 	for i, r := range rows {
@@ -351,7 +349,7 @@ func (s *Store) ClaimBatchRows(ctx context.Context, rows []*batch.RowRecord, now
 		if len(held) == 0 { // cancelled for another reason (a conflicting transaction)
 			return nil, fmt.Errorf("claim %d batch rows: %w", len(rows), err)
 		}
-		return held, ErrExists
+		return held, exists(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim %d batch rows: %w", len(rows), err)
@@ -375,7 +373,7 @@ func (s *Store) claimPut(r *batch.RowRecord, now time.Time) (*types.Put, error) 
 		ExpressionAttributeValues: map[string]types.AttributeValue{":nows": numberAV(now.Unix())}}, nil
 }
 
-// BatchRowRecord reads a row record (strongly consistent); ErrNotFound
+// BatchRowRecord reads a row record (strongly consistent); NotFound
 // also for an expired one.
 func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*batch.RowRecord, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
@@ -385,17 +383,17 @@ func (s *Store) BatchRowRecord(ctx context.Context, merchantID, key string, now 
 		return nil, fmt.Errorf("get batch row: %w", err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	r, err := unmarshalBatchRow(out.Item, merchantID, key)
 	if err == nil && r.ExpiresAt <= now.Unix() {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	return r, err
 }
 
 // TakeOverBatchRow moves an unfinished row whose holder's lease ran out from
-// prevOwner to r.Owner and r's line (JobID, File, Row); ErrConflict when
+// prevOwner to r.Owner and r's line (JobID, File, Row); Conflict when
 // somebody else was faster or the row got done meanwhile. The payment
 // request id stays.
 func (s *Store) TakeOverBatchRow(ctx context.Context, r *batch.RowRecord, prevOwner string) error {
@@ -411,7 +409,7 @@ func (s *Store) TakeOverBatchRow(ctx context.Context, r *batch.RowRecord, prevOw
 }
 
 // CompleteBatchRow stores the row's result and marks it done, if r.Owner
-// still holds it; ErrConflict otherwise (a successor charges the same
+// still holds it; Conflict otherwise (a successor charges the same
 // payment request and stores the same outcome).
 func (s *Store) CompleteBatchRow(ctx context.Context, r *batch.RowRecord) error {
 	u := &update{}
@@ -442,7 +440,7 @@ func (s *Store) ReleaseBatchRow(ctx context.Context, r *batch.RowRecord) error {
 // ForgetBatchRow deletes the record of an unfinished row still held by
 // r.Owner (its payment request was never created: an abandoned job reports
 // the line as not charged, and the line may be uploaded again);
-// ErrConflict otherwise.
+// Conflict otherwise.
 func (s *Store) ForgetBatchRow(ctx context.Context, r *batch.RowRecord) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 &s.t.Operations,
@@ -452,7 +450,7 @@ func (s *Store) ForgetBatchRow(ctx context.Context, r *batch.RowRecord) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": sAV(r.Owner), ":false": &types.AttributeValueMemberBOOL{Value: false}},
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("forget batch row %d: %w", r.Row, err)
@@ -462,7 +460,7 @@ func (s *Store) ForgetBatchRow(ctx context.Context, r *batch.RowRecord) error {
 
 // ReassignBatchRow gives r's row a new payment request id (the old one
 // turned out to belong to another payment request), if r.Owner still holds
-// the unfinished row with the old id; ErrConflict otherwise.
+// the unfinished row with the old id; Conflict otherwise.
 func (s *Store) ReassignBatchRow(ctx context.Context, r *batch.RowRecord, newID int64) error {
 	u := &update{}
 	u.set("paymentRequestId", numberAV(newID))
@@ -475,7 +473,7 @@ func (s *Store) ReassignBatchRow(ctx context.Context, r *batch.RowRecord, newID 
 	return nil
 }
 
-// updateBatchRow applies u to r's row if cond holds; ErrConflict otherwise.
+// updateBatchRow applies u to r's row if cond holds; Conflict otherwise.
 func (s *Store) updateBatchRow(ctx context.Context, r *batch.RowRecord, u *update, cond, what string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.t.Operations,
@@ -486,7 +484,7 @@ func (s *Store) updateBatchRow(ctx context.Context, r *batch.RowRecord, u *updat
 		ExpressionAttributeValues: u.values,
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s batch row %d: %w", what, r.Row, err)
@@ -507,7 +505,7 @@ func (s *Store) CompleteBatchRows(ctx context.Context, rows []*batch.RowRecord) 
 	bw, ok := s.db.(batchWriter)
 	if !ok {
 		for _, r := range rows {
-			if err := s.CompleteBatchRow(ctx, r); err != nil && !errors.Is(err, ErrConflict) {
+			if err := s.CompleteBatchRow(ctx, r); err != nil && !errkind.Is(err, errkind.Conflict) {
 				return err
 			}
 		}

@@ -2,16 +2,16 @@ package dynamo_test
 
 import (
 	"context"
-	"errors"
-	"github.com/payreq/payreq/internal/batch"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/errkind"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/payreq/payreq/internal/dynamo"
-	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -64,7 +64,7 @@ func TestBatchJobLease(t *testing.T) {
 	// The same event again while A works: busy, with A's lease end.
 	dup := *j
 	busy, err := s.AcquireBatchJob(ctx, &dup, "B", now, now.Add(time.Minute))
-	if !errors.Is(err, dynamo.ErrBatchJobBusy) || busy.Owner != "A" || busy.LeaseUntil != now.Add(time.Minute).UnixMilli() {
+	if !errkind.Is(err, errkind.Conflict) || busy.Owner != "A" || busy.LeaseUntil != now.Add(time.Minute).UnixMilli() {
 		t.Fatalf("second owner: %+v %v", busy, err)
 	}
 	// A saves progress; B cannot.
@@ -75,7 +75,7 @@ func TestBatchJobLease(t *testing.T) {
 	}
 	stolen := *got
 	stolen.Owner = "B"
-	if err := s.SaveBatchJob(ctx, &stolen, now); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.SaveBatchJob(ctx, &stolen, now); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("save by a non-owner: %v", err)
 	}
 	// A's lease lapses (or A releases it): B takes over and sees A's progress.
@@ -85,7 +85,7 @@ func TestBatchJobLease(t *testing.T) {
 		taken.FileHash != "abc" || taken.Invocations != 2 || taken.File != "a;b #1.csv" || taken.MerchantID != m {
 		t.Fatalf("take over: %+v %v", taken, err)
 	}
-	if err := s.SaveBatchJob(ctx, got, later); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.SaveBatchJob(ctx, got, later); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("the old owner saved after losing the lease: %v", err)
 	}
 	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); err != nil {
@@ -96,14 +96,14 @@ func TestBatchJobLease(t *testing.T) {
 	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); err != nil {
 		t.Fatalf("release repeated: %v", err)
 	}
-	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "A"); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "A"); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("release by an owner who lost the job: %v", err)
 	}
 	if _, err := s.LeaseBatchJob(ctx, m, j.JobID, "C", later, later.Add(time.Minute)); err != nil {
 		t.Fatalf("lease after release: %v", err)
 	}
 	// B's release repeated late, once C holds the job, fails: C works on it.
-	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.ReleaseBatchJob(ctx, m, j.JobID, "B"); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("a late repeat of B's release while C holds the job: %v", err)
 	}
 	if cur, _ := s.BatchJob(ctx, m, j.JobID); cur.Owner != "C" {
@@ -119,7 +119,7 @@ func TestBatchJobLease(t *testing.T) {
 	if err != nil || !fin.Finished() || fin.Owner != "C" {
 		t.Fatalf("finished job: %+v %v", fin, err)
 	}
-	if _, err := s.LeaseBatchJob(ctx, m, "file#nope#1", "D", later, later); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := s.LeaseBatchJob(ctx, m, "file#nope#1", "D", later, later); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("unknown job: %v", err)
 	}
 	// Listing, by file name (an exact name, not a prefix of another).
@@ -151,13 +151,13 @@ func TestBatchRowRecords(t *testing.T) {
 	again := *r
 	again.Owner, again.PaymentRequestID = "B", 43
 	held, err := s.ClaimBatchRow(ctx, &again, now)
-	if !errors.Is(err, dynamo.ErrExists) || held.PaymentRequestID != 42 || held.Owner != "A" || !held.Owns("file#a.csv#1", 7) || held.File != "a.csv" || !held.LeaseActive(now) || held.Done {
+	if !errkind.Is(err, errkind.Exists) || held.PaymentRequestID != 42 || held.Owner != "A" || !held.Owns("file#a.csv#1", 7) || held.File != "a.csv" || !held.LeaseActive(now) || held.Done {
 		t.Fatalf("second claim: %+v %v", held, err)
 	}
 	// While A's lease runs, B cannot take over; afterwards it can, once.
 	b := *held
 	b.Owner = "B"
-	if err := s.TakeOverBatchRow(ctx, &b, "X"); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.TakeOverBatchRow(ctx, &b, "X"); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("take over from the wrong holder: %v", err)
 	}
 	b.JobID, b.File, b.Row = "file#b.csv#2", "b.csv", 3 // another line takes the claim over
@@ -178,7 +178,7 @@ func TestBatchRowRecords(t *testing.T) {
 	if err != nil || !got.Done || got.PaymentRequestID != 44 || got.Status != "declined" || got.Code != "999" || got.LeaseActive(now) {
 		t.Fatalf("completed row: %+v %v", got, err)
 	}
-	if err := s.TakeOverBatchRow(ctx, &b, "B"); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.TakeOverBatchRow(ctx, &b, "B"); !errkind.Is(err, errkind.Conflict) {
 		t.Errorf("take over of a done row: %v", err)
 	}
 	// Many rows at once: more than one BatchWriteItem call.
@@ -205,13 +205,13 @@ func TestBatchRowRecords(t *testing.T) {
 	}
 	other := *gone
 	other.Owner = "B"
-	if err := s.ForgetBatchRow(ctx, &other); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.ForgetBatchRow(ctx, &other); !errkind.Is(err, errkind.Conflict) {
 		t.Errorf("forgotten by another holder: %v", err)
 	}
 	if err := s.ForgetBatchRow(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BatchRowRecord(ctx, m, gone.Key, now); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := s.BatchRowRecord(ctx, m, gone.Key, now); !errkind.Is(err, errkind.NotFound) {
 		t.Errorf("forgotten record still there: %v", err)
 	}
 	// An expired record counts as absent.
@@ -220,7 +220,7 @@ func TestBatchRowRecords(t *testing.T) {
 	if _, err := s.ClaimBatchRow(ctx, exp, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BatchRowRecord(ctx, m, fp, now); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := s.BatchRowRecord(ctx, m, fp, now); !errkind.Is(err, errkind.NotFound) {
 		t.Errorf("an expired record is read back: %v", err)
 	}
 	fresh := *exp
@@ -235,19 +235,19 @@ func TestSFTPUsers(t *testing.T) {
 	ctx := context.Background()
 	m := batchUniq("mer_sftp")
 	user := dynamo.SFTPUsername(m)
-	if _, err := s.SFTPUser(ctx, user); !errors.Is(err, sftpauth.ErrNotFound) {
+	if _, err := s.SFTPUser(ctx, user); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("unknown user: %v", err)
 	}
 	if err := s.SetSFTPPassword(ctx, m, user, "$argon2id$h1", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetSFTPPassword(ctx, "mer_other", user, "$argon2id$h2", time.Now()); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.SetSFTPPassword(ctx, "mer_other", user, "$argon2id$h2", time.Now()); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("another merchant took the user: %v", err)
 	}
 	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA1 a", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA1 a", time.Now()); !errors.Is(err, dynamo.ErrExists) {
+	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA1 a", time.Now()); !errkind.Is(err, errkind.Exists) {
 		t.Fatalf("the same key twice: %v", err)
 	}
 	if err := s.SetSFTPPassword(ctx, m, user, "$argon2id$h3", time.Now()); err != nil {
@@ -263,7 +263,7 @@ func TestSFTPUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA99", time.Now()); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.AddSFTPKey(ctx, m, user, "ssh-ed25519 AAAA99", time.Now()); !errkind.Is(err, errkind.Conflict) {
 		t.Errorf("key beyond the limit: %v", err)
 	}
 	// A key-only user.
@@ -303,11 +303,11 @@ func TestClaimBatchRowsTogether(t *testing.T) {
 	}
 	// Row 2 is held: named, and rows 4 and 5 are not written.
 	held, err := s.ClaimBatchRows(ctx, []*batch.RowRecord{row(4), row(2), row(5)}, now)
-	if !errors.Is(err, dynamo.ErrExists) || len(held) != 1 || held[0] != 1 {
+	if !errkind.Is(err, errkind.Exists) || len(held) != 1 || held[0] != 1 {
 		t.Fatalf("held key: %v %v", held, err)
 	}
 	for _, i := range []int{4, 5} {
-		if _, err := s.BatchRowRecord(ctx, m, row(i).Key, now); !errors.Is(err, dynamo.ErrNotFound) {
+		if _, err := s.BatchRowRecord(ctx, m, row(i).Key, now); !errkind.Is(err, errkind.NotFound) {
 			t.Fatalf("row %d of a refused group was written: %v", i, err)
 		}
 	}

@@ -77,7 +77,7 @@ func userOf(r *dashUserRecord) *dashuser.User {
 		CredVersion: r.CredVersion, InviteHash: r.InviteHash, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version}
 }
 
-// CreateDashboardUser stores a new user of u.MerchantID; ErrExists when the
+// CreateDashboardUser stores a new user of u.MerchantID; Exists when the
 // merchant has a user of the address (guard: attribute_not_exists(pk)).
 // Other merchants' users are never read: an address may be a user of
 // several merchants, each a separate identity.
@@ -93,7 +93,7 @@ func (s *Store) CreateDashboardUser(ctx context.Context, u *dashuser.User) error
 // DashboardUser loads merchantID's user of an e-mail address.
 func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*dashuser.User, error) {
 	if merchantID == "" || email == "" {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+merchantID, email),
 		ConsistentRead: aws.Bool(true)})
@@ -101,7 +101,7 @@ func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*d
 		return nil, fmt.Errorf("get dashboard user: %w", err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	var r dashUserRecord
 	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
@@ -111,7 +111,7 @@ func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*d
 }
 
 // UpdateDashboardUser replaces a user if its version is still the one read
-// (guard: attribute_exists(pk) AND version = :read); ErrConflict otherwise
+// (guard: attribute_exists(pk) AND version = :read); Conflict otherwise
 // (two sign-ins racing on the failure counter, a password set racing a new
 // link). Every change of a user goes through it.
 func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashuser.User) error {
@@ -124,7 +124,7 @@ func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashuser.User) error
 		ConditionExpression:       aws.String("attribute_exists(pk) AND version = :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(prev)}})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("update dashboard user: %w", err)
@@ -156,7 +156,7 @@ func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashu
 }
 
 // DeleteDashboardUser removes a user if its version is still the one read
-// (guard: attribute_exists(pk) AND version = :read; ErrConflict otherwise).
+// (guard: attribute_exists(pk) AND version = :read; Conflict otherwise).
 func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashuser.User) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+u.MerchantID, u.Email),
 		ConditionExpression:                 aws.String("attribute_exists(pk) AND version = :v"),
@@ -166,7 +166,7 @@ func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashuser.User) error
 		return nil // this call's own delete, retried after its answer was lost (or another admin's)
 	}
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("delete dashboard user: %w", err)
@@ -239,7 +239,7 @@ func (s *Store) MigrateDashboardUsers(ctx context.Context) (int, error) {
 
 // LockUsers takes the merchant's user-change lease for owner until until
 // (a lease, so a crashed holder blocks others only until it runs out);
-// ErrConflict while another owner holds it.
+// Conflict while another owner holds it.
 func (s *Store) LockUsers(ctx context.Context, merchantID, owner string, until, now time.Time) error {
 	item := dashKey(dashLockPrefix+merchantID, "users")
 	item["owner"], item["until"], item["expiresAt"] = strAV(owner), numberAV(until.UnixMilli()), numberAV(until.Unix()+3600)
@@ -248,7 +248,7 @@ func (s *Store) LockUsers(ctx context.Context, merchantID, owner string, until, 
 		ExpressionAttributeNames:  map[string]string{"#u": "until"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numberAV(now.UnixMilli())}})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("lock dashboard users: %w", err)
@@ -285,7 +285,7 @@ type dashSessionRecord struct {
 	ExpiresAt   int64     `dynamodbav:"expiresAt"` // unix s (TTL)
 }
 
-// PutSession creates a session; ErrExists on an id collision (never in practice).
+// PutSession creates a session; Exists on an id collision (never in practice).
 func (s *Store) PutSession(ctx context.Context, ss *dashuser.Session) error {
 	item, err := attributevalue.MarshalMap(dashSessionRecord{PK: dashSessionPrefix + ss.IDHash, SK: "session", Email: ss.Email,
 		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, UserSince: ss.UserSince.UTC(), CredVersion: ss.CredVersion, CreatedAt: ss.CreatedAt.UTC(),
@@ -296,7 +296,7 @@ func (s *Store) PutSession(ctx context.Context, ss *dashuser.Session) error {
 	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "session")
 }
 
-// Session loads a session by id hash; an expired one is ErrNotFound (TTL
+// Session loads a session by id hash; an expired one is NotFound (TTL
 // deletion is lazy, so expiry is checked here).
 func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*dashuser.Session, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashSessionPrefix+idHash, "session"),
@@ -305,14 +305,14 @@ func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*das
 		return nil, fmt.Errorf("get session: %w", err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	var r dashSessionRecord
 	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
 		return nil, fmt.Errorf("unmarshal session: %w", err)
 	}
 	if !now.Before(r.Expires) {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	seen := r.CreatedAt // sessions from before idle tracking
 	if r.LastSeenMs > 0 {
@@ -353,7 +353,7 @@ func (s *Store) PutInvite(ctx context.Context, inv *dashuser.Invite) error {
 	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "invite")
 }
 
-// Invite reads a link without using it; expired is ErrNotFound.
+// Invite reads a link without using it; expired is NotFound.
 func (s *Store) Invite(ctx context.Context, tokenHash string, now time.Time) (*dashuser.Invite, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashInvitePrefix+tokenHash, "invite"),
 		ConsistentRead: aws.Bool(true)})
@@ -361,14 +361,14 @@ func (s *Store) Invite(ctx context.Context, tokenHash string, now time.Time) (*d
 		return nil, fmt.Errorf("get invite: %w", err)
 	}
 	if _, used := out.Item["usedAt"]; used {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	return inviteOf(out.Item, tokenHash, now)
 }
 
 // TakeInvite uses a link and returns it: of two uses racing, one wins
 // (a conditional update marks it used; TTL removes it when it expires);
-// expired or used is ErrNotFound. It is an update, not a delete, so that a
+// expired or used is NotFound. It is an update, not a delete, so that a
 // use whose answer was lost recognises its own mark when the SDK sends it
 // again (a delete leaves nothing to recognise).
 func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*dashuser.Invite, error) {
@@ -378,7 +378,7 @@ func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time)
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": numberAV(now.Unix()), ":at": numberAV(now.UnixMilli())},
 		ReturnValues:              types.ReturnValueAllNew})
 	if isConditionFailed(err) {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take invite: %w", err)
@@ -388,7 +388,7 @@ func (s *Store) TakeInvite(ctx context.Context, tokenHash string, now time.Time)
 
 func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.Time) (*dashuser.Invite, error) {
 	if item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	var r struct {
 		Email      string `dynamodbav:"email"`
@@ -401,7 +401,7 @@ func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.T
 	}
 	exp := time.Unix(r.ExpiresAt, 0)
 	if !now.Before(exp) {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	return &dashuser.Invite{TokenHash: tokenHash, Email: r.Email, MerchantID: r.MerchantID, CreatedBy: r.CreatedBy, ExpiresAt: exp}, nil
 }
@@ -492,10 +492,10 @@ func (s *Store) PaymentRequestsOf(ctx context.Context, q PaymentQuery) ([]*payme
 		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		var c pageCursor
 		if err != nil || json.Unmarshal(b, &c) != nil || c.CreatedAt == "" {
-			return nil, "", fmt.Errorf("cursor: %w", ErrNotFound)
+			return nil, "", fmt.Errorf("cursor: %w", notFound())
 		}
 		if _, err := strconv.ParseInt(c.ID, 10, 64); err != nil {
-			return nil, "", fmt.Errorf("cursor: %w", ErrNotFound)
+			return nil, "", fmt.Errorf("cursor: %w", notFound())
 		}
 		in.ExclusiveStartKey = map[string]types.AttributeValue{"merchantId": strAV(q.MerchantID), "createdAt": strAV(c.CreatedAt),
 			"id": &types.AttributeValueMemberN{Value: c.ID}}

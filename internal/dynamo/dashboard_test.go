@@ -2,7 +2,6 @@ package dynamo_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -11,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // Users stored before per-merchant identities (pk "dashuser#<email>", sk
@@ -36,7 +35,7 @@ func TestMigrateDashboardUsersMovesAddressKeyedUsers(t *testing.T) {
 		"createdAt": str(created.Format(time.RFC3339Nano)), "updatedAt": str(created.Format(time.RFC3339Nano)), "version": num("4")})
 	put(map[string]types.AttributeValue{"pk": str("dashusers#" + merchant), "sk": str(email), "role": str("admin")})
 
-	if _, err := s.DashboardUser(ctx, merchant, email); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := s.DashboardUser(ctx, merchant, email); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("before the migration: %v", err)
 	}
 	n, err := s.MigrateDashboardUsers(ctx)

@@ -17,7 +17,7 @@ import (
 // and the request's attempt lease released, in one TransactWriteItems, so
 // the request is payable again at once and no attempt is left for the
 // reconciler to look up. Guarded by "the transaction is still waiting with
-// no provider reference" and "txID holds the lease": ErrConflict otherwise
+// no provider reference" and "txID holds the lease": Conflict otherwise
 // (nothing written; the reconciler resolves the attempt as any other).
 func (s *Store) DiscardAttempt(ctx context.Context, requestID, txID int64) error {
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
@@ -31,7 +31,7 @@ func (s *Store) DiscardAttempt(ctx context.Context, requestID, txID int64) error
 			ExpressionAttributeValues: map[string]types.AttributeValue{":tx": numberAV(txID)}}},
 	}})
 	if _, ok := cancelled(err); ok {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("discard attempt %d of payment request %d: %w", txID, requestID, err)

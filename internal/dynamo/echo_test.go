@@ -14,6 +14,7 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
@@ -77,7 +78,7 @@ func TestLostAnswerCreateIsItsOwnEcho(t *testing.T) {
 		}
 		// Another create of the same id is still refused: only the call's
 		// own echo is recognised.
-		if err := s.CreatePaymentRequest(ctx, r); !errors.Is(err, dynamo.ErrExists) {
+		if err := s.CreatePaymentRequest(ctx, r); !errkind.Is(err, errkind.Exists) {
 			t.Fatalf("second create of one id: %v, want ErrExists", err)
 		}
 	}
@@ -130,7 +131,7 @@ func TestLostAnswerClaimIsItsOwn(t *testing.T) {
 	}
 	// Another request's claim of the same key is refused and sees the holder.
 	held, err = s.ClaimIdempotencyKey(context.Background(), newClaim(mer, "k1", "tok-2", now), now)
-	if !errors.Is(err, dynamo.ErrConflict) || held == nil || held.Token != "tok-1" {
+	if !errkind.Is(err, errkind.Conflict) || held == nil || held.Token != "tok-1" {
 		t.Fatalf("second claim: held %+v, %v; want ErrConflict with the first holder", held, err)
 	}
 }

@@ -107,7 +107,7 @@ func unmarshalIdempotency(item map[string]types.AttributeValue) (*IdempotencyRec
 // whose lease ran out (a crashed or released first attempt) is taken over
 // with TakeOverIdempotencyKey instead, which keeps its nonce.
 //
-// When the key is held it returns ErrConflict and, when DynamoDB sends it
+// When the key is held it returns conflict(err) and, when DynamoDB sends it
 // with the failure (ReturnValuesOnConditionCheckFailure: ALL_OLD, as AWS
 // and DynamoDB Local do), the record holding it; otherwise nil, and the
 // caller reads it with IdempotencyRecord.
@@ -134,13 +134,13 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *IdempotencyRecord,
 	var cf *types.ConditionalCheckFailedException
 	if errors.As(err, &cf) {
 		if len(cf.Item) == 0 {
-			return nil, ErrConflict
+			return nil, conflict(err)
 		}
 		held, uerr := unmarshalIdempotency(cf.Item)
 		if uerr != nil {
-			return nil, ErrConflict // read it instead
+			return nil, conflict(err) // read it instead
 		}
-		return held, ErrConflict
+		return held, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
@@ -151,7 +151,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *IdempotencyRecord,
 // TakeOverIdempotencyKey gives the in-progress claim of held (whose lease
 // ran out) to rec: new token and lease, the same nonce and fingerprint. One
 // conditional UpdateItem on held's token, so of two retries racing for it
-// one wins; ErrConflict for the other.
+// one wins; Conflict for the other.
 func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *IdempotencyRecord, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Operations,
@@ -167,7 +167,7 @@ func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *Idempoten
 		},
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("take over idempotency key: %w", err)
@@ -177,7 +177,7 @@ func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *Idempoten
 }
 
 // IdempotencyRecord reads the record of a key (strongly consistent: it
-// decides between replay and conflict); ErrNotFound when there is none.
+// decides between replay and conflict); NotFound when there is none.
 // Expired records are returned as they are: check Expired.
 func (s *Store) IdempotencyRecord(ctx context.Context, merchantID, key string) (*IdempotencyRecord, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
@@ -189,13 +189,13 @@ func (s *Store) IdempotencyRecord(ctx context.Context, merchantID, key string) (
 		return nil, fmt.Errorf("get idempotency record: %w", err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	return unmarshalIdempotency(out.Item)
 }
 
 // CompleteIdempotencyKey stores the response of a claimed key (one
-// UpdateItem) and marks it completed; ErrConflict when rec.Token no longer
+// UpdateItem) and marks it completed; Conflict when rec.Token no longer
 // holds the claim (its lease ran out and another request took it over).
 func (s *Store) CompleteIdempotencyKey(ctx context.Context, rec *IdempotencyRecord, now time.Time) error {
 	set := "SET #st = :done, #status = :status, completedAt = :now"
@@ -231,7 +231,7 @@ func (s *Store) CompleteIdempotencyKey(ctx context.Context, rec *IdempotencyReco
 		ExpressionAttributeValues: values,
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("complete idempotency key: %w", err)
@@ -243,7 +243,7 @@ func (s *Store) CompleteIdempotencyKey(ctx context.Context, rec *IdempotencyReco
 // ReleaseIdempotencyKey ends an in-progress claim held by token without a
 // stored response, so a retry with the key executes again at once: the lease
 // is cleared, the record and its nonce stay, so the retry resumes what this
-// request started instead of starting anew. ErrConflict when token no longer
+// request started instead of starting anew. Conflict when token no longer
 // holds it.
 func (s *Store) ReleaseIdempotencyKey(ctx context.Context, merchantID, key, token string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -255,7 +255,7 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, merchantID, key, toke
 		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: token}, ":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress}, ":zero": numberAV(0)},
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("release idempotency key: %w", err)

@@ -2,12 +2,12 @@ package dynamo_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 var idemT0 = time.Date(2031, 7, 8, 9, 0, 0, 0, time.UTC)
@@ -32,7 +32,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 		t.Errorf("claim made %v, want one PutItem", got)
 	}
 	// Taken: in progress with a running lease.
-	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t2", idemT0), idemT0.Add(59*time.Second)); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t2", idemT0), idemT0.Add(59*time.Second)); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("second claim: %v, want ErrConflict", err)
 	}
 	rec, err := s.IdempotencyRecord(ctx, mid, key)
@@ -50,10 +50,10 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 	// Only the claim's holder completes or releases it.
 	stranger := *first
 	stranger.Token, stranger.Status = "other", 201
-	if err := s.CompleteIdempotencyKey(ctx, &stranger, idemT0); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.CompleteIdempotencyKey(ctx, &stranger, idemT0); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("complete with another token: %v", err)
 	}
-	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "other"); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "other"); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("release with another token: %v", err)
 	}
 	first.Status, first.Body = 201, []byte(`{"id":1}`)
@@ -76,13 +76,13 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 	}
 	// Completed: a lapsed lease does not free it, and it cannot be completed
 	// or released again.
-	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t3", idemT0), idemT0.Add(23*time.Hour)); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t3", idemT0), idemT0.Add(23*time.Hour)); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("claim of a completed key: %v", err)
 	}
-	if err := s.CompleteIdempotencyKey(ctx, first, idemT0); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.CompleteIdempotencyKey(ctx, first, idemT0); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("second completion: %v", err)
 	}
-	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "t1"); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.ReleaseIdempotencyKey(ctx, mid, key, "t1"); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("release of a completed key: %v", err)
 	}
 	// Expired (TTL not run): free to claim again.
@@ -122,18 +122,18 @@ func TestIdempotencyLeaseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := idemT0.Add(time.Minute) // the lease ends
-	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), at); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), at); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("a fresh claim over a lapsed one: %v (want ErrConflict: a takeover keeps the nonce)", err)
 	}
 	held, _ := s.IdempotencyRecord(ctx, mid, "k")
 	if err := s.TakeOverIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), held, at); err != nil {
 		t.Fatalf("takeover after the lease: %v", err)
 	}
-	if err := s.TakeOverIdempotencyKey(ctx, newClaim(mid, "k", "late", at), held, at); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.TakeOverIdempotencyKey(ctx, newClaim(mid, "k", "late", at), held, at); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("a second takeover of the same claim: %v", err)
 	}
 	dead.Status = 200
-	if err := s.CompleteIdempotencyKey(ctx, dead, at); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.CompleteIdempotencyKey(ctx, dead, at); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("the dead holder completed over its successor: %v", err)
 	}
 	rec, _ := s.IdempotencyRecord(ctx, mid, "k")
@@ -172,7 +172,7 @@ func TestIdempotencyClaimReturnsHolderWhenDynamoDBSendsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	held, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "t2", idemT0), idemT0)
-	if !errors.Is(err, dynamo.ErrConflict) || held == nil {
+	if !errkind.Is(err, errkind.Conflict) || held == nil {
 		t.Fatalf("held %v, err %v", held, err)
 	}
 	if held.Token != "t1" || held.Fingerprint != "fp-k" || held.State != dynamo.IdempotencyInProgress || held.MerchantID != mid || held.Key != "k" {

@@ -60,7 +60,7 @@ func windowExpiresAt(w LimitWindow) int64 {
 }
 
 // ReserveLimits adds one attempt of amount to the window's counters if every
-// limited counter stays within caps; ErrConflict (nothing added) otherwise.
+// limited counter stays within caps; Conflict (nothing added) otherwise.
 // Callers check amount against the amount caps first: an amount above a cap
 // on its own can never fit.
 func (s *Store) ReserveLimits(ctx context.Context, w LimitWindow, amount decimal.Decimal, caps LimitCaps) error {
@@ -102,7 +102,7 @@ func (s *Store) ReserveLimits(ctx context.Context, w LimitWindow, amount decimal
 	}
 	_, err := s.db.UpdateItem(ctx, in)
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("reserve payment limits of merchant %s: %w", w.MerchantID, err)

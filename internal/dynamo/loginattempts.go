@@ -66,7 +66,7 @@ func (s *Store) LoginAttempts(ctx context.Context, key string) (lockout.Counter,
 }
 
 // PutLoginAttempts writes c (guard: attribute_not_exists(pk) for Version
-// 0, else version = c.Version); ErrConflict when the guard fails, unless
+// 0, else version = c.Version); Conflict when the guard fails, unless
 // the stored counter already holds c.Write among its kept writes: then
 // this write was applied by an earlier send whose answer was lost (the
 // SDK's retry), and it succeeds. The stored counter comes with the failure
@@ -106,7 +106,7 @@ func (s *Store) PutLoginAttempts(ctx context.Context, c *lockout.Counter, expire
 			c.Version, c.Writes = stored.Version, stored.Writes
 			return nil
 		}
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("put login attempts: %w", err)

@@ -68,7 +68,7 @@ func (r merchantRecord) merchant() (*merchant.Merchant, error) {
 	return m, nil
 }
 
-// CreateMerchant stores a new merchant; ErrExists if the id is taken.
+// CreateMerchant stores a new merchant; Exists if the id is taken.
 func (s *Store) CreateMerchant(ctx context.Context, m *merchant.Merchant) error {
 	m.Version = 1
 	rec, err := toMerchantRecord(m)
@@ -83,7 +83,7 @@ func (s *Store) CreateMerchant(ctx context.Context, m *merchant.Merchant) error 
 }
 
 // UpdateMerchant replaces a merchant if nobody changed it since it was read
-// (optimistic locking on version); ErrConflict otherwise.
+// (optimistic locking on version); Conflict otherwise.
 func (s *Store) UpdateMerchant(ctx context.Context, m *merchant.Merchant) error {
 	prev := m.Version
 	m.Version = prev + 1
@@ -103,7 +103,7 @@ func (s *Store) UpdateMerchant(ctx context.Context, m *merchant.Merchant) error 
 	})
 	if isConditionFailed(err) {
 		m.Version = prev
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		m.Version = prev
@@ -123,7 +123,7 @@ func (s *Store) Merchant(ctx context.Context, id string) (*merchant.Merchant, er
 		return nil, fmt.Errorf("get merchant %s: %w", id, err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	var rec merchantRecord
 	if err := attributevalue.UnmarshalMap(out.Item, &rec); err != nil {
@@ -145,7 +145,7 @@ func (s *Store) MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchan
 		return nil, fmt.Errorf("query merchant by key hash: %w", err)
 	}
 	if len(out.Items) != 1 {
-		return nil, ErrNotFound // two merchants can never share a 256-bit key; treat it as unknown
+		return nil, notFound() // two merchants can never share a 256-bit key; treat it as unknown
 	}
 	return unmarshalMerchant(out.Items[0])
 }

@@ -56,7 +56,7 @@ func (s *Store) PutOutbox(ctx context.Context, ev payment.NotifyEvent, now time.
 		ExpressionAttributeValues: vals,
 	})
 	if isConditionFailed(err) {
-		return ErrNotFound
+		return notFound()
 	}
 	if err != nil {
 		return fmt.Errorf("put outbox of transaction %d: %w", ev.TransactionID, err)

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,10 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-)
 
-// ErrLimitReached: the window's budget is spent; the request was not counted.
-var ErrLimitReached = errors.New("rate limit reached")
+	"github.com/payreq/payreq/internal/errkind"
+)
 
 // Rate-limit counters live in the operations table, one item per client and
 // fixed window: pk "rl#<client>", sk "<window number>" (for one-minute
@@ -31,11 +29,11 @@ func rateLimitKey(client string, window int64) map[string]types.AttributeValue {
 // were counted so far, with one atomic conditional UpdateItem (never
 // read-then-write, so concurrent callers on any number of instances can
 // never admit more than limit). It returns the count including this request,
-// or ErrLimitReached (nothing counted) when the budget is spent.
+// or a RateLimited error (nothing counted) when the budget is spent.
 // expiresAt (the TTL attribute) should lie after the window's end.
 func (s *Store) TakeRateLimit(ctx context.Context, client string, window int64, limit int, expiresAt time.Time) (int, error) {
 	if limit <= 0 {
-		return 0, ErrLimitReached
+		return 0, limitReached(nil)
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.t.Operations,
@@ -54,7 +52,7 @@ func (s *Store) TakeRateLimit(ctx context.Context, client string, window int64, 
 		ReturnValues: types.ReturnValueUpdatedNew,
 	})
 	if isConditionFailed(err) {
-		return 0, ErrLimitReached
+		return 0, limitReached(err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("count request of %s in window %d: %w", client, window, err)
@@ -68,4 +66,10 @@ func (s *Store) TakeRateLimit(ctx context.Context, client string, window int64, 
 		return 0, fmt.Errorf("count request of %s in window %d: count %q: %w", client, window, n.Value, err)
 	}
 	return count, nil
+}
+
+// limitReached is the answer when the window's budget is spent: the request
+// was not counted. The caller knows when the window ends.
+func limitReached(cause error) error {
+	return errkind.Wrap(errkind.RateLimited, cause, "rate limit reached")
 }

@@ -2,7 +2,6 @@ package dynamo_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -51,7 +51,7 @@ func TestTakeRateLimit(t *testing.T) {
 			t.Fatalf("take %d: %d, %v", want, n, err)
 		}
 	}
-	if _, err := s.TakeRateLimit(ctx, client1, window, 3, exp); !errors.Is(err, dynamo.ErrLimitReached) {
+	if _, err := s.TakeRateLimit(ctx, client1, window, 3, exp); !errkind.Is(err, errkind.RateLimited) {
 		t.Fatalf("4th take: %v, want ErrLimitReached", err)
 	}
 	if got := len(calls.Calls()); got != 4 {
@@ -68,7 +68,7 @@ func TestTakeRateLimit(t *testing.T) {
 	if n, err := s.TakeRateLimit(ctx, client1+"x", window, 3, exp); err != nil || n != 1 {
 		t.Fatalf("other client: %d, %v", n, err)
 	}
-	if _, err := s.TakeRateLimit(ctx, client1, window+5, 0, exp); !errors.Is(err, dynamo.ErrLimitReached) {
+	if _, err := s.TakeRateLimit(ctx, client1, window+5, 0, exp); !errkind.Is(err, errkind.RateLimited) {
 		t.Fatalf("limit 0: %v", err)
 	}
 
@@ -101,7 +101,7 @@ func TestTakeRateLimitConcurrent(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, dynamo.ErrLimitReached):
+			case errkind.Is(err, errkind.RateLimited):
 				refused++
 			case err != nil:
 				t.Error(err)

@@ -107,7 +107,7 @@ func (rec requestRecord) request() *payment.Request {
 	return r
 }
 
-// CreatePaymentRequest stores a new request; ErrExists when the id is taken
+// CreatePaymentRequest stores a new request; Exists when the id is taken
 // (an id collision: the caller draws a new id).
 func (s *Store) CreatePaymentRequest(ctx context.Context, r *payment.Request) error {
 	r.Version = 1
@@ -130,7 +130,7 @@ func (s *Store) PaymentRequest(ctx context.Context, id int64) (*payment.Request,
 		return nil, fmt.Errorf("get payment request %d: %w", id, err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	var rec requestRecord
 	if err := attributevalue.UnmarshalMap(out.Item, &rec); err != nil {
@@ -140,8 +140,8 @@ func (s *Store) PaymentRequest(ctx context.Context, id int64) (*payment.Request,
 }
 
 // CancelPaymentRequest moves an unpaid request of merchantID to cancelled in
-// one conditional write. It returns ErrNotFound when the request does not
-// exist or belongs to another merchant, and ErrConflict (with the current
+// one conditional write. It returns notFound() when the request does not
+// exist or belongs to another merchant, and Conflict (with the current
 // request) when it is no longer unpaid.
 func (s *Store) CancelPaymentRequest(ctx context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -163,9 +163,9 @@ func (s *Store) CancelPaymentRequest(ctx context.Context, id int64, merchantID s
 			return nil, gerr
 		}
 		if cur.MerchantID != merchantID {
-			return nil, ErrNotFound
+			return nil, notFound()
 		}
-		return cur, ErrConflict
+		return cur, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cancel payment request %d: %w", id, err)
@@ -181,7 +181,7 @@ func (s *Store) CancelPaymentRequest(ctx context.Context, id int64, merchantID s
 // that was cancelled while the attempt was pending: transactionStatusId and
 // lastLog follow the transaction (declined 012), so the status endpoint
 // never shows a pending attempt on a cancelled request. Guarded by
-// "cancelled AND transactionId = txID"; ErrConflict otherwise.
+// "cancelled AND transactionId = txID"; Conflict otherwise.
 func (s *Store) RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error {
 	ll, err := attributevalue.Marshal(lastLogRecord{TransactionStatus: int(st), Message: message, Code: string(code)})
 	if err != nil {
@@ -195,7 +195,7 @@ func (s *Store) RecordCancelledAttempt(ctx context.Context, requestID, txID int6
 	in.ExpressionAttributeValues[":cancelled"] = numberAV(int64(payment.RequestCancelled))
 	in.ExpressionAttributeValues[":tx"] = numberAV(txID)
 	if _, err := s.db.UpdateItem(ctx, in); isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	} else if err != nil {
 		return fmt.Errorf("record cancelled attempt on payment request %d: %w", requestID, err)
 	}

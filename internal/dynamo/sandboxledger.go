@@ -116,7 +116,7 @@ func (s *Store) LedgerEntry(ctx context.Context, ref string) (sandboxledger.Entr
 		return sandboxledger.Entry{}, fmt.Errorf("get ledger entry: %w", err)
 	}
 	if out.Item == nil {
-		return sandboxledger.Entry{}, sandboxledger.ErrNoEntry
+		return sandboxledger.Entry{}, notFound()
 	}
 	return unmarshalLedger(out.Item)
 }
@@ -153,7 +153,7 @@ func (s *Store) VoidLedgerEntry(ctx context.Context, ref string, now time.Time) 
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}, ":now": timeAV(now)},
 	})
 	if isConditionFailed(err) {
-		return sandboxledger.ErrNoEntry
+		return notFound()
 	}
 	if err != nil {
 		return fmt.Errorf("void ledger entry: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/sftpuser"
 )
 
@@ -40,7 +41,7 @@ func sftpUserKey(username string) map[string]types.AttributeValue {
 	}
 }
 
-// SFTPUserRecord loads a user; ErrNotFound when there is none.
+// SFTPUserRecord loads a user; NotFound when there is none.
 func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*SFTPUser, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.Operations, Key: sftpUserKey(username), ConsistentRead: aws.Bool(true),
@@ -49,7 +50,7 @@ func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*SFTPUser,
 		return nil, fmt.Errorf("get sftp user %s: %w", username, err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	var u SFTPUser
 	if err := attributevalue.UnmarshalMap(out.Item, &u); err != nil {
@@ -63,8 +64,8 @@ func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*SFTPUser,
 // user store in Lambda and in the local SFTP server.
 func (s *Store) SFTPUser(ctx context.Context, username string) (sftpuser.User, error) {
 	u, err := s.SFTPUserRecord(ctx, username)
-	if errors.Is(err, ErrNotFound) {
-		return sftpuser.User{}, sftpuser.ErrNotFound
+	if errkind.Is(err, errkind.NotFound) {
+		return sftpuser.User{}, notFound()
 	}
 	if err != nil {
 		return sftpuser.User{}, err
@@ -90,7 +91,7 @@ func (s *Store) SetSFTPPassword(ctx context.Context, merchantID, username, hash 
 		},
 	})
 	if isConditionFailed(err) {
-		return fmt.Errorf("sftp user %s belongs to another merchant: %w", username, ErrConflict)
+		return fmt.Errorf("sftp user %s belongs to another merchant: %w", username, conflict(err))
 	}
 	if err != nil {
 		return fmt.Errorf("set sftp password of %s: %w", username, err)
@@ -100,7 +101,7 @@ func (s *Store) SetSFTPPassword(ctx context.Context, merchantID, username, hash 
 
 // AddSFTPKey registers a public key (an authorized_keys line, normalised by
 // the caller) for the merchant's user, creating the user when needed. Adding
-// a key that is already registered changes nothing and returns ErrExists.
+// a key that is already registered changes nothing and returns exists(err).
 func (s *Store) AddSFTPKey(ctx context.Context, merchantID, username, key string, now time.Time) error {
 	now = now.UTC()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -126,11 +127,11 @@ func (s *Store) AddSFTPKey(ctx context.Context, merchantID, username, key string
 		case gerr != nil:
 			return gerr
 		case u.MerchantID != merchantID:
-			return fmt.Errorf("sftp user %s belongs to another merchant: %w", username, ErrConflict)
+			return fmt.Errorf("sftp user %s belongs to another merchant: %w", username, conflict(err))
 		case len(u.PublicKeys) >= MaxSFTPKeys:
-			return fmt.Errorf("sftp user %s already has %d keys: %w", username, MaxSFTPKeys, ErrConflict)
+			return fmt.Errorf("sftp user %s already has %d keys: %w", username, MaxSFTPKeys, conflict(err))
 		}
-		return ErrExists
+		return exists(err)
 	}
 	if err != nil {
 		return fmt.Errorf("add sftp key to %s: %w", username, err)
@@ -138,7 +139,7 @@ func (s *Store) AddSFTPKey(ctx context.Context, merchantID, username, key string
 	return nil
 }
 
-// RemoveSFTPKey removes one public key of the merchant's user; ErrNotFound
+// RemoveSFTPKey removes one public key of the merchant's user; NotFound
 // when the key is not registered. The removal is guarded by the key still
 // being at the position read, so a concurrent change never removes another key.
 func (s *Store) RemoveSFTPKey(ctx context.Context, merchantID, username, key string, now time.Time) error {
@@ -148,7 +149,7 @@ func (s *Store) RemoveSFTPKey(ctx context.Context, merchantID, username, key str
 			return err
 		}
 		if u.MerchantID != merchantID {
-			return ErrNotFound
+			return notFound()
 		}
 		i := -1
 		for j, k := range u.PublicKeys {
@@ -157,7 +158,7 @@ func (s *Store) RemoveSFTPKey(ctx context.Context, merchantID, username, key str
 			}
 		}
 		if i < 0 {
-			return ErrNotFound
+			return notFound()
 		}
 		pos := fmt.Sprintf("publicKeys[%d]", i)
 		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -177,5 +178,5 @@ func (s *Store) RemoveSFTPKey(ctx context.Context, merchantID, username, key str
 			return nil
 		}
 	}
-	return ErrConflict
+	return conflict(nil)
 }

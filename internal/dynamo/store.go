@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // Tables names the physical tables.
@@ -47,14 +47,25 @@ type Store struct {
 // (retryConflicts).
 func New(db API, t Tables) *Store { return &Store{db: withConflictRetries(withEchoes(db)), t: t} }
 
-// Errors callers branch on (domain values, package payment, so the core
-// branches on them without importing storage).
-var (
-	ErrNotFound = payment.ErrNotFound
-	ErrExists   = payment.ErrExists
-	// ErrConflict: a conditional write lost a race or found another state.
-	ErrConflict = payment.ErrConflict
-)
+// The store answers in kinds (internal/errkind), so that no caller names an
+// error of this package: NotFound for an item that is not there, Conflict
+// for a conditional write whose guard failed (another state, a lost race,
+// another owner's lease), Exists for a create whose key is taken (nothing
+// written), RateLimited for a spent budget. Each wraps DynamoDB's own
+// answer when there is one (errors.As still finds a
+// ConditionalCheckFailedException).
+
+// notFound is the answer for an item that is not there.
+func notFound() error { return errkind.New(errkind.NotFound, "not found", "") }
+
+// conflict is the answer of a write whose guard failed; cause is DynamoDB's
+// answer, or nil.
+func conflict(cause error) error {
+	return errkind.Wrap(errkind.Conflict, cause, "conditional write failed")
+}
+
+// exists is the answer of a create whose key is taken.
+func exists(cause error) error { return errkind.Wrap(errkind.Exists, cause, "already exists") }
 
 func isConditionFailed(err error) bool {
 	var cf *types.ConditionalCheckFailedException
@@ -62,7 +73,7 @@ func isConditionFailed(err error) bool {
 }
 
 // putIfAbsent creates item unless an item with the same key exists
-// (keyAttr is the table's partition key): ErrExists then, never an overwrite.
+// (keyAttr is the table's partition key): Exists then, never an overwrite.
 func (s *Store) putIfAbsent(ctx context.Context, table, keyAttr string, item map[string]types.AttributeValue, what string) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &table,
@@ -70,7 +81,7 @@ func (s *Store) putIfAbsent(ctx context.Context, table, keyAttr string, item map
 		ConditionExpression: aws.String("attribute_not_exists(" + keyAttr + ")"),
 	})
 	if isConditionFailed(err) {
-		return ErrExists
+		return exists(err)
 	}
 	if err != nil {
 		return fmt.Errorf("put %s: %w", what, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 )
 
@@ -198,7 +199,7 @@ func txKey(id int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": numberAV(id)}
 }
 
-// CreateTransaction stores a new transaction; ErrExists when the id is taken
+// CreateTransaction stores a new transaction; Exists when the id is taken
 // (the caller draws another id: a transaction is never shared). The payment
 // path writes it ahead of the provider call, status waiting, with its
 // Reference and RecoverAfter.
@@ -219,7 +220,7 @@ func (s *Store) Transaction(ctx context.Context, id int64) (*payment.Transaction
 		return nil, fmt.Errorf("get transaction %d: %w", id, err)
 	}
 	if out.Item == nil {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	return unmarshalTransaction(out.Item)
 }
@@ -238,7 +239,7 @@ func (s *Store) TransactionByNumber(ctx context.Context, num string) (*payment.T
 		return nil, fmt.Errorf("query transaction by number: %w", err)
 	}
 	if len(out.Items) != 1 {
-		return nil, ErrNotFound
+		return nil, notFound()
 	}
 	return unmarshalTransaction(out.Items[0])
 }
@@ -276,7 +277,7 @@ func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*
 
 type Pending = payment.Pending
 
-// MarkPending applies p if the transaction is still waiting. ErrConflict
+// MarkPending applies p if the transaction is still waiting. Conflict
 // (with the current transaction) otherwise.
 func (s *Store) MarkPending(ctx context.Context, p Pending) (*payment.Transaction, error) {
 	u := (&update{}).set("status", numberAV(int64(payment.TxPending))).set("message", strAV(p.Message)).
@@ -303,8 +304,8 @@ type Settlement = payment.Settlement
 
 // SettleTransaction applies st if the transaction is still waiting or
 // pending and returns the updated transaction. A transaction that is already
-// final yields ErrConflict with the stored transaction: a late, repeated or
-// reordered result never changes a final state. ErrNotFound when missing.
+// final yields Conflict with the stored transaction: a late, repeated or
+// reordered result never changes a final state. NotFound when missing.
 func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*payment.Transaction, error) {
 	in, err := s.settleInput(st)
 	if err != nil {
@@ -337,7 +338,7 @@ func (s *Store) settleInput(st Settlement) (*dynamodb.UpdateItemInput, error) {
 }
 
 // updateTx applies u to transaction id under cond. On a failed condition it
-// returns the current transaction with ErrConflict, or ErrNotFound.
+// returns the current transaction with conflict(err), or notFound().
 func (s *Store) updateTx(ctx context.Context, id int64, u *update, cond string, condVals map[string]types.AttributeValue) (*payment.Transaction, error) {
 	return s.updateTxInput(ctx, id, s.txInput(id, u, cond, condVals))
 }
@@ -364,13 +365,13 @@ func (s *Store) updateTxInput(ctx context.Context, id int64, in *dynamodb.Update
 			if gerr != nil {
 				return nil, gerr
 			}
-			return cur, ErrConflict
+			return cur, conflict(err)
 		}
 		cur, uerr := unmarshalTransaction(cf.Item)
 		if uerr != nil {
 			return nil, uerr
 		}
-		return cur, ErrConflict
+		return cur, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("update transaction %d: %w", id, err)
@@ -401,7 +402,7 @@ func (s *Store) OpenAttempts(ctx context.Context, shard int, cutoff time.Time, l
 		}
 		n, _ := strconv.ParseInt(id.Value, 10, 64)
 		tx, err := s.Transaction(ctx, n)
-		if errors.Is(err, ErrNotFound) {
+		if errkind.Is(err, errkind.NotFound) {
 			continue
 		}
 		if err != nil {
@@ -413,7 +414,7 @@ func (s *Store) OpenAttempts(ctx context.Context, shard int, cutoff time.Time, l
 }
 
 // BeginRefund records a refund in progress on an approved transaction of
-// merchantID that has none yet. ErrConflict when the transaction is not
+// merchantID that has none yet. Conflict when the transaction is not
 // approved, belongs to another merchant or already has a refund.
 //
 // recoverAfter opens the transaction (OpenAttemptsIndex) until the refund
@@ -437,7 +438,7 @@ func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, 
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if isConditionFailed(err) {
-		return nil, ErrConflict
+		return nil, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("begin refund of transaction %d: %w", txID, err)
@@ -446,7 +447,7 @@ func (s *Store) BeginRefund(ctx context.Context, txID int64, merchantID string, 
 }
 
 // CompleteRefund moves the transaction's processing refund refundID to its
-// final status. ErrConflict when that refund is no longer processing.
+// final status. Conflict when that refund is no longer processing.
 func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Transactions,
@@ -461,7 +462,7 @@ func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if isConditionFailed(err) {
-		return nil, ErrConflict
+		return nil, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("complete refund of transaction %d: %w", txID, err)
@@ -482,7 +483,7 @@ type (
 // expected amount and unit, and no attempt may hold it. An expired lease is
 // not taken over here: its attempt may have charged, so the service first
 // drives it to a final state (which releases the lease). Any condition
-// failing yields ErrConflict; PaymentRequestLease tells which.
+// failing yields Conflict; PaymentRequestLease tells which.
 func (s *Store) LeasePaymentRequest(ctx context.Context, l Lease) (*payment.Request, error) {
 	cond := "merchantId = :m AND #status = :unpaid AND attribute_not_exists(attemptTx)"
 	vals := map[string]types.AttributeValue{
@@ -511,7 +512,7 @@ func (s *Store) LeasePaymentRequest(ctx context.Context, l Lease) (*payment.Requ
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if isConditionFailed(err) {
-		return nil, ErrConflict
+		return nil, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease payment request %d: %w", l.RequestID, err)
@@ -542,7 +543,7 @@ func (s *Store) PaymentRequestLease(ctx context.Context, id int64) (*payment.Req
 		return nil, AttemptLease{}, fmt.Errorf("get payment request %d: %w", id, err)
 	}
 	if out.Item == nil {
-		return nil, AttemptLease{}, ErrNotFound
+		return nil, AttemptLease{}, notFound()
 	}
 	r, err := unmarshalRequest(out.Item)
 	if err != nil {
@@ -577,7 +578,7 @@ type AttemptCommit = payment.AttemptCommit
 // and for a final status releases the lease. The notification goes into the
 // transaction's outbox when the transaction settles, not here: one entry per
 // transaction. Cancellation (status 3 guarded by status 2 and no attempt)
-// and this write exclude each other. ErrConflict when the guard fails.
+// and this write exclude each other. Conflict when the guard fails.
 func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Request, error) {
 	in, err := s.commitInput(c)
 	if err != nil {
@@ -586,7 +587,7 @@ func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Re
 	in.ReturnValues = types.ReturnValueAllNew
 	out, err := s.db.UpdateItem(ctx, in)
 	if isConditionFailed(err) {
-		return nil, ErrConflict
+		return nil, conflict(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("commit attempt %d on payment request %d: %w", c.TransactionID, c.RequestID, err)
@@ -638,7 +639,7 @@ func (s *Store) commitInput(c AttemptCommit) (*dynamodb.UpdateItemInput, error) 
 // outcome in one TransactWriteItems, each under its own guard: the request
 // commit and the transaction's settle (with its outbox entry) happen
 // together or not at all. A synchronous outcome knows both at the same
-// moment, so the attempt costs one write instead of two. ErrConflict when
+// moment, so the attempt costs one write instead of two. Conflict when
 // either guard fails: nothing was written, and the caller takes the
 // step-by-step path (CommitAttempt, then SettleTransaction), which tells
 // the cases apart.
@@ -658,7 +659,7 @@ func (s *Store) CommitAndSettle(ctx context.Context, c AttemptCommit, st Settlem
 		{Update: transactUpdate(commit)}, {Update: transactUpdate(settle)},
 	}})
 	if failed, ok := cancelled(err); ok && slices.Contains(failed, true) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("commit and settle transaction %d on payment request %d: %w", c.TransactionID, c.RequestID, err)
@@ -668,8 +669,8 @@ func (s *Store) CommitAndSettle(ctx context.Context, c AttemptCommit, st Settlem
 
 // CreateLeasedRequestWithTransaction stores a new payment request whose
 // attempt lease is held by t, and t's write-ahead record, in one
-// TransactWriteItems: both exist or neither. ErrExists when the request id
-// is taken (nothing written); ErrTransactionExists when only t's id is
+// TransactWriteItems: both exist or neither. Exists when the request id
+// is taken (nothing written); Conflict when only t's id is
 // (an id collision: the caller draws another).
 func (s *Store) CreateLeasedRequestWithTransaction(ctx context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error {
 	r.Version = 1
@@ -689,18 +690,15 @@ func (s *Store) CreateLeasedRequestWithTransaction(ctx context.Context, r *payme
 	}})
 	if failed, ok := cancelled(err); ok && (failed[0] || failed[1]) {
 		if failed[0] {
-			return ErrExists
+			return exists(err)
 		}
-		return ErrTransactionExists
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("create payment request %d with transaction %d: %w", r.ID, t.ID, err)
 	}
 	return nil
 }
-
-// ErrTransactionExists: a combined write found its transaction id taken.
-var ErrTransactionExists = payment.ErrTransactionExists
 
 // cancelled reports whether err is a cancelled TransactWriteItems, and
 // which of its items failed their condition.
@@ -727,7 +725,7 @@ func transactUpdate(in *dynamodb.UpdateItemInput) *types.Update {
 }
 
 // ReleaseLease gives up txID's lease without recording an attempt (the
-// attempt was refused before anything was charged). ErrConflict when txID
+// attempt was refused before anything was charged). Conflict when txID
 // does not hold the lease.
 func (s *Store) ReleaseLease(ctx context.Context, requestID, txID int64) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -738,7 +736,7 @@ func (s *Store) ReleaseLease(ctx context.Context, requestID, txID int64) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":tx": numberAV(txID)},
 	})
 	if isConditionFailed(err) {
-		return ErrConflict
+		return conflict(err)
 	}
 	if err != nil {
 		return fmt.Errorf("release lease of payment request %d: %w", requestID, err)
@@ -751,7 +749,7 @@ func (s *Store) ReleaseLease(ctx context.Context, requestID, txID int64) error {
 const callbackEventPrefix = "cbevt#"
 
 // MarkCallbackEvent records a provider event id after it was processed (for
-// the operator: which deliveries arrived); ErrExists when it was recorded
+// the operator: which deliveries arrived); Exists when it was recorded
 // before. Processing never depends on it: a callback is an idempotent state
 // transition, so a record left by a crash cannot hide an unprocessed event.
 // The record expires (TTL) after ttl.
@@ -768,13 +766,10 @@ func (s *Store) MarkCallbackEvent(ctx context.Context, eventID string, now time.
 		},
 	})
 	if isConditionFailed(err) {
-		return ErrExists
+		return exists(err)
 	}
 	if err != nil {
 		return fmt.Errorf("record callback event: %w", err)
 	}
 	return nil
 }
-
-// IsConflict reports whether err is ErrConflict.
-func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }

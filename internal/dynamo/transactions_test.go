@@ -2,7 +2,6 @@ package dynamo_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
@@ -49,10 +49,10 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	}
 	other := decimal.RequireFromString("12.51")
 	same := decimal.RequireFromString("12.5")
-	if err := lease(1, now, "mer_b", nil); !errors.Is(err, dynamo.ErrConflict) {
+	if err := lease(1, now, "mer_b", nil); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("another merchant's lease: %v", err)
 	}
-	if err := lease(1, now, "mer_a", &other); !errors.Is(err, dynamo.ErrConflict) {
+	if err := lease(1, now, "mer_a", &other); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("other amount: %v", err)
 	}
 	calls.Reset()
@@ -62,7 +62,7 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	if got := calls.Calls(); len(got) != 1 {
 		t.Fatalf("lease made %v", got)
 	}
-	if err := lease(2, now.Add(500*time.Millisecond), "mer_a", nil); !errors.Is(err, dynamo.ErrConflict) {
+	if err := lease(2, now.Add(500*time.Millisecond), "mer_a", nil); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("second lease while the first runs: %v", err)
 	}
 	_, l, err := s.PaymentRequestLease(ctx, r.ID)
@@ -73,7 +73,7 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	// charged; once it is finished (here: released, as for an attempt that
 	// never wrote its transaction) another attempt may lease, and the first
 	// can no longer commit.
-	if err := lease(2, now.Add(2*time.Second), "mer_a", nil); !errors.Is(err, dynamo.ErrConflict) {
+	if err := lease(2, now.Add(2*time.Second), "mer_a", nil); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("lease after expiry while the first attempt is unfinished: %v", err)
 	}
 	if err := s.ReleaseLease(ctx, r.ID, 1); err != nil {
@@ -86,17 +86,17 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 		return s.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: r.ID, TransactionID: tx, TransactionNumber: "TX" + strconv.FormatInt(tx, 10),
 			Status: st, Code: "", Message: "Approved", Now: now})
 	}
-	if _, err := commit(1, payment.TxApproved); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := commit(1, payment.TxApproved); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("commit of a lapsed lease: %v", err)
 	}
 	got, err := commit(2, payment.TxApproved)
 	if err != nil || got.Status != payment.RequestPaid || got.TransactionID != 2 || got.LastLog.TransactionStatusID != 1 {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if _, err := commit(2, payment.TxApproved); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := commit(2, payment.TxApproved); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("second commit: %v", err)
 	}
-	if err := lease(3, now.Add(time.Hour), "mer_a", nil); !errors.Is(err, dynamo.ErrConflict) {
+	if err := lease(3, now.Add(time.Hour), "mer_a", nil); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("lease on a paid request: %v", err)
 	}
 	// The request commit writes no notification: the transaction's settle
@@ -189,17 +189,17 @@ func TestTransactionStates(t *testing.T) {
 	if err := s.CreateTransaction(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateTransaction(ctx, tx); !errors.Is(err, dynamo.ErrExists) {
+	if err := s.CreateTransaction(ctx, tx); !errkind.Is(err, errkind.Exists) {
 		t.Fatalf("second create: %v", err)
 	}
 	got, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Now: now})
 	if err != nil || got.Status != payment.TxApproved || got.SettledAt == nil || got.Limits == nil || got.Limits.Amount.String() != "10" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined, Code: "999", Now: now}); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined, Code: "999", Now: now}); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("an approved transaction moved again: %v", err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: 12345, Status: payment.TxDeclined, Now: now}); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: 12345, Status: payment.TxDeclined, Now: now}); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("unknown transaction: %v", err)
 	}
 	byNum, err := s.TransactionByNumber(ctx, tx.Number)
@@ -212,13 +212,13 @@ func TestTransactionStates(t *testing.T) {
 	}
 	// Refund once.
 	rf := payment.NewRefund("RF1", tx.Amount, tx.Unit, now)
-	if _, err := s.BeginRefund(ctx, tx.ID, "mer_b", rf, now); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_b", rf, now); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("another merchant's refund: %v", err)
 	}
 	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", rf, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", payment.NewRefund("RF2", tx.Amount, tx.Unit, now), now); !errors.Is(err, dynamo.ErrConflict) {
+	if _, err := s.BeginRefund(ctx, tx.ID, "mer_a", payment.NewRefund("RF2", tx.Amount, tx.Unit, now), now); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("second refund: %v", err)
 	}
 	done, err := s.CompleteRefund(ctx, tx.ID, "RF1", payment.RefundRefunded, "ref", "", now)
@@ -247,7 +247,7 @@ func TestLimitCountersUnderConcurrency(t *testing.T) {
 			switch {
 			case err == nil:
 				ok++
-			case errors.Is(err, dynamo.ErrConflict):
+			case errkind.Is(err, errkind.Conflict):
 				refused++
 			default:
 				t.Error(err)
@@ -281,7 +281,7 @@ func TestCallbackEventDedupe(t *testing.T) {
 	if err := s.MarkCallbackEvent(ctx, id, now, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkCallbackEvent(ctx, id, now, time.Hour); !errors.Is(err, dynamo.ErrExists) {
+	if err := s.MarkCallbackEvent(ctx, id, now, time.Hour); !errkind.Is(err, errkind.Exists) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	if err := s.MarkCallbackEvent(ctx, id, now.Add(2*time.Hour), time.Hour); err != nil {
@@ -323,18 +323,18 @@ func TestAttemptWritesTogether(t *testing.T) {
 
 	// The request id taken: ErrExists, the second transaction not written.
 	tx2 := newTx(ids.New(now), r.ID)
-	if err := s.CreateLeasedRequestWithTransaction(ctx, r, tx2, now.Add(30*time.Second)); !errors.Is(err, dynamo.ErrExists) {
+	if err := s.CreateLeasedRequestWithTransaction(ctx, r, tx2, now.Add(30*time.Second)); !errkind.Is(err, errkind.Exists) {
 		t.Fatalf("request id taken: %v, want ErrExists", err)
 	}
-	if _, err := s.Transaction(ctx, tx2.ID); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := s.Transaction(ctx, tx2.ID); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("transaction of a refused create was written: %v", err)
 	}
 	// Only the transaction id taken: ErrTransactionExists, no request.
 	r3 := newReq()
-	if err := s.CreateLeasedRequestWithTransaction(ctx, r3, newTx(tx.ID, r3.ID), now.Add(30*time.Second)); !errors.Is(err, dynamo.ErrTransactionExists) {
+	if err := s.CreateLeasedRequestWithTransaction(ctx, r3, newTx(tx.ID, r3.ID), now.Add(30*time.Second)); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("transaction id taken: %v, want ErrTransactionExists", err)
 	}
-	if _, err := s.PaymentRequest(ctx, r3.ID); !errors.Is(err, dynamo.ErrNotFound) {
+	if _, err := s.PaymentRequest(ctx, r3.ID); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("request of a refused create was written: %v", err)
 	}
 
@@ -357,7 +357,7 @@ func TestAttemptWritesTogether(t *testing.T) {
 	}
 	c4, s4 := commit, settle
 	c4.RequestID, c4.TransactionID, s4.TransactionID = r4.ID, tx4.ID, tx4.ID
-	if err := s.CommitAndSettle(ctx, c4, s4); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.CommitAndSettle(ctx, c4, s4); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("settled transaction: %v, want ErrConflict", err)
 	}
 	cur, lease, err := s.PaymentRequestLease(ctx, r4.ID)
@@ -381,7 +381,7 @@ func TestAttemptWritesTogether(t *testing.T) {
 		t.Fatalf("transaction after settle: %+v %v", got, err)
 	}
 	// Done once: a second run is refused as a whole.
-	if err := s.CommitAndSettle(ctx, commit, settle); !errors.Is(err, dynamo.ErrConflict) {
+	if err := s.CommitAndSettle(ctx, commit, settle); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("second commit and settle: %v, want ErrConflict", err)
 	}
 }

@@ -291,7 +291,7 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 		if err == nil {
 			return true
 		}
-		if !errors.Is(err, dynamo.ErrConflict) {
+		if !errkind.Is(err, errkind.Conflict) {
 			// The claim may have been applied with every answer lost: free
 			// it, so that the client's retry runs at once instead of
 			// waiting out the lease.
@@ -301,7 +301,7 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 		}
 		if held == nil {
 			held, err = g.store.IdempotencyRecord(ctx, rec.MerchantID, rec.Key)
-			if errors.Is(err, dynamo.ErrNotFound) {
+			if errkind.Is(err, errkind.NotFound) {
 				held, err = nil, nil
 			}
 			if err != nil {
@@ -325,7 +325,7 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 			if err == nil {
 				return true
 			}
-			if !errors.Is(err, dynamo.ErrConflict) {
+			if !errkind.Is(err, errkind.Conflict) {
 				g.unavailable(w, r, "take over", err)
 				return false
 			}
@@ -417,7 +417,7 @@ func (g *Guard) execute(w http.ResponseWriter, r *http.Request, rec *dynamo.Idem
 		}
 		err := g.store.CompleteIdempotencyKey(ctx, rec, g.Now())
 		switch {
-		case errors.Is(err, dynamo.ErrConflict):
+		case errkind.Is(err, errkind.Conflict):
 			log.Warn("idempotency claim lost before completion (lease lapsed); response not stored")
 		case err != nil:
 			log.Error("store idempotent response; the key stays in progress until its lease lapses", "error", err.Error())
@@ -448,7 +448,7 @@ func sealOwner(rec *dynamo.IdempotencyRecord) string { return "idem:" + rec.Merc
 
 func (g *Guard) release(ctx context.Context, log *slog.Logger, rec *dynamo.IdempotencyRecord) {
 	err := g.store.ReleaseIdempotencyKey(ctx, rec.MerchantID, rec.Key, rec.Token)
-	if err != nil && !errors.Is(err, dynamo.ErrConflict) {
+	if err != nil && !errkind.Is(err, errkind.Conflict) {
 		log.Error("release idempotency key; it stays in progress until its lease lapses", "error", err.Error())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,7 +78,7 @@ func newHarness(t *testing.T, handler http.Handler) *harness {
 	h.guard.Now = h.clock.Now
 	rawCfg, _ := testenv.CountingAWSConfig(t)
 	h.raw = dynamodb.NewFromConfig(rawCfg)
-	h.auth = apikey.New(st.Store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) })
+	h.auth = apikey.New(st.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httptest.NewServer(httpapi.Wrap(h.auth.Require(h.guard.Middleware(handler)), log))
 	t.Cleanup(srv.Close)
@@ -354,7 +353,7 @@ func TestCrashedAttemptBlocksOnlyForTheLease(t *testing.T) {
 		t.Fatalf("replay after takeover: %d %s", again.Status, again.Body)
 	}
 	// The crashed holder can no longer settle the key.
-	if err := h.store.ReleaseIdempotencyKey(context.Background(), m.ID, k, "dead"); !errors.Is(err, dynamo.ErrConflict) {
+	if err := h.store.ReleaseIdempotencyKey(context.Background(), m.ID, k, "dead"); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("stale release: %v", err)
 	}
 	if n := c.runs.Load(); n != 1 {
@@ -585,7 +584,7 @@ func TestComposedWithRateLimiter(t *testing.T) {
 	limiter.Now = clk.Now
 	guard := idempotency.New(store, []byte("k"), nil)
 	guard.Now = clk.Now
-	auth := apikey.New(st.Store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) })
+	auth := apikey.New(st.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
 	srv := httptest.NewServer(httpapi.Wrap(auth.Require(limiter.Middleware(guard.Middleware(c))), slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.RateLimitPerMinute = 2 })
@@ -610,7 +609,7 @@ func TestStoreUnavailableIs503AndNothingRuns(t *testing.T) {
 	tables := tablesOf(t)
 	tables.Operations = "no-such-table"
 	guard := idempotency.New(dynamo.New(dynamodb.NewFromConfig(mustCfg(t)), tables), []byte("k"), nil)
-	auth := apikey.New(st.Store, func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) })
+	auth := apikey.New(st.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
 	srv := httptest.NewServer(httpapi.Wrap(auth.Require(guard.Middleware(c)), slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 	m := testenv.NewMerchant(t)

@@ -16,7 +16,7 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/apispec"
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
@@ -292,7 +292,7 @@ func TestLogsCarryRequestIDButNoSecrets(t *testing.T) {
 	s := testenv.Stack(t)
 	var logs syncBuffer
 	h := merchantapi.New(merchantapi.Deps{
-		Store: s.Store, Auth: apikey.New(s.Store, func(err error) bool { return err == dynamo.ErrNotFound }),
+		Store: s.Store, Auth: apikey.New(s.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) }),
 		Log: slog.New(slog.NewJSONHandler(&logs, nil)), AllowHTTPURLs: true,
 	})
 	srv := httptest.NewServer(h)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/checkouttoken"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/payment"
@@ -30,7 +30,7 @@ func (s *memStore) CreatePaymentRequest(_ context.Context, r *payment.Request) e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[r.ID]; ok {
-		return dynamo.ErrExists
+		return errkind.New(errkind.Exists, "already exists", "")
 	}
 	s.m[r.ID] = r
 	return nil
@@ -41,10 +41,10 @@ func (s *memStore) PaymentRequest(_ context.Context, id int64) (*payment.Request
 	if r, ok := s.m[id]; ok {
 		return r, nil
 	}
-	return nil, dynamo.ErrNotFound
+	return nil, errkind.NotFoundErr("not found")
 }
 func (s *memStore) CancelPaymentRequest(context.Context, int64, string, time.Time) (*payment.Request, error) {
-	return nil, dynamo.ErrNotFound
+	return nil, errkind.NotFoundErr("not found")
 }
 func (s *memStore) MerchantByAPIKeyHash(context.Context, string) (*merchant.Merchant, error) {
 	return s.k, nil

@@ -7,7 +7,6 @@ package merchantapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,7 +19,6 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/idempotency"
@@ -130,7 +128,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 			req.ID = ids.Derive(seed, "payment-request")
 		}
 		err = a.Store.CreatePaymentRequest(r.Context(), &req)
-		if errors.Is(err, dynamo.ErrExists) && seed != nil && attempt == 0 {
+		if errkind.Is(err, errkind.Exists) && seed != nil && attempt == 0 {
 			cur, gerr := a.Store.PaymentRequest(r.Context(), req.ID)
 			if gerr != nil {
 				return gerr
@@ -140,7 +138,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 				break
 			}
 		}
-		if !errors.Is(err, dynamo.ErrExists) {
+		if !errkind.Is(err, errkind.Exists) {
 			break
 		}
 	}
@@ -162,7 +160,7 @@ func (a *api) ownRequest(r *http.Request) (*payment.Request, error) {
 		return nil, err
 	}
 	req, err := a.Store.PaymentRequest(r.Context(), id)
-	if errors.Is(err, dynamo.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
+	if errkind.Is(err, errkind.NotFound) || (err == nil && req.MerchantID != m.ID) {
 		return nil, notFound(id)
 	}
 	if err != nil {
@@ -223,12 +221,12 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, err := a.Store.CancelPaymentRequest(r.Context(), id, m.ID, a.Now())
 	switch {
-	case errors.Is(err, dynamo.ErrNotFound):
+	case errkind.Is(err, errkind.NotFound):
 		return notFound(id)
-	case errors.Is(err, dynamo.ErrConflict) && req != nil && req.Status == payment.RequestCancelled:
+	case errkind.Is(err, errkind.Conflict) && req != nil && req.Status == payment.RequestCancelled:
 		// Cancelling is idempotent: a retried cancel (its first answer lost)
 		// gets the cancelled request again.
-	case errors.Is(err, dynamo.ErrConflict):
+	case errkind.Is(err, errkind.Conflict):
 		return notUnpaid(req)
 	case err != nil:
 		return fmt.Errorf("cancel payment request %d: %w", id, err)

@@ -1,7 +1,6 @@
 package payment
 
 import (
-	"errors"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -12,16 +11,6 @@ import (
 // The payment store's contract, in domain terms: what the core
 // (internal/payments) asks of storage and what storage answers. The
 // DynamoDB store implements it; its names (dynamo.Lease, …) are aliases.
-
-// Errors the store answers and callers branch on.
-var (
-	ErrNotFound = errors.New("not found")
-	ErrExists   = errors.New("already exists")
-	// ErrConflict: a conditional write lost a race or found another state.
-	ErrConflict = errors.New("conditional write failed")
-	// ErrTransactionExists: a combined write found its transaction id taken.
-	ErrTransactionExists = errors.New("transaction id already exists")
-)
 
 // OpenShards is the number of shards open attempts are spread over, so
 // the reconciler finds every attempt a crash left mid-way with one query

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 )
 
@@ -31,7 +32,7 @@ import (
 // (*dynamo.Store, memstore). Each write is safe to send twice.
 type AfterStore interface {
 	// WriteRefund replaces the service's refund of txID with r if its
-	// revision is still rev (payment.ErrConflict with the current
+	// revision is still rev (a Conflict error with the current
 	// transaction otherwise); open, when set, opens the transaction for the
 	// reconciler from then on.
 	WriteRefund(ctx context.Context, txID int64, rev int64, r payment.Refund, open time.Time) (*payment.Transaction, error)
@@ -39,7 +40,7 @@ type AfterStore interface {
 	// dispute, late charge).
 	WriteAfter(ctx context.Context, txID int64, rev int64, a payment.After, open time.Time) (*payment.Transaction, error)
 	// DeferRecovery moves an open attempt's next recovery from prev to next
-	// (payment.ErrConflict when it changed meanwhile).
+	// (a Conflict error when it changed meanwhile).
 	DeferRecovery(ctx context.Context, txID int64, prev, next time.Time, tries int) error
 	// CloseOpen takes a final transaction whose recovery time is still prev
 	// off the reconciler's list.
@@ -107,7 +108,7 @@ func (s *Service) changeAfter(ctx context.Context, id int64, open bool, change f
 			until = s.Now().Add(AfterGrace)
 		}
 		got, err := st.WriteAfter(ctx, id, rev, a, until)
-		if errors.Is(err, payment.ErrConflict) && try < maxWriteTries {
+		if errkind.Is(err, errkind.Conflict) && try < maxWriteTries {
 			continue // another change came first: read it and decide again
 		}
 		if err != nil {
@@ -141,7 +142,7 @@ func (s *Service) changeRefund(ctx context.Context, id int64, open time.Duration
 			until = s.Now().Add(open)
 		}
 		got, err := st.WriteRefund(ctx, id, tx.Refund.Rev, r, until)
-		if errors.Is(err, payment.ErrConflict) && try < maxWriteTries {
+		if errkind.Is(err, errkind.Conflict) && try < maxWriteTries {
 			continue
 		}
 		if err != nil {
@@ -343,7 +344,7 @@ func (s *Service) finishAfter(ctx context.Context, tx *payment.Transaction) (ope
 	if err != nil {
 		return false, nil
 	}
-	if err := st.CloseOpen(ctx, tx.ID, tx.RecoverAfter); err != nil && !errors.Is(err, payment.ErrConflict) {
+	if err := st.CloseOpen(ctx, tx.ID, tx.RecoverAfter); err != nil && !errkind.Is(err, errkind.Conflict) {
 		return false, err
 	}
 	return false, nil

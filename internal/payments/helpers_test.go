@@ -3,7 +3,6 @@ package payments_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/payreq/payreq/internal/apispec"
 	"net/http"
 	"os"
 	"regexp"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/payreq/payreq/internal/apispec"
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/merchant"

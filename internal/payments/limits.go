@@ -2,12 +2,12 @@ package payments
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -72,7 +72,7 @@ func (s *Service) reserve(ctx context.Context, w payment.LimitWindow, amount dec
 		if err == nil {
 			return "", nil
 		}
-		if !errors.Is(err, payment.ErrConflict) {
+		if !errkind.Is(err, errkind.Conflict) {
 			return "", err
 		}
 		u, err := s.Store.LimitUsageOf(ctx, w)

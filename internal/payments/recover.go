@@ -10,6 +10,7 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
@@ -41,7 +42,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	}
 	req, err := s.Store.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: status, Code: code, Message: msg, Now: now})
-	if errors.Is(err, payment.ErrConflict) {
+	if errkind.Is(err, errkind.Conflict) {
 		if req, err = s.Store.PaymentRequest(ctx, tx.PaymentRequestID); err != nil {
 			return nil, nil, false, err
 		}
@@ -79,7 +80,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	ev.PaymentRequestStatusID, ev.Channel = reqStatus, tx.Channel
 	st, err := s.Store.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: status, Code: code,
 		Message: msg, ProviderRef: out.ProviderRef, ThreeDS: threeDS, Event: ev, Now: now})
-	if errors.Is(err, payment.ErrConflict) {
+	if errkind.Is(err, errkind.Conflict) {
 		if st.Status != status {
 			s.Log.Error("transaction final status differs from its request commit", "transaction_id", tx.ID,
 				"transaction_status", int(st.Status), "commit_status", int(status))
@@ -94,7 +95,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	if req.Status == payment.RequestCancelled && req.TransactionID == tx.ID {
 		// Cancelled while this attempt was pending: the request shows how it
 		// ended, not "pending" forever.
-		if err := s.Store.RecordCancelledAttempt(ctx, req.ID, tx.ID, st.Status, st.Code, st.Message, now); err != nil && !errors.Is(err, payment.ErrConflict) {
+		if err := s.Store.RecordCancelledAttempt(ctx, req.ID, tx.ID, st.Status, st.Code, st.Message, now); err != nil && !errkind.Is(err, errkind.Conflict) {
 			s.Log.Warn("recording the end of a cancelled request's attempt failed", "transaction_id", tx.ID, "error", err.Error())
 		}
 	}
@@ -134,7 +135,7 @@ func (s *Service) completeSync(ctx context.Context, req *payment.Request, tx *pa
 			Status: status, Code: code, Message: msg, Now: now},
 		payment.Settlement{TransactionID: tx.ID, Status: status, Code: code, Message: msg, ProviderRef: out.ProviderRef,
 			Event: ev, Now: now})
-	if errors.Is(err, payment.ErrConflict) {
+	if errkind.Is(err, errkind.Conflict) {
 		return s.complete(ctx, tx, out, "")
 	}
 	if err != nil {
@@ -196,7 +197,7 @@ type outboxMarker interface {
 // pending or final → finish what is left and answer with it.
 func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
 	tx, err := s.Store.Transaction(ctx, txID)
-	if errors.Is(err, payment.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return s.run(ctx, m, req, txID, a, det)
 	}
 	if err != nil {
@@ -225,7 +226,7 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 func (s *Service) ensurePendingCommit(ctx context.Context, tx *payment.Transaction) (*payment.Request, error) {
 	req, err := s.Store.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: payment.TxPending, Message: tx.Message, Now: s.Now(), LeaseUntil: tx.RecoverAfter})
-	if errors.Is(err, payment.ErrConflict) {
+	if errkind.Is(err, errkind.Conflict) {
 		return s.Store.PaymentRequest(ctx, tx.PaymentRequestID)
 	}
 	return req, err
@@ -321,8 +322,8 @@ func (s *Service) closePending(ctx context.Context, tx *payment.Transaction, out
 // provider (the record is written first): its lease is simply released.
 func (s *Service) RecoverTransactionOf(ctx context.Context, requestID, txID int64) error {
 	tx, err := s.Store.Transaction(ctx, txID)
-	if errors.Is(err, payment.ErrNotFound) {
-		if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, payment.ErrConflict) {
+	if errkind.Is(err, errkind.NotFound) {
+		if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errkind.Is(err, errkind.Conflict) {
 			return err
 		}
 		return nil
@@ -423,7 +424,7 @@ func (s *Service) deferRecovery(ctx context.Context, tx *payment.Transaction, no
 	}
 	d += time.Duration(rand.Int64N(int64(d/10) + 1))
 	if err := st.DeferRecovery(ctx, tx.ID, tx.RecoverAfter, now.Add(d), tries); err != nil {
-		if !errors.Is(err, payment.ErrConflict) {
+		if !errkind.Is(err, errkind.Conflict) {
 			s.Log.Warn("backing off an open attempt failed", "transaction_id", tx.ID, "error", err.Error())
 		}
 		return false

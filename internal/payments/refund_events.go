@@ -11,6 +11,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 )
@@ -195,7 +196,7 @@ func (s *Service) completeRefundOnce(ctx context.Context, txID int64, refundID, 
 		return s.loadTx(ctx, txID)
 	}
 	got, err := s.Store.CompleteRefund(ctx, txID, refundID, status, refundRef, code, s.Now())
-	if errors.Is(err, payment.ErrConflict) {
+	if errkind.Is(err, errkind.Conflict) {
 		return s.Store.Transaction(ctx, txID)
 	}
 	if err == nil {

@@ -391,7 +391,7 @@ func (s *Service) Pay(ctx context.Context, m *merchant.Merchant, requestID int64
 	}
 	txID := attemptID(ctx, now)
 	req, err := s.Store.LeasePaymentRequest(ctx, s.lease(requestID, m.ID, txID, a, now))
-	if errors.Is(err, payment.ErrConflict) {
+	if errkind.Is(err, errkind.Conflict) {
 		return s.leaseRefused(ctx, m, requestID, txID, a, det, now)
 	}
 	if err != nil {
@@ -441,7 +441,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			written bool
 		)
 		tx, written, err = s.createLeased(ctx, m, &r, txID, a, det)
-		if errors.Is(err, payment.ErrExists) && seed != nil && try == 0 {
+		if errkind.Is(err, errkind.Exists) && seed != nil && try == 0 {
 			// Created by an earlier try with this key (or, astronomically
 			// rarely, a collision: then the request is not ours).
 			cur, lease, gerr := s.Store.PaymentRequestLease(ctx, r.ID)
@@ -457,7 +457,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 			crashpoint.Hit(crashpoint.AfterLease)
 			return s.attempt(ctx, m, &r, tx, a, det, written)
 		}
-		if !errors.Is(err, payment.ErrExists) || try == 3 {
+		if !errkind.Is(err, errkind.Exists) || try == 3 {
 			return Result{}, fmt.Errorf("create payment request for merchant %s: %w", m.ID, err)
 		}
 	}
@@ -465,7 +465,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 
 // PayNew creates payment request r (its id set by the caller) for merchant
 // m with the attempt lease already taken, and runs a on it: the batch's row
-// payments, whose request ids the batch fixed. payment.ErrExists when the
+// payments, whose request ids the batch fixed. An Exists error when the
 // request exists: nothing was written, the caller decides. The transaction
 // id comes from ctx's seed (ids.WithSeed) when there is one.
 func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a Attempt) (Result, error) {
@@ -492,7 +492,7 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 // write (written); limits reserve their counters in between (the hold is
 // part of the record), so with them only the request is written here. tx
 // is the attempt's transaction, stored or to be written ahead. ErrExists
-// when r's id is taken (payment.ErrExists).
+// when r's id is taken (an Exists error).
 func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *payment.Request, txID int64, a Attempt, det *card.Details) (tx *payment.Transaction, written bool, err error) {
 	until := s.Now().Add(s.SyncLease)
 	if Caps(m.Limits).Any() {
@@ -501,7 +501,7 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 	for try := 0; ; try++ {
 		tx = s.newTransaction(m, r, txID, a, det)
 		err = s.Store.CreateLeasedRequestWithTransaction(ctx, r, tx, until)
-		if !errors.Is(err, payment.ErrTransactionExists) || try == 3 {
+		if !errkind.Is(err, errkind.Conflict) || try == 3 {
 			return tx, err == nil, err
 		}
 		// A collision of the transaction id only: nothing was written.
@@ -515,7 +515,7 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 // an expired attempt of someone else to its end before taking over.
 func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, txID int64, a Attempt, det *card.Details, now time.Time) (Result, error) {
 	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
-	if errors.Is(err, payment.ErrNotFound) || (err == nil && req.MerchantID != m.ID) {
+	if errkind.Is(err, errkind.NotFound) || (err == nil && req.MerchantID != m.ID) {
 		return Result{}, errkind.NotFoundErr(fmt.Sprintf("Payment request %d does not exist.", id))
 	}
 	if err != nil {
@@ -548,7 +548,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 			return Result{}, busy(id, wait)
 		}
 		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
-		if errors.Is(err, payment.ErrConflict) {
+		if errkind.Is(err, errkind.Conflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
 		if err != nil {
@@ -563,7 +563,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 			return Result{}, err
 		}
 		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
-		if errors.Is(err, payment.ErrConflict) {
+		if errkind.Is(err, errkind.Conflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
 		if err != nil {
@@ -594,7 +594,7 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 		return false, 0, nil
 	}
 	tx, err := s.Store.Transaction(ctx, holder)
-	if errors.Is(err, payment.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return false, 0, nil
 	}
 	if err != nil {
@@ -741,7 +741,7 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) error {
 	for try := 0; ; try++ {
 		err := s.Store.CreateTransaction(ctx, tx)
-		if !errors.Is(err, payment.ErrExists) {
+		if !errkind.Is(err, errkind.Exists) {
 			return err
 		}
 		held, rerr := s.Store.Transaction(ctx, tx.ID)
@@ -913,12 +913,12 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 		}
 	}
 	st, err := s.Store.MarkPending(ctx, p)
-	if errors.Is(err, payment.ErrConflict) && st.Status != payment.TxPending {
+	if errkind.Is(err, errkind.Conflict) && st.Status != payment.TxPending {
 		// Settled meanwhile (a fast callback, or a recovery).
 		req, err := s.Store.PaymentRequest(ctx, st.PaymentRequestID)
 		return req, st, err
 	}
-	if err != nil && !errors.Is(err, payment.ErrConflict) {
+	if err != nil && !errkind.Is(err, errkind.Conflict) {
 		return nil, nil, err
 	}
 	req, err := s.ensurePendingCommit(ctx, st)
@@ -963,7 +963,7 @@ func cvvOf(a Attempt) string {
 func (s *Service) giveUp(requestID, txID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errors.Is(err, payment.ErrConflict) {
+	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errkind.Is(err, errkind.Conflict) {
 		s.Log.Warn("release attempt lease failed", "payment_request_id", requestID, "error", err.Error())
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 )
@@ -85,7 +86,7 @@ func (s *Service) settleWith(ctx context.Context, tx *payment.Transaction, out p
 
 func (s *Service) loadTx(ctx context.Context, id int64) (*payment.Transaction, error) {
 	tx, err := s.Store.Transaction(ctx, id)
-	if errors.Is(err, payment.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return nil, ErrUnknownTransaction
 	}
 	return tx, err

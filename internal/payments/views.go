@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -175,7 +174,7 @@ func txNotFound(ref string) *errkind.Error {
 // transaction is a 404 (043) like a missing one.
 func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id int64) (*payment.Transaction, error) {
 	tx, err := s.Store.Transaction(ctx, id)
-	if errors.Is(err, payment.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
+	if errkind.Is(err, errkind.NotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(strconv.FormatInt(id, 10))
 	}
 	return tx, err
@@ -190,7 +189,7 @@ func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, re
 		return nil, errkind.BadInput("The id must be a transaction id (a positive integer) or a transaction number (TX…), got "+strconv.Quote(ref)+".", "")
 	}
 	tx, err := s.Store.TransactionByNumber(ctx, ref)
-	if errors.Is(err, payment.ErrNotFound) || (err == nil && tx.MerchantID != m.ID) {
+	if errkind.Is(err, errkind.NotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(ref)
 	}
 	return tx, err
@@ -219,7 +218,7 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 			}
 		}
 		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
-		if errors.Is(err, payment.ErrConflict) { // a concurrent call began it
+		if errkind.Is(err, errkind.Conflict) { // a concurrent call began it
 			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
 				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
 			}

@@ -7,7 +7,6 @@ package paymentsapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/payer"
@@ -286,7 +284,7 @@ func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error 
 		return nil
 	}
 	tx, err := h.Service.Store.Transaction(r.Context(), id)
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		WriteResultPage(w, http.StatusNotFound, nil, nil, "This authentication does not exist.")
 		return nil
 	}

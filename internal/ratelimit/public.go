@@ -12,7 +12,6 @@ import (
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 )
@@ -67,7 +66,7 @@ func (p *Public) Middleware(key func(*http.Request) string) func(http.Handler) h
 			for _, c := range checks {
 				_, err := p.counter.TakeRateLimit(r.Context(), c.client, window, c.limit, end.Add(Window))
 				switch {
-				case errors.Is(err, dynamo.ErrLimitReached):
+				case errkind.Is(err, errkind.RateLimited):
 					reset := secondsUntil(now, end)
 					httpapi.Logger(r.Context()).Info("public rate limit reached", "limit", c.limit, "retry_after", reset)
 					httpapi.Error(w, r, errkind.RateLimitedErr(fmt.Sprintf("Too many requests. Retry after %d seconds.", reset),

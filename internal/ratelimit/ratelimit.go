@@ -63,7 +63,6 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 )
@@ -76,7 +75,7 @@ const Policy = "default"
 
 // Counter counts one request of a client in a window (see
 // dynamo.Store.TakeRateLimit): the count including this request, or
-// dynamo.ErrLimitReached when the limit is already reached.
+// a RateLimited error (errkind) when the limit is already reached.
 type Counter interface {
 	TakeRateLimit(ctx context.Context, client string, window int64, limit int, expiresAt time.Time) (int, error)
 }
@@ -113,7 +112,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		// Keep the counter a little past the window end: TTL sweeps it later.
 		count, err := l.counter.TakeRateLimit(r.Context(), m.ID, window, limit, end.Add(Window))
 		switch {
-		case errors.Is(err, dynamo.ErrLimitReached):
+		case errkind.Is(err, errkind.RateLimited):
 			h.Set("RateLimit", fmt.Sprintf(`%q;r=0;t=%d`, Policy, reset))
 			httpapi.Logger(r.Context()).Info("rate limited", "limit", limit, "retry_after", reset)
 			httpapi.Error(w, r, errkind.RateLimitedErr(

@@ -24,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // API is the subset of the S3 client the store uses.
@@ -48,9 +50,6 @@ type ObjectInfo struct {
 	LastModified time.Time
 	ETag         string // without quotes
 }
-
-// ErrChanged is returned when an object no longer has the expected ETag.
-var ErrChanged = errors.New("s3store: object changed")
 
 // Store is one bucket.
 type Store struct {
@@ -106,7 +105,7 @@ const ChunkSize = 1 << 20
 // GetRange streams the object from byte offset to its end: the ranged read
 // with which a continued run resumes. An offset at or beyond the end yields
 // an empty body. With etag set the object must have that ETag, else
-// ErrChanged; either way every chunk after the first must come from the
+// a Conflict error; either way every chunk after the first must come from the
 // same object version as the first.
 //
 // The reader fetches the object in ranged GETs of ChunkSize bytes, each
@@ -202,7 +201,7 @@ func (s *Store) Head(ctx context.Context, key string) (ObjectInfo, error) {
 }
 
 // Copy copies src to dst inside the bucket (server-side, up to 5 GB). With
-// etag set the source must still have that ETag, else ErrChanged.
+// etag set the source must still have that ETag, else a Conflict error.
 func (s *Store) Copy(ctx context.Context, src, dst, etag string) (string, error) {
 	// CopySource is "bucket/key", URL-encoded; the slashes of the key stay.
 	source := s.bucket + "/" + strings.ReplaceAll(url.PathEscape(src), "%2F", "/")
@@ -282,24 +281,29 @@ func CleanETag(etag string) string { return strings.Trim(etag, `"`) }
 
 func quoteETag(etag string) string { return `"` + CleanETag(etag) + `"` }
 
-// wrap gives missing objects and failed preconditions errors callers can
-// test with errors.Is.
+// wrap answers in kinds (internal/errkind): a missing object is NotFound
+// (and fs.ErrNotExist), a failed ETag precondition Conflict; each wraps
+// S3's answer.
 func (s *Store) wrap(op, key string, err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
 		case "NoSuchKey", "NotFound", "404":
-			return fmt.Errorf("s3store: %s %s: %w", op, key, fs.ErrNotExist)
+			return notExist(op, key, err)
 		case "PreconditionFailed", "412":
-			return fmt.Errorf("s3store: %s %s: %w", op, key, ErrChanged)
+			return errkind.Wrap(errkind.Conflict, fmt.Errorf("s3store: %s %s: %w", op, key, err), "object changed")
 		}
 	}
 	var nsk *types.NoSuchKey
 	var nf *types.NotFound
 	if errors.As(err, &nsk) || errors.As(err, &nf) {
-		return fmt.Errorf("s3store: %s %s: %w", op, key, fs.ErrNotExist)
+		return notExist(op, key, err)
 	}
 	return fmt.Errorf("s3store: %s %s: %w", op, key, err)
+}
+
+func notExist(op, key string, err error) error {
+	return errkind.Wrap(errkind.NotFound, fmt.Errorf("s3store: %s %s: %w (%w)", op, key, fs.ErrNotExist, err), "no such object")
 }
 
 // DefaultPartSize is the Writer's buffer: the part size of multipart uploads

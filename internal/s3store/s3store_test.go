@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/awsconfig"
+	"github.com/payreq/payreq/internal/errkind"
 	. "github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -96,7 +97,7 @@ func mustGet(t *testing.T, s *Store, key string) io.ReadCloser {
 }
 
 // Ranged reads continue at any byte, across chunk boundaries, and end
-// cleanly at and beyond the end; a changed object is ErrChanged.
+// cleanly at and beyond the end; a changed object is a Conflict error.
 func TestGetRange(t *testing.T) {
 	s, p := newStore(t)
 	ctx := context.Background()
@@ -139,7 +140,7 @@ func TestGetRange(t *testing.T) {
 	if buf.String() != string(data[7:]) {
 		t.Error("small reads differ")
 	}
-	if _, err := s.GetRange(ctx, p+"big", 0, "0123456789abcdef0123456789abcdef"); !errors.Is(err, ErrChanged) {
+	if _, err := s.GetRange(ctx, p+"big", 0, "0123456789abcdef0123456789abcdef"); !errkind.Is(err, errkind.Conflict) {
 		t.Errorf("wrong etag: %v", err)
 	}
 	if _, err := s.GetRange(ctx, p+"missing", 10, ""); !errors.Is(err, fs.ErrNotExist) {

@@ -6,7 +6,6 @@ package sandboxledger
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
@@ -57,7 +56,7 @@ type Store interface {
 	// PutLedgerEntry stores e unless its reference exists; it returns the
 	// stored entry and whether e was the one stored.
 	PutLedgerEntry(ctx context.Context, e Entry) (Entry, bool, error)
-	// LedgerEntry reads an entry; ErrNoEntry when absent.
+	// LedgerEntry reads an entry; a NotFound error (errkind) when absent.
 	LedgerEntry(ctx context.Context, ref string) (Entry, error)
 	// SettleLedgerEntry moves a pending entry to status/code; a final entry
 	// is returned unchanged.
@@ -65,6 +64,3 @@ type Store interface {
 	// VoidLedgerEntry marks an approved charge as voided.
 	VoidLedgerEntry(ctx context.Context, ref string, now time.Time) error
 }
-
-// ErrNoEntry: the ledger has no entry with that reference.
-var ErrNoEntry = errors.New("sandbox ledger: no entry")

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpuser"
 )
@@ -97,9 +98,6 @@ func HomeMappings(bucket, merchantID string) []Mapping {
 // store keeps).
 type User = sftpuser.User
 
-// ErrNotFound is returned by a UserStore for an unknown username.
-var ErrNotFound = sftpuser.ErrNotFound
-
 // UserStore finds SFTP users by name.
 type UserStore = sftpuser.Store
 
@@ -141,10 +139,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, ev Event) (Response, e
 	if validUsername.MatchString(ev.Username) {
 		user, err = a.Users.SFTPUser(ctx, ev.Username)
 	} else {
-		err = ErrNotFound
+		err = errkind.New(errkind.NotFound, "no such user", "")
 	}
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errkind.Is(err, errkind.NotFound):
 		if !keyLogin {
 			// Counted and checked as a known user's password would be.
 			_, err := a.checkPassword(ctx, ev, "", false)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpuser"
 )
@@ -21,7 +22,7 @@ type memUsers map[string]User
 func (m memUsers) SFTPUser(_ context.Context, username string) (User, error) {
 	u, ok := m[username]
 	if !ok {
-		return User{}, ErrNotFound
+		return User{}, errkind.New(errkind.NotFound, "no such user", "")
 	}
 	return u, nil
 }

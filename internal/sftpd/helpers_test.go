@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
 )
@@ -114,7 +115,7 @@ func (u memUsers) SFTPUser(_ context.Context, name string) (sftpauth.User, error
 	if user, ok := u[name]; ok {
 		return user, nil
 	}
-	return sftpauth.User{}, sftpauth.ErrNotFound
+	return sftpauth.User{}, errkind.New(errkind.NotFound, "no such user", "")
 }
 
 const (

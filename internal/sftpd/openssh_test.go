@@ -3,13 +3,14 @@ package sftpd
 import (
 	"bytes"
 	"context"
-	"github.com/payreq/payreq/internal/testing/needs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // These tests drive the server with the real OpenSSH sftp client, the one

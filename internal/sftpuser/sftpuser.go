@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"time"
 )
 
@@ -34,10 +33,8 @@ type User struct {
 	UpdatedAt         time.Time  `dynamodbav:"updatedAt"`
 }
 
-// ErrNotFound is returned by a Store for an unknown username.
-var ErrNotFound = errors.New("sftpauth: user not found")
-
-// Store finds SFTP users by name (*dynamo.Store).
+// Store finds SFTP users by name (*dynamo.Store); an unknown username is
+// a NotFound error (errkind).
 type Store interface {
 	SFTPUser(ctx context.Context, username string) (User, error)
 }

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -22,9 +21,9 @@ import (
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
-	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testing/needs"
 )
@@ -217,7 +216,7 @@ func Seeded(tb testing.TB, what string, err error) {
 	tb.Helper()
 	switch {
 	case err == nil:
-	case errors.Is(err, payment.ErrExists):
+	case errkind.Is(err, errkind.Exists):
 		tb.Logf("seed %s: a retried create found its first attempt applied", what)
 	default:
 		tb.Fatalf("seed %s: %v", what, err)

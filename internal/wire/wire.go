@@ -18,7 +18,6 @@ package wire
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/secrets"
 )
@@ -101,7 +101,7 @@ func (b *Base) Logger(function string) *slog.Logger {
 }
 
 // IsNotFound reports the store's "no such item".
-func IsNotFound(err error) bool { return errors.Is(err, dynamo.ErrNotFound) }
+func IsNotFound(err error) bool { return errkind.Is(err, errkind.NotFound) }
 
 // Duration reads an optional non-negative Go duration ("5s", "200ms");
 // empty is 0.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/sandboxledger"
 )
@@ -28,9 +29,6 @@ type (
 	LedgerEntry = sandboxledger.Entry
 	Ledger      = sandboxledger.Store
 )
-
-// ErrNoEntry: the ledger has no entry with that reference.
-var ErrNoEntry = sandboxledger.ErrNoEntry
 
 // outcomeOf is the Outcome a stored entry stands for, with async delays
 // counted from now.
@@ -77,7 +75,7 @@ func (l *MemoryLedger) LedgerEntry(_ context.Context, ref string) (LedgerEntry, 
 	defer l.mu.Unlock()
 	e, ok := l.m[ref]
 	if !ok {
-		return LedgerEntry{}, ErrNoEntry
+		return LedgerEntry{}, noEntry()
 	}
 	return e, nil
 }
@@ -87,7 +85,7 @@ func (l *MemoryLedger) SettleLedgerEntry(_ context.Context, ref string, st provi
 	defer l.mu.Unlock()
 	e, ok := l.m[ref]
 	if !ok {
-		return LedgerEntry{}, ErrNoEntry
+		return LedgerEntry{}, noEntry()
 	}
 	if e.Status == provider.Pending && !e.Abandoned {
 		e.Status, e.Code, e.Message, e.NextAction, e.UpdatedAt = st, c, msg, nil, now
@@ -101,7 +99,7 @@ func (l *MemoryLedger) VoidLedgerEntry(_ context.Context, ref string, now time.T
 	defer l.mu.Unlock()
 	e, ok := l.m[ref]
 	if !ok {
-		return ErrNoEntry
+		return noEntry()
 	}
 	e.Voided, e.UpdatedAt = true, now
 	l.m[ref] = e
@@ -118,3 +116,6 @@ func (l *MemoryLedger) Entries() []LedgerEntry {
 	}
 	return out
 }
+
+// noEntry is the ledger's answer for a reference it has no entry for.
+func noEntry() error { return errkind.New(errkind.NotFound, "sandbox ledger: no entry", "") }

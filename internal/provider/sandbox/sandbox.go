@@ -11,7 +11,6 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/provider"
 )
@@ -147,7 +147,7 @@ func (s *Sandbox) Lookup(ctx context.Context, reference string) (provider.Outcom
 	}
 	now := s.opts.Now().UTC()
 	e, err := s.opts.Ledger.LedgerEntry(ctx, reference)
-	if errors.Is(err, ErrNoEntry) {
+	if errkind.Is(err, errkind.NotFound) {
 		stored, created, perr := s.opts.Ledger.PutLedgerEntry(ctx, LedgerEntry{Reference: reference, Kind: KindCharge,
 			Status: provider.Declined, Code: codes.TransactionCancelled, Abandoned: true, CreatedAt: now, UpdatedAt: now})
 		if perr != nil {
@@ -294,7 +294,7 @@ func (s *Sandbox) CompleteChallenge(ctx context.Context, res provider.ChallengeR
 		return provider.Outcome{}, err
 	}
 	e, err := s.opts.Ledger.LedgerEntry(ctx, res.Reference)
-	if errors.Is(err, ErrNoEntry) || (err == nil && (e.Abandoned || e.NextAction == nil && e.Status == provider.Pending)) {
+	if errkind.Is(err, errkind.NotFound) || (err == nil && (e.Abandoned || e.NextAction == nil && e.Status == provider.Pending)) {
 		return provider.Outcome{}, provider.ErrUnknownChallenge
 	}
 	if err != nil {
@@ -328,7 +328,7 @@ func (s *Sandbox) AbandonChallenge(ctx context.Context, reference string) (provi
 		return provider.Outcome{}, err
 	}
 	e, err := s.opts.Ledger.LedgerEntry(ctx, reference)
-	if errors.Is(err, ErrNoEntry) || (err == nil && (e.Abandoned || !strings.HasPrefix(e.ProviderRef, challengePrefix) &&
+	if errkind.Is(err, errkind.NotFound) || (err == nil && (e.Abandoned || !strings.HasPrefix(e.ProviderRef, challengePrefix) &&
 		!strings.HasPrefix(e.ProviderRef, failingChallengePrefix))) {
 		return provider.Outcome{}, provider.ErrUnknownChallenge
 	}
@@ -365,7 +365,7 @@ func (s *Sandbox) Refund(ctx context.Context, req provider.RefundRequest) (provi
 		return provider.RefundOutcome{}, fmt.Errorf("sandbox ledger: %w", err)
 	}
 	if req.Void && req.ChargeReference != "" {
-		if err := s.opts.Ledger.VoidLedgerEntry(ctx, req.ChargeReference, now); err != nil && !errors.Is(err, ErrNoEntry) {
+		if err := s.opts.Ledger.VoidLedgerEntry(ctx, req.ChargeReference, now); err != nil && !errkind.Is(err, errkind.NotFound) {
 			return provider.RefundOutcome{}, fmt.Errorf("sandbox ledger: %w", err)
 		}
 	}

@@ -2,7 +2,6 @@ package lostanswer
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -255,4 +255,4 @@ func TestLostAnswerDashboardSecretRotation(t *testing.T) {
 		want: none})
 }
 
-func isNotFound(err error) bool { return errors.Is(err, dynamo.ErrNotFound) }
+func isNotFound(err error) bool { return errkind.Is(err, errkind.NotFound) }

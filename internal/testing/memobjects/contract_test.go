@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/batchproc"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/memobjects"
@@ -48,6 +49,16 @@ func is(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("%s: %v, want %v", what, err, want)
+	}
+	if want == fs.ErrNotExist && !errkind.Is(err, errkind.NotFound) {
+		t.Fatalf("%s: %v, want a NotFound error", what, err)
+	}
+}
+
+func isKind(t *testing.T, what string, err error, want errkind.Kind) {
+	t.Helper()
+	if !errkind.Is(err, want) {
+		t.Fatalf("%s: %v, want a %s error", what, err, want)
 	}
 }
 
@@ -126,12 +137,12 @@ func runContract(t *testing.T, s batchproc.Objects, copyIfMatch bool) {
 		}
 	}
 	_, err = s.GetRange(ctx, dir+"a", 0, "0123456789abcdef0123456789abcdef")
-	is(t, "range with another ETag", err, s3store.ErrChanged)
+	isKind(t, "range with another ETag", err, errkind.Conflict)
 
 	// Copies.
 	_, err = s.Copy(ctx, dir+"a", dir+"b", "0123456789abcdef0123456789abcdef")
 	if copyIfMatch {
-		is(t, "copy with another ETag", err, s3store.ErrChanged)
+		isKind(t, "copy with another ETag", err, errkind.Conflict)
 		if _, err := s.Head(ctx, dir+"b"); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("a refused copy wrote its target: %v", err)
 		}
@@ -207,7 +218,7 @@ func TestReadOfAReplacedObjectFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = io.ReadAll(rc)
-	is(t, "read on after a replacement", err, s3store.ErrChanged)
+	isKind(t, "read on after a replacement", err, errkind.Conflict)
 }
 
 func TestFaults(t *testing.T) {

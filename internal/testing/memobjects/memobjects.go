@@ -2,7 +2,7 @@
 // fast tests: the batch processor without an S3 emulator. It keeps what
 // the processor depends on of internal/s3store over S3: a missing object
 // is an error wrapping fs.ErrNotExist, a copy or read whose ETag condition
-// fails is s3store.ErrChanged, a ranged read at or past the end is empty,
+// fails is a Conflict error, a ranged read at or past the end is empty,
 // a read's later chunks must come from the object its first chunk came
 // from, listings are in key order, deletes of missing keys succeed, and an
 // object appears only once it is completely written. Like memstore it
@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/testing/faults"
 )
@@ -80,11 +81,11 @@ func (s *Store) CallCounts() map[string]int {
 func (s *Store) begin(method string) (before, after error) { return s.faults.Begin(method) }
 
 func notExist(op, key string) error {
-	return fmt.Errorf("memobjects: %s %s: %w", op, key, fs.ErrNotExist)
+	return errkind.Wrap(errkind.NotFound, fmt.Errorf("memobjects: %s %s: %w", op, key, fs.ErrNotExist), "no such object")
 }
 
 func changed(op, key string) error {
-	return fmt.Errorf("memobjects: %s %s: %w", op, key, s3store.ErrChanged)
+	return errkind.New(errkind.Conflict, "memobjects: "+op+" "+key+": object changed", "")
 }
 
 // etagOf is S3's ETag of an object written in one PUT (MD5 of the bytes)
@@ -153,9 +154,9 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 // GetRange streams key from byte offset on: empty at or past the end; with
-// etag set the object must have it (else s3store.ErrChanged). Like the S3
+// etag set the object must have it (else a Conflict error). Like the S3
 // reader it reads in chunks, each from the object version of the first: a
-// replaced object fails the read with ErrChanged, a deleted one with
+// replaced object fails the read with a Conflict error, a deleted one with
 // fs.ErrNotExist.
 func (s *Store) GetRange(_ context.Context, key string, offset int64, etag string) (io.ReadCloser, error) {
 	return s.getRange("GetRange", key, offset, etag)

@@ -21,7 +21,7 @@ func (s *Store) openAt(row *txRow, open time.Time) {
 }
 
 // WriteRefund replaces the refund of txID with r (written as rev+1) if its
-// revision is still rev; payment.ErrConflict with the current transaction
+// revision is still rev; a Conflict error with the current transaction
 // otherwise.
 func (s *Store) WriteRefund(_ context.Context, txID int64, rev int64, r payment.Refund, open time.Time) (*payment.Transaction, error) {
 	s.wait()
@@ -33,10 +33,10 @@ func (s *Store) WriteRefund(_ context.Context, txID int64, rev int64, r payment.
 	}
 	row, ok := s.txs[txID]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	if row.t.Refund == nil || row.t.Refund.ID != r.ID || row.t.Refund.Rev != rev {
-		return s.txOut(row), payment.ErrConflict
+		return s.txOut(row), conflict()
 	}
 	rc := clone(r)
 	rc.Rev = rev + 1
@@ -46,7 +46,7 @@ func (s *Store) WriteRefund(_ context.Context, txID int64, rev int64, r payment.
 }
 
 // WriteAfter replaces the after record of txID with a (written as rev+1)
-// if its revision is still rev; payment.ErrConflict otherwise.
+// if its revision is still rev; a Conflict error otherwise.
 func (s *Store) WriteAfter(_ context.Context, txID int64, rev int64, a payment.After, open time.Time) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
@@ -57,14 +57,14 @@ func (s *Store) WriteAfter(_ context.Context, txID int64, rev int64, a payment.A
 	}
 	row, ok := s.txs[txID]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	cur := int64(0)
 	if row.t.After != nil {
 		cur = row.t.After.Rev
 	}
 	if cur != rev {
-		return s.txOut(row), payment.ErrConflict
+		return s.txOut(row), conflict()
 	}
 	ac := clone(a)
 	ac.Rev = rev + 1
@@ -74,7 +74,7 @@ func (s *Store) WriteAfter(_ context.Context, txID int64, rev int64, a payment.A
 }
 
 // DeferRecovery moves an open attempt's next look from prev to next and
-// into its back-off shard; payment.ErrConflict when it changed meanwhile.
+// into its back-off shard; a Conflict error when it changed meanwhile.
 func (s *Store) DeferRecovery(_ context.Context, txID int64, prev, next time.Time, tries int) error {
 	s.wait()
 	s.mu.Lock()
@@ -85,11 +85,11 @@ func (s *Store) DeferRecovery(_ context.Context, txID int64, prev, next time.Tim
 	}
 	row, ok := s.txs[txID]
 	if !ok || !row.open {
-		return payment.ErrConflict
+		return conflict()
 	}
 	at := row.t.RecoverAfter.UnixMilli()
 	if at != prev.UnixMilli() && (at != next.UnixMilli() || row.t.RecoverTries != tries) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	row.t.RecoverAfter, row.t.RecoverTries, row.backoff = msTime(next), tries, true
 	return after
@@ -110,7 +110,7 @@ func (s *Store) CloseOpen(_ context.Context, txID int64, prev time.Time) error {
 		return after
 	}
 	if row.t.RecoverAfter.UnixMilli() != prev.UnixMilli() || !row.t.Status.Final() {
-		return payment.ErrConflict
+		return conflict()
 	}
 	row.open, row.backoff, row.t.RecoverAfter, row.t.RecoverTries = false, false, time.Time{}, 0
 	return after

@@ -2,22 +2,20 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/payreq/payreq/internal/batch"
-	"github.com/payreq/payreq/internal/dynamo"
-	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // The batch processor's store (batchproc.Store): jobs with their lease,
 // row records and open-job markers, each write under the condition
 // internal/dynamo/batches.go puts on it, so that the errors the processor
-// branches on (ErrBatchJobBusy, ErrConflict, ErrExists with the held
-// record, ErrNotFound) come exactly where DynamoDB's would.
+// branches on (Conflict for a busy job, Exists with the held
+// record, NotFound: errkind) come exactly where DynamoDB's would.
 
 type jobRow struct {
 	j batch.Job
@@ -75,7 +73,7 @@ func (s *Store) AcquireBatchJob(_ context.Context, j *batch.Job, owner string, n
 		return s.jobs[k].out(), nil
 	}
 	job, err := s.leaseJob(j.MerchantID, j.JobID, owner, now, until)
-	if err != nil && !errors.Is(err, dynamo.ErrBatchJobBusy) {
+	if err != nil && !errkind.Is(err, errkind.Conflict) {
 		return nil, err
 	}
 	if after != nil {
@@ -86,8 +84,8 @@ func (s *Store) AcquireBatchJob(_ context.Context, j *batch.Job, owner string, n
 
 // LeaseBatchJob takes the lease of an unfinished job whose lease is free,
 // lapsed or owner's; a finished job comes back with a nil error, another
-// owner's live lease as dynamo.ErrBatchJobBusy with the job, an unknown job
-// as dynamo.ErrNotFound.
+// owner's live lease as a Conflict error with the job, an unknown job
+// as a NotFound error.
 func (s *Store) LeaseBatchJob(_ context.Context, merchantID, jobID, owner string, now, until time.Time) (*batch.Job, error) {
 	s.wait()
 	s.mu.Lock()
@@ -97,7 +95,7 @@ func (s *Store) LeaseBatchJob(_ context.Context, merchantID, jobID, owner string
 		return nil, before
 	}
 	job, err := s.leaseJob(merchantID, jobID, owner, now, until)
-	if after != nil && (err == nil || errors.Is(err, dynamo.ErrBatchJobBusy)) {
+	if after != nil && (err == nil || errkind.Is(err, errkind.Conflict)) {
 		return nil, after
 	}
 	return job, err
@@ -106,13 +104,13 @@ func (s *Store) LeaseBatchJob(_ context.Context, merchantID, jobID, owner string
 func (s *Store) leaseJob(merchantID, jobID, owner string, now, until time.Time) (*batch.Job, error) {
 	row, ok := s.jobs[batchKey(merchantID, jobID)]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	if row.j.Finished() {
 		return row.out(), nil
 	}
 	if row.j.LeaseUntil >= now.UnixMilli() && row.j.Owner != owner {
-		return row.out(), dynamo.ErrBatchJobBusy
+		return row.out(), conflict()
 	}
 	row.j.Owner, row.j.LeaseUntil, row.j.UpdatedAt = owner, until.UnixMilli(), now.UTC().Round(0)
 	row.j.Invocations++
@@ -120,7 +118,7 @@ func (s *Store) leaseJob(merchantID, jobID, owner string, now, until time.Time) 
 }
 
 // SaveBatchJob writes j's progress, state, counts and lease if j.Owner
-// still holds the job; payment.ErrConflict otherwise. The job's identity
+// still holds the job; a Conflict error otherwise. The job's identity
 // (file, key, ETag, clock, creation) and Invocations stay as stored.
 func (s *Store) SaveBatchJob(_ context.Context, j *batch.Job, now time.Time) error {
 	s.wait()
@@ -133,7 +131,7 @@ func (s *Store) SaveBatchJob(_ context.Context, j *batch.Job, now time.Time) err
 	j.UpdatedAt = now.UTC()
 	row, ok := s.jobs[batchKey(j.MerchantID, j.JobID)]
 	if !ok || row.j.Owner == "" || row.j.Owner != j.Owner {
-		return payment.ErrConflict
+		return conflict()
 	}
 	in := storedJob(j)
 	st := &row.j
@@ -149,7 +147,7 @@ func (s *Store) SaveBatchJob(_ context.Context, j *batch.Job, now time.Time) err
 	return after
 }
 
-// ReleaseBatchJob empties owner's lease; payment.ErrConflict when another
+// ReleaseBatchJob empties owner's lease; a Conflict error when another
 // owner holds it or released it. The same release again succeeds.
 func (s *Store) ReleaseBatchJob(_ context.Context, merchantID, jobID, owner string) error {
 	s.wait()
@@ -161,13 +159,13 @@ func (s *Store) ReleaseBatchJob(_ context.Context, merchantID, jobID, owner stri
 	}
 	row, ok := s.jobs[batchKey(merchantID, jobID)]
 	if !ok || !(row.j.Owner == owner || row.j.Owner == "" && row.releasedBy == owner) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	row.releasedBy, row.j.Owner, row.j.LeaseUntil = owner, "", 0
 	return after
 }
 
-// BatchJob loads one job; payment.ErrNotFound when there is none.
+// BatchJob loads one job; a NotFound error when there is none.
 func (s *Store) BatchJob(_ context.Context, merchantID, jobID string) (*batch.Job, error) {
 	s.wait()
 	s.mu.Lock()
@@ -177,7 +175,7 @@ func (s *Store) BatchJob(_ context.Context, merchantID, jobID string) (*batch.Jo
 	}
 	row, ok := s.jobs[batchKey(merchantID, jobID)]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	return row.out(), nil
 }
@@ -255,7 +253,7 @@ func claimable(held *batch.RowRecord, now time.Time) bool {
 }
 
 // ClaimBatchRow stores r if its key has no live record; otherwise it
-// returns the held record with payment.ErrExists.
+// returns the held record with exists().
 func (s *Store) ClaimBatchRow(_ context.Context, r *batch.RowRecord, now time.Time) (*batch.RowRecord, error) {
 	s.wait()
 	s.mu.Lock()
@@ -266,7 +264,7 @@ func (s *Store) ClaimBatchRow(_ context.Context, r *batch.RowRecord, now time.Ti
 	}
 	k := batchKey(r.MerchantID, r.Key)
 	if held := s.rows[k]; !claimable(held, now) {
-		return storedRow(held), payment.ErrExists
+		return storedRow(held), exists()
 	}
 	s.rows[k] = storedRow(r)
 	if after != nil {
@@ -277,7 +275,7 @@ func (s *Store) ClaimBatchRow(_ context.Context, r *batch.RowRecord, now time.Ti
 
 // ClaimBatchRows claims rows all or none (one transaction: at most 100
 // rows, each key once). When keys are held it writes nothing and returns
-// their indexes with payment.ErrExists.
+// their indexes with a Exists error.
 func (s *Store) ClaimBatchRows(_ context.Context, rows []*batch.RowRecord, now time.Time) ([]int, error) {
 	s.wait()
 	s.mu.Lock()
@@ -303,7 +301,7 @@ func (s *Store) ClaimBatchRows(_ context.Context, rows []*batch.RowRecord, now t
 		}
 	}
 	if len(held) > 0 {
-		return held, payment.ErrExists
+		return held, exists()
 	}
 	for _, r := range rows {
 		s.rows[batchKey(r.MerchantID, r.Key)] = storedRow(r)
@@ -311,7 +309,7 @@ func (s *Store) ClaimBatchRows(_ context.Context, rows []*batch.RowRecord, now t
 	return nil, after
 }
 
-// BatchRowRecord reads a row record; payment.ErrNotFound also for an
+// BatchRowRecord reads a row record; a NotFound error also for an
 // expired one.
 func (s *Store) BatchRowRecord(_ context.Context, merchantID, key string, now time.Time) (*batch.RowRecord, error) {
 	s.wait()
@@ -322,13 +320,13 @@ func (s *Store) BatchRowRecord(_ context.Context, merchantID, key string, now ti
 	}
 	held := s.rows[batchKey(merchantID, key)]
 	if held == nil || held.ExpiresAt <= now.Unix() {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	return storedRow(held), nil
 }
 
 // updateRow applies change to r's stored record if cond holds of it;
-// payment.ErrConflict otherwise (a missing record too).
+// a Conflict error otherwise (a missing record too).
 func (s *Store) updateRow(method string, r *batch.RowRecord, cond func(*batch.RowRecord) bool, change func(*batch.RowRecord)) error {
 	s.wait()
 	s.mu.Lock()
@@ -339,14 +337,14 @@ func (s *Store) updateRow(method string, r *batch.RowRecord, cond func(*batch.Ro
 	}
 	held := s.rows[batchKey(r.MerchantID, r.Key)]
 	if held == nil || !cond(held) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	change(held)
 	return after
 }
 
 // TakeOverBatchRow moves an unfinished row held by prevOwner to r.Owner and
-// r's line; the payment request id stays. payment.ErrConflict otherwise.
+// r's line; the payment request id stays. a Conflict error otherwise.
 func (s *Store) TakeOverBatchRow(_ context.Context, r *batch.RowRecord, prevOwner string) error {
 	return s.updateRow("TakeOverBatchRow", r,
 		func(h *batch.RowRecord) bool { return h.Owner == prevOwner && !h.Done },

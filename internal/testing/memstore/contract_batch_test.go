@@ -2,7 +2,6 @@ package memstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/memstore"
 )
@@ -107,9 +107,9 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		j := newJob(m, "a.csv", now)
 		until := now.Add(time.Minute)
 		_, err := s.LeaseBatchJob(ctx, m, j.JobID, "o1", now, until)
-		is(t, "lease of an unknown job", err, dynamo.ErrNotFound)
+		is(t, "lease of an unknown job", err, errkind.NotFound)
 		_, err = s.BatchJob(ctx, m, j.JobID)
-		is(t, "unknown job", err, dynamo.ErrNotFound)
+		is(t, "unknown job", err, errkind.NotFound)
 
 		got, err := s.AcquireBatchJob(ctx, j, "o1", now, until)
 		ok(t, "acquire", err)
@@ -131,12 +131,12 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		j2 := newJob(m, "a.csv", now)
 		j2.JobID = j.JobID
 		busy, err := s.AcquireBatchJob(ctx, j2, "o2", now.Add(time.Second), now.Add(2*time.Minute))
-		is(t, "acquire of a leased job", err, dynamo.ErrBatchJobBusy)
+		is(t, "acquire of a leased job", err, errkind.Conflict)
 		if busy == nil || busy.Owner != "o1" || busy.LeaseUntil != until.UnixMilli() {
 			t.Fatalf("busy answer %+v, want the holder's lease", busy)
 		}
 		busy, err = s.LeaseBatchJob(ctx, m, j.JobID, "o2", now.Add(time.Second), now.Add(2*time.Minute))
-		is(t, "lease of a leased job", err, dynamo.ErrBatchJobBusy)
+		is(t, "lease of a leased job", err, errkind.Conflict)
 		if busy == nil || busy.Owner != "o1" {
 			t.Fatalf("busy answer %+v", busy)
 		}
@@ -209,12 +209,12 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		ok(t, "acquire", err)
 		other := *j2
 		other.Owner, other.Offset = "o2", 50
-		is(t, "save by another owner", s.SaveBatchJob(ctx, &other, now), dynamo.ErrConflict)
-		is(t, "release by another owner", s.ReleaseBatchJob(ctx, m, j2.JobID, "o2"), dynamo.ErrConflict)
-		is(t, "release of an unknown job", s.ReleaseBatchJob(ctx, m, "file#none#1", "o1"), dynamo.ErrConflict)
+		is(t, "save by another owner", s.SaveBatchJob(ctx, &other, now), errkind.Conflict)
+		is(t, "release by another owner", s.ReleaseBatchJob(ctx, m, j2.JobID, "o2"), errkind.Conflict)
+		is(t, "release of an unknown job", s.ReleaseBatchJob(ctx, m, "file#none#1", "o1"), errkind.Conflict)
 		missing := newJob(m, "none.csv", now)
 		missing.Owner = "o1"
-		is(t, "save of an unknown job", s.SaveBatchJob(ctx, missing, now), dynamo.ErrConflict)
+		is(t, "save of an unknown job", s.SaveBatchJob(ctx, missing, now), errkind.Conflict)
 		got, _ = s.BatchJob(ctx, m, j2.JobID)
 		if got.Offset != 0 || got.Owner != "o1" {
 			t.Fatalf("changed by another owner: %+v", got)
@@ -227,12 +227,12 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		if got.Owner != "" || got.LeaseUntil != 0 {
 			t.Fatalf("released job %+v", got)
 		}
-		is(t, "save after release", s.SaveBatchJob(ctx, j2, now), dynamo.ErrConflict)
+		is(t, "save after release", s.SaveBatchJob(ctx, j2, now), errkind.Conflict)
 		got, err = s.LeaseBatchJob(ctx, m, j2.JobID, "o2", now, now.Add(time.Minute))
 		if err != nil || got.Owner != "o2" {
 			t.Fatalf("lease after release: %+v %v", got, err)
 		}
-		is(t, "the old owner's release after a new lease", s.ReleaseBatchJob(ctx, m, j2.JobID, "o1"), dynamo.ErrConflict)
+		is(t, "the old owner's release after a new lease", s.ReleaseBatchJob(ctx, m, j2.JobID, "o1"), errkind.Conflict)
 		// A saved lease of 0 (a finished run's) is free to anyone.
 		mine2 := *got
 		mine2.LeaseUntil = 0
@@ -252,7 +252,7 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		oks := concurrently(30, func(i int) error {
 			c := *j
 			_, err := s.AcquireBatchJob(ctx, &c, fmt.Sprintf("owner-%d", i), now, now.Add(time.Minute))
-			if errors.Is(err, dynamo.ErrBatchJobBusy) {
+			if errkind.Is(err, errkind.Conflict) {
 				mu.Lock()
 				busy++
 				mu.Unlock()
@@ -301,7 +301,7 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		s := open(t)
 		m, now := merchantID(), time.Now().UTC()
 		_, err := s.BatchRowRecord(ctx, m, "ref#none", now)
-		is(t, "unknown row", err, dynamo.ErrNotFound)
+		is(t, "unknown row", err, errkind.NotFound)
 		r := newRow(m, "ref#1", "o1", 1, now)
 		got, err := s.ClaimBatchRow(ctx, r, now)
 		ok(t, "claim", err)
@@ -316,7 +316,7 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		// A second line with the key: the holder comes back.
 		r2 := newRow(m, "ref#1", "o2", 7, now)
 		held, err := s.ClaimBatchRow(ctx, r2, now)
-		is(t, "claim of a held key", err, dynamo.ErrExists)
+		is(t, "claim of a held key", err, errkind.Exists)
 		sameRow(t, "held", held, r)
 		// An expired record counts as absent, for reads and claims.
 		old := newRow(m, "fp#old", "o1", 2, now)
@@ -324,7 +324,7 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		_, err = s.ClaimBatchRow(ctx, old, now.Add(-2*time.Minute))
 		ok(t, "claim (then valid)", err)
 		_, err = s.BatchRowRecord(ctx, m, "fp#old", now)
-		is(t, "expired row", err, dynamo.ErrNotFound)
+		is(t, "expired row", err, errkind.NotFound)
 		fresh := newRow(m, "fp#old", "o3", 3, now)
 		got, err = s.ClaimBatchRow(ctx, fresh, now)
 		ok(t, "claim over an expired record", err)
@@ -355,13 +355,13 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		}
 		next := []*batch.RowRecord{newRow(m, "ref#d", "o2", 4, now), newRow(m, "ref#b", "o2", 5, now), newRow(m, "ref#e", "o2", 6, now), newRow(m, "ref#a", "o2", 7, now)}
 		held, err = s.ClaimBatchRows(ctx, next, now)
-		is(t, "claim with held keys", err, dynamo.ErrExists)
+		is(t, "claim with held keys", err, errkind.Exists)
 		if !reflect.DeepEqual(held, []int{1, 3}) {
 			t.Fatalf("held %v, want [1 3]", held)
 		}
 		for _, k := range []string{"ref#d", "ref#e"} {
 			_, err := s.BatchRowRecord(ctx, m, k, now)
-			is(t, "a free key of a refused transaction ("+k+")", err, dynamo.ErrNotFound)
+			is(t, "a free key of a refused transaction ("+k+")", err, errkind.NotFound)
 		}
 		if got, _ := s.BatchRowRecord(ctx, m, "ref#b", now); got.Owner != "o1" {
 			t.Fatalf("a held key changed hands: %+v", got)
@@ -378,10 +378,10 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		mine := *r
 		mine.Owner, mine.JobID, mine.File, mine.Row, mine.LeaseUntil = "o2", "file#b.csv#2", "b.csv", 9, now.Add(time.Hour).UnixMilli()
 		mine.PaymentRequestID = 1 // not the takeover's
-		is(t, "takeover from the wrong owner", s.TakeOverBatchRow(ctx, &mine, "o9"), dynamo.ErrConflict)
+		is(t, "takeover from the wrong owner", s.TakeOverBatchRow(ctx, &mine, "o9"), errkind.Conflict)
 		ghost := mine
 		ghost.Key = "ref#ghost"
-		is(t, "takeover of an unknown row", s.TakeOverBatchRow(ctx, &ghost, "o1"), dynamo.ErrConflict)
+		is(t, "takeover of an unknown row", s.TakeOverBatchRow(ctx, &ghost, "o1"), errkind.Conflict)
 		// Thirty takeovers from the same holder at once: one wins.
 		oks := concurrently(30, func(i int) error {
 			c := mine
@@ -401,7 +401,7 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		// Release: the holder's only; the lease ends, the id stays.
 		wrong := holder
 		wrong.Owner = "o1"
-		is(t, "release by a former holder", s.ReleaseBatchRow(ctx, &wrong), dynamo.ErrConflict)
+		is(t, "release by a former holder", s.ReleaseBatchRow(ctx, &wrong), errkind.Conflict)
 		ok(t, "release", s.ReleaseBatchRow(ctx, &holder))
 		got, _ = s.BatchRowRecord(ctx, m, r.Key, now)
 		if got.LeaseUntil != 0 || got.Owner != holder.Owner || got.PaymentRequestID != r.PaymentRequestID {
@@ -411,8 +411,8 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		// Reassign: the holder's, from the id it holds.
 		stale := holder
 		stale.PaymentRequestID = 42
-		is(t, "reassign from another id", s.ReassignBatchRow(ctx, &stale, 43), dynamo.ErrConflict)
-		is(t, "reassign by another owner", s.ReassignBatchRow(ctx, &wrong, 43), dynamo.ErrConflict)
+		is(t, "reassign from another id", s.ReassignBatchRow(ctx, &stale, 43), errkind.Conflict)
+		is(t, "reassign by another owner", s.ReassignBatchRow(ctx, &wrong, 43), errkind.Conflict)
 		newPR := newID()
 		ok(t, "reassign", s.ReassignBatchRow(ctx, &holder, newPR))
 		if holder.PaymentRequestID != newPR {
@@ -424,11 +424,11 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		}
 
 		// Forget: the holder's unfinished row only.
-		is(t, "forget by another owner", s.ForgetBatchRow(ctx, &wrong), dynamo.ErrConflict)
+		is(t, "forget by another owner", s.ForgetBatchRow(ctx, &wrong), errkind.Conflict)
 		ok(t, "forget", s.ForgetBatchRow(ctx, &holder))
 		_, err = s.BatchRowRecord(ctx, m, r.Key, now)
-		is(t, "forgotten row", err, dynamo.ErrNotFound)
-		is(t, "forget again", s.ForgetBatchRow(ctx, &holder), dynamo.ErrConflict)
+		is(t, "forgotten row", err, errkind.NotFound)
+		is(t, "forget again", s.ForgetBatchRow(ctx, &holder), errkind.Conflict)
 		// The key is free again.
 		_, err = s.ClaimBatchRow(ctx, newRow(m, r.Key, "o5", 1, now), now)
 		ok(t, "claim after forget", err)
@@ -457,12 +457,12 @@ func runBatchContract(t *testing.T, open func(*testing.T) batchproc.Store) {
 		}
 		// A done row is nobody's to take over, release, reassign or forget.
 		d := *rows[1]
-		is(t, "takeover of a done row", s.TakeOverBatchRow(ctx, &d, "o1"), dynamo.ErrConflict)
-		is(t, "release of a done row", s.ReleaseBatchRow(ctx, &d), dynamo.ErrConflict)
-		is(t, "reassign of a done row", s.ReassignBatchRow(ctx, &d, 5), dynamo.ErrConflict)
-		is(t, "forget of a done row", s.ForgetBatchRow(ctx, &d), dynamo.ErrConflict)
+		is(t, "takeover of a done row", s.TakeOverBatchRow(ctx, &d, "o1"), errkind.Conflict)
+		is(t, "release of a done row", s.ReleaseBatchRow(ctx, &d), errkind.Conflict)
+		is(t, "reassign of a done row", s.ReassignBatchRow(ctx, &d, 5), errkind.Conflict)
+		is(t, "forget of a done row", s.ForgetBatchRow(ctx, &d), errkind.Conflict)
 		_, err := s.ClaimBatchRow(ctx, newRow(m, d.Key, "o2", 1, now), now)
-		is(t, "claim of a done row", err, dynamo.ErrExists)
+		is(t, "claim of a done row", err, errkind.Exists)
 	})
 }
 

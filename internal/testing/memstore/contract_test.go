@@ -14,6 +14,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
@@ -138,9 +139,9 @@ func approvedWithOutbox(t *testing.T, s contractStore) (*payment.Request, *payme
 	return r, tx, st
 }
 
-func is(t *testing.T, what string, err, want error) {
+func is(t *testing.T, what string, err error, want errkind.Kind) {
 	t.Helper()
-	if !errors.Is(err, want) {
+	if !errkind.Is(err, want) {
 		t.Fatalf("%s: %v, want %v", what, err, want)
 	}
 }
@@ -178,25 +179,25 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 	t.Run("missing items", func(t *testing.T) {
 		s := open(t)
 		_, err := s.PaymentRequest(ctx, newID())
-		is(t, "PaymentRequest", err, payment.ErrNotFound)
+		is(t, "PaymentRequest", err, errkind.NotFound)
 		_, _, err = s.PaymentRequestLease(ctx, newID())
-		is(t, "PaymentRequestLease", err, payment.ErrNotFound)
+		is(t, "PaymentRequestLease", err, errkind.NotFound)
 		_, err = s.Transaction(ctx, newID())
-		is(t, "Transaction", err, payment.ErrNotFound)
+		is(t, "Transaction", err, errkind.NotFound)
 		_, err = s.TransactionByNumber(ctx, "T-none")
-		is(t, "TransactionByNumber", err, payment.ErrNotFound)
+		is(t, "TransactionByNumber", err, errkind.NotFound)
 		_, err = s.Merchant(ctx, merchantID())
-		is(t, "Merchant", err, payment.ErrNotFound)
+		is(t, "Merchant", err, errkind.NotFound)
 		_, err = s.SettleTransaction(ctx, payment.Settlement{TransactionID: newID(), Status: payment.TxApproved, Now: time.Now()})
-		is(t, "SettleTransaction", err, payment.ErrNotFound)
+		is(t, "SettleTransaction", err, errkind.NotFound)
 		_, err = s.MarkPending(ctx, payment.Pending{TransactionID: newID(), Now: time.Now()})
-		is(t, "MarkPending", err, payment.ErrNotFound)
+		is(t, "MarkPending", err, errkind.NotFound)
 		// Conditional writes on a missing item fail their condition.
 		_, err = s.LeasePaymentRequest(ctx, payment.Lease{RequestID: newID(), MerchantID: "m", TransactionID: 1, Now: time.Now(), Until: time.Now()})
-		is(t, "LeasePaymentRequest", err, payment.ErrConflict)
-		is(t, "ReleaseLease", s.ReleaseLease(ctx, newID(), 1), payment.ErrConflict)
+		is(t, "LeasePaymentRequest", err, errkind.Conflict)
+		is(t, "ReleaseLease", s.ReleaseLease(ctx, newID(), 1), errkind.Conflict)
 		_, err = s.BeginRefund(ctx, newID(), "m", payment.NewRefund("rf", decimal.NewFromInt(1), "EUR", time.Now()), time.Now())
-		is(t, "BeginRefund", err, payment.ErrConflict)
+		is(t, "BeginRefund", err, errkind.Conflict)
 	})
 
 	t.Run("create is create-only", func(t *testing.T) {
@@ -206,10 +207,10 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 			t.Fatalf("version %d", r.Version)
 		}
 		dup := *r
-		is(t, "second create", s.CreatePaymentRequest(ctx, &dup), payment.ErrExists)
+		is(t, "second create", s.CreatePaymentRequest(ctx, &dup), errkind.Exists)
 		tx := newTx(r, payment.TxWaiting, time.Time{})
 		ok(t, "create tx", s.CreateTransaction(ctx, tx))
-		is(t, "second tx", s.CreateTransaction(ctx, tx), payment.ErrExists)
+		is(t, "second tx", s.CreateTransaction(ctx, tx), errkind.Exists)
 	})
 
 	t.Run("copies in and out", func(t *testing.T) {
@@ -235,14 +236,14 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		l := lease(r, 11)
 		l.MerchantID = "someone-else"
 		_, err := s.LeasePaymentRequest(ctx, l)
-		is(t, "another merchant", err, payment.ErrConflict)
+		is(t, "another merchant", err, errkind.Conflict)
 		l = lease(r, 11)
 		l.Amount = &other
 		_, err = s.LeasePaymentRequest(ctx, l)
-		is(t, "another amount", err, payment.ErrConflict)
+		is(t, "another amount", err, errkind.Conflict)
 		l.Amount, l.Unit = &same, "USD"
 		_, err = s.LeasePaymentRequest(ctx, l)
-		is(t, "another unit", err, payment.ErrConflict)
+		is(t, "another unit", err, errkind.Conflict)
 		l.Unit = "EUR"
 		got, err := s.LeasePaymentRequest(ctx, l)
 		ok(t, "lease", err)
@@ -250,13 +251,13 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 			t.Fatalf("version after lease %d, want 2", got.Version)
 		}
 		_, err = s.LeasePaymentRequest(ctx, lease(r, 12))
-		is(t, "second lease", err, payment.ErrConflict)
+		is(t, "second lease", err, errkind.Conflict)
 		_, held, err := s.PaymentRequestLease(ctx, r.ID)
 		ok(t, "read lease", err)
 		if held.TransactionID != 11 || held.Until != l.Until.UnixMilli() {
 			t.Fatalf("lease %+v", held)
 		}
-		is(t, "release by another", s.ReleaseLease(ctx, r.ID, 12), payment.ErrConflict)
+		is(t, "release by another", s.ReleaseLease(ctx, r.ID, 12), errkind.Conflict)
 		ok(t, "release", s.ReleaseLease(ctx, r.ID, 11))
 		if _, held, _ = s.PaymentRequestLease(ctx, r.ID); held.TransactionID != 0 {
 			t.Fatalf("lease after release %+v", held)
@@ -288,13 +289,13 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 			t.Fatalf("pending tx %+v", got)
 		}
 		cur, err := s.MarkPending(ctx, p)
-		is(t, "pending twice", err, payment.ErrConflict)
+		is(t, "pending twice", err, errkind.Conflict)
 		if cur == nil || cur.Status != payment.TxPending {
 			t.Fatalf("a failed MarkPending returns the current transaction: %+v", cur)
 		}
 		until := now.Add(12 * time.Minute)
 		_, err = s.CommitAttempt(ctx, payment.AttemptCommit{RequestID: r.ID, TransactionID: tx.ID + 1, Status: payment.TxPending, LeaseUntil: until, Now: now})
-		is(t, "commit by a transaction without the lease", err, payment.ErrConflict)
+		is(t, "commit by a transaction without the lease", err, errkind.Conflict)
 		req, err := s.CommitAttempt(ctx, payment.AttemptCommit{RequestID: r.ID, TransactionID: tx.ID, TransactionNumber: tx.Number, Status: payment.TxPending, LeaseUntil: until, Now: now})
 		ok(t, "pending commit", err)
 		if req.Status != payment.RequestUnpaid || req.TransactionNumber != tx.Number || *req.TransactionStatus != payment.TxPending {
@@ -318,9 +319,9 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 			!got.PendingUntil.IsZero() || !got.RecoverAfter.IsZero() {
 			t.Fatalf("settled tx %+v", got)
 		}
-		is(t, "commit and settle twice", s.CommitAndSettle(ctx, c, st), payment.ErrConflict)
+		is(t, "commit and settle twice", s.CommitAndSettle(ctx, c, st), errkind.Conflict)
 		cur, err = s.SettleTransaction(ctx, st)
-		is(t, "settle a final transaction", err, payment.ErrConflict)
+		is(t, "settle a final transaction", err, errkind.Conflict)
 		if cur == nil || cur.Status != payment.TxApproved {
 			t.Fatalf("a failed settle returns the stored transaction: %+v", cur)
 		}
@@ -340,7 +341,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		_, err = s.SettleTransaction(ctx, st) // the transaction is final: its guard fails
 		ok(t, "settle", err)
 		c, st := final(r, tx, payment.TxApproved)
-		is(t, "commit and settle", s.CommitAndSettle(ctx, c, st), payment.ErrConflict)
+		is(t, "commit and settle", s.CommitAndSettle(ctx, c, st), errkind.Conflict)
 		req, held, _ := s.PaymentRequestLease(ctx, r.ID)
 		if req.Status != payment.RequestUnpaid || held.TransactionID != tx.ID || req.Version != 2 {
 			t.Fatalf("the request half was written: %+v %+v", req, held)
@@ -351,7 +352,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		tx2 := newTx(r2, payment.TxWaiting, time.Time{})
 		ok(t, "create tx2", s.CreateTransaction(ctx, tx2))
 		c, st = final(r2, tx2, payment.TxApproved)
-		is(t, "commit without the lease", s.CommitAndSettle(ctx, c, st), payment.ErrConflict)
+		is(t, "commit without the lease", s.CommitAndSettle(ctx, c, st), errkind.Conflict)
 		if got, _ := s.Transaction(ctx, tx2.ID); got.Status != payment.TxWaiting {
 			t.Fatalf("the transaction half was written: %+v", got)
 		}
@@ -370,24 +371,24 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		_, err = s.LeasePaymentRequest(ctx, lease(r, 6))
 		ok(t, "lease after a decline", err)
 		_, err = s.CommitAttempt(ctx, payment.AttemptCommit{RequestID: r.ID, TransactionID: 5, Status: payment.TxApproved, Now: time.Now()})
-		is(t, "late commit of the first attempt", err, payment.ErrConflict)
+		is(t, "late commit of the first attempt", err, errkind.Conflict)
 	})
 
 	t.Run("cancelled request", func(t *testing.T) {
 		s := open(t)
 		r := newRequest(t, s, merchantID())
-		is(t, "record on an unpaid request", s.RecordCancelledAttempt(ctx, r.ID, 7, payment.TxDeclined, "012", "x", time.Now()), payment.ErrConflict)
+		is(t, "record on an unpaid request", s.RecordCancelledAttempt(ctx, r.ID, 7, payment.TxDeclined, "012", "x", time.Now()), errkind.Conflict)
 		_, err := s.CancelPaymentRequest(ctx, r.ID, "someone-else", time.Now())
-		is(t, "another merchant's", err, payment.ErrNotFound)
+		is(t, "another merchant's", err, errkind.NotFound)
 		_, err = s.CancelPaymentRequest(ctx, r.ID, r.MerchantID, time.Now())
 		ok(t, "cancel", err)
 		cur, err := s.CancelPaymentRequest(ctx, r.ID, r.MerchantID, time.Now())
-		is(t, "cancel twice", err, payment.ErrConflict)
+		is(t, "cancel twice", err, errkind.Conflict)
 		if cur == nil || cur.Status != payment.RequestCancelled {
 			t.Fatalf("%+v", cur)
 		}
 		_, err = s.LeasePaymentRequest(ctx, lease(r, 8))
-		is(t, "lease a cancelled request", err, payment.ErrConflict)
+		is(t, "lease a cancelled request", err, errkind.Conflict)
 	})
 
 	t.Run("discard attempt", func(t *testing.T) {
@@ -398,7 +399,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		ok(t, "create tx", s.CreateTransaction(ctx, tx))
 		_, err := s.LeasePaymentRequest(ctx, lease(r, tx.ID))
 		ok(t, "lease", err)
-		is(t, "discard a transaction the provider saw", s.DiscardAttempt(ctx, r.ID, tx.ID), payment.ErrConflict)
+		is(t, "discard a transaction the provider saw", s.DiscardAttempt(ctx, r.ID, tx.ID), errkind.Conflict)
 		if _, held, _ := s.PaymentRequestLease(ctx, r.ID); held.TransactionID != tx.ID {
 			t.Fatalf("lease released by a refused discard: %+v", held)
 		}
@@ -409,7 +410,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		ok(t, "lease2", err)
 		ok(t, "discard", s.DiscardAttempt(ctx, r.ID, tx2.ID))
 		_, err = s.Transaction(ctx, tx2.ID)
-		is(t, "discarded transaction", err, payment.ErrNotFound)
+		is(t, "discarded transaction", err, errkind.NotFound)
 		if _, held, _ := s.PaymentRequestLease(ctx, r.ID); held.TransactionID != 0 {
 			t.Fatalf("lease kept: %+v", held)
 		}
@@ -421,14 +422,14 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		r := *taken
 		r.Version = 0
 		tx := newTx(&r, payment.TxWaiting, time.Time{})
-		is(t, "request id taken", s.CreateLeasedRequestWithTransaction(ctx, &r, tx, time.Now().Add(time.Minute)), payment.ErrExists)
+		is(t, "request id taken", s.CreateLeasedRequestWithTransaction(ctx, &r, tx, time.Now().Add(time.Minute)), errkind.Exists)
 		_, err := s.Transaction(ctx, tx.ID)
-		is(t, "transaction of a refused create", err, payment.ErrNotFound)
+		is(t, "transaction of a refused create", err, errkind.NotFound)
 		ok(t, "existing tx", s.CreateTransaction(ctx, tx))
 		r.ID = newID()
-		is(t, "transaction id taken", s.CreateLeasedRequestWithTransaction(ctx, &r, tx, time.Now().Add(time.Minute)), payment.ErrTransactionExists)
+		is(t, "transaction id taken", s.CreateLeasedRequestWithTransaction(ctx, &r, tx, time.Now().Add(time.Minute)), errkind.Conflict)
 		_, err = s.PaymentRequest(ctx, r.ID)
-		is(t, "request of a refused create", err, payment.ErrNotFound)
+		is(t, "request of a refused create", err, errkind.NotFound)
 		tx2 := newTx(&r, payment.TxWaiting, time.Time{})
 		ok(t, "create both", s.CreateLeasedRequestWithTransaction(ctx, &r, tx2, time.Now().Add(time.Minute)))
 		if _, held, _ := s.PaymentRequestLease(ctx, r.ID); held.TransactionID != tx2.ID {
@@ -443,12 +444,12 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		ok(t, "create tx", s.CreateTransaction(ctx, tx))
 		rf := payment.NewRefund("rf_1", decimal.RequireFromString("5"), "EUR", time.Now())
 		_, err := s.BeginRefund(ctx, tx.ID, r.MerchantID, rf, time.Now().Add(time.Minute))
-		is(t, "refund of an open transaction", err, payment.ErrConflict)
+		is(t, "refund of an open transaction", err, errkind.Conflict)
 		_, st := final(r, tx, payment.TxApproved)
 		_, err = s.SettleTransaction(ctx, st)
 		ok(t, "settle", err)
 		_, err = s.BeginRefund(ctx, tx.ID, "someone-else", rf, time.Now().Add(time.Minute))
-		is(t, "another merchant's refund", err, payment.ErrConflict)
+		is(t, "another merchant's refund", err, errkind.Conflict)
 		won := concurrently(30, func(i int) error {
 			rf := payment.NewRefund(fmt.Sprintf("rf_%d", i), decimal.RequireFromString("5"), "EUR", time.Now())
 			_, err := s.BeginRefund(ctx, tx.ID, r.MerchantID, rf, time.Now().Add(-time.Second))
@@ -467,14 +468,14 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 			t.Fatalf("a refund in processing is not open for the reconciler")
 		}
 		_, err = s.CompleteRefund(ctx, tx.ID, "rf_other", payment.RefundRefunded, "re_1", "000", time.Now())
-		is(t, "complete another refund", err, payment.ErrConflict)
+		is(t, "complete another refund", err, errkind.Conflict)
 		done, err := s.CompleteRefund(ctx, tx.ID, got.Refund.ID, payment.RefundRefunded, "re_1", "000", time.Now())
 		ok(t, "complete", err)
 		if done.Refund.Status != payment.RefundRefunded || done.Refund.CompletedAt == nil || !done.RecoverAfter.IsZero() {
 			t.Fatalf("%+v %+v", done, done.Refund)
 		}
 		_, err = s.CompleteRefund(ctx, tx.ID, got.Refund.ID, payment.RefundFailed, "", "999", time.Now())
-		is(t, "complete twice", err, payment.ErrConflict)
+		is(t, "complete twice", err, errkind.Conflict)
 		open, _ = s.OpenAttempts(ctx, int(uint64(tx.ID)%payment.OpenShards), time.Now(), 1000)
 		if containsTx(open, tx.ID) {
 			t.Fatalf("a completed refund is still open")
@@ -491,7 +492,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		_, err := s.SettleTransaction(ctx, st)
 		ok(t, "settle", err)
 		_, err = as.WriteRefund(ctx, tx.ID, 0, payment.NewRefund("rf_x", decimal.RequireFromString("5"), "EUR", time.Now()), time.Time{})
-		is(t, "refund write without a refund", err, payment.ErrConflict)
+		is(t, "refund write without a refund", err, errkind.Conflict)
 		begun, err := s.BeginRefund(ctx, tx.ID, r.MerchantID, payment.NewRefund("rf_a", decimal.RequireFromString("12.5"), "EUR", time.Now()), time.Now().Add(time.Hour))
 		ok(t, "begin refund", err)
 		won := concurrently(30, func(i int) error {
@@ -526,7 +527,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 			t.Fatal("a write that opens the transaction did not list it for the reconciler")
 		}
 		next := time.Now().Add(-time.Millisecond * 500)
-		is(t, "back-off from a stale look", as.DeferRecovery(ctx, tx.ID, got.RecoverAfter.Add(-time.Second), next, 1), payment.ErrConflict)
+		is(t, "back-off from a stale look", as.DeferRecovery(ctx, tx.ID, got.RecoverAfter.Add(-time.Second), next, 1), errkind.Conflict)
 		ok(t, "back-off", as.DeferRecovery(ctx, tx.ID, got.RecoverAfter, next, 1))
 		if fresh, _ := s.OpenAttempts(ctx, shard, time.Now(), 1000); containsTx(fresh, tx.ID) {
 			t.Fatal("a backed-off attempt is still in its fresh shard")
@@ -539,7 +540,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		if cur.RecoverTries != 1 {
 			t.Fatalf("recover tries %d", cur.RecoverTries)
 		}
-		is(t, "close a look that is no longer current", as.CloseOpen(ctx, tx.ID, next.Add(-time.Second)), payment.ErrConflict)
+		is(t, "close a look that is no longer current", as.CloseOpen(ctx, tx.ID, next.Add(-time.Second)), errkind.Conflict)
 		ok(t, "close", as.CloseOpen(ctx, tx.ID, cur.RecoverAfter))
 		ok(t, "close again", as.CloseOpen(ctx, tx.ID, cur.RecoverAfter))
 		if back, _ := s.OpenAttempts(ctx, payment.OpenShards+shard, time.Now(), 1000); containsTx(back, tx.ID) {
@@ -627,7 +628,7 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		// merchants table's index on it.
 		m := &merchant.Merchant{ID: merchantID(), Name: "Contract Shop", NotifyURL: "https://shop.example/notify", APIKeyHash: merchantID()}
 		ok(t, "create merchant", s.CreateMerchant(ctx, m))
-		is(t, "second merchant", s.CreateMerchant(ctx, &merchant.Merchant{ID: m.ID, APIKeyHash: merchantID()}), payment.ErrExists)
+		is(t, "second merchant", s.CreateMerchant(ctx, &merchant.Merchant{ID: m.ID, APIKeyHash: merchantID()}), errkind.Exists)
 		r := newRequest(t, s, m.ID)
 		tx := newTx(r, payment.TxWaiting, time.Time{})
 		ok(t, "create tx", s.CreateTransaction(ctx, tx))
@@ -698,9 +699,9 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		ok(t, "release before any reservation", s.ReleaseLimits(ctx, w, ten))
 		ok(t, "first", s.ReserveLimits(ctx, w, ten, caps))
 		ok(t, "second", s.ReserveLimits(ctx, w, ten, caps))
-		is(t, "third (count)", s.ReserveLimits(ctx, w, decimal.NewFromInt(1), caps), payment.ErrConflict)
+		is(t, "third (count)", s.ReserveLimits(ctx, w, decimal.NewFromInt(1), caps), errkind.Conflict)
 		ok(t, "release", s.ReleaseLimits(ctx, w, ten))
-		is(t, "over the amount", s.ReserveLimits(ctx, w, decimal.RequireFromString("15.01"), caps), payment.ErrConflict)
+		is(t, "over the amount", s.ReserveLimits(ctx, w, decimal.RequireFromString("15.01"), caps), errkind.Conflict)
 		ok(t, "up to the amount", s.ReserveLimits(ctx, w, decimal.NewFromInt(15), caps))
 		u, err := s.LimitUsageOf(ctx, w)
 		ok(t, "usage", err)

@@ -4,8 +4,8 @@
 // the notification outbox and deliveries, and the batch processor without
 // emulators. It keeps the DynamoDB store's
 // semantics that callers depend on, each write under the same condition as
-// internal/dynamo's (payment.ErrConflict exactly where the condition fails,
-// payment.ErrNotFound for a missing item, transactions all-or-nothing,
+// internal/dynamo's (a Conflict error exactly where the condition fails,
+// a NotFound error for a missing item, transactions all-or-nothing,
 // copies in and out), and the contract test in this package runs the same
 // assertions against both so the two cannot drift. It can also fail on
 // purpose (Fail, CrashAfter) to reach paths the emulators never take.
@@ -24,6 +24,7 @@ import (
 
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testing/faults"
@@ -130,7 +131,7 @@ func (s *Store) PutMerchant(m *merchant.Merchant) {
 	s.merchants[m.ID] = &c
 }
 
-// Merchant loads a merchant by id; payment.ErrNotFound when missing.
+// Merchant loads a merchant by id; a NotFound error when missing.
 func (s *Store) Merchant(_ context.Context, id string) (*merchant.Merchant, error) {
 	s.wait()
 	s.mu.Lock()
@@ -140,7 +141,7 @@ func (s *Store) Merchant(_ context.Context, id string) (*merchant.Merchant, erro
 	}
 	m, ok := s.merchants[id]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	c := clone(*m)
 	return &c, nil
@@ -206,7 +207,7 @@ func (row *requestRow) out() *payment.Request {
 	return &c
 }
 
-// CreatePaymentRequest stores a new request (version 1); payment.ErrExists
+// CreatePaymentRequest stores a new request (version 1); a Exists error
 // when the id is taken.
 func (s *Store) CreatePaymentRequest(_ context.Context, r *payment.Request) error {
 	s.wait()
@@ -218,13 +219,13 @@ func (s *Store) CreatePaymentRequest(_ context.Context, r *payment.Request) erro
 	}
 	r.Version = 1
 	if _, ok := s.requests[r.ID]; ok {
-		return payment.ErrExists
+		return exists()
 	}
 	s.requests[r.ID] = &requestRow{r: storedRequest(r)}
 	return after
 }
 
-// PaymentRequest loads a request; payment.ErrNotFound when missing.
+// PaymentRequest loads a request; a NotFound error when missing.
 func (s *Store) PaymentRequest(_ context.Context, id int64) (*payment.Request, error) {
 	s.wait()
 	s.mu.Lock()
@@ -234,7 +235,7 @@ func (s *Store) PaymentRequest(_ context.Context, id int64) (*payment.Request, e
 	}
 	row, ok := s.requests[id]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	return row.out(), nil
 }
@@ -249,14 +250,14 @@ func (s *Store) PaymentRequestLease(_ context.Context, id int64) (*payment.Reque
 	}
 	row, ok := s.requests[id]
 	if !ok {
-		return nil, payment.AttemptLease{}, payment.ErrNotFound
+		return nil, payment.AttemptLease{}, notFound()
 	}
 	return row.out(), row.lease, nil
 }
 
 // LeasePaymentRequest takes the attempt lease under the DynamoDB store's
 // condition: the merchant's, unpaid, no attemptTx, and amount and unit
-// equal when given. payment.ErrConflict otherwise (a missing request too).
+// equal when given. a Conflict error otherwise (a missing request too).
 func (s *Store) LeasePaymentRequest(_ context.Context, l payment.Lease) (*payment.Request, error) {
 	s.wait()
 	s.mu.Lock()
@@ -268,7 +269,7 @@ func (s *Store) LeasePaymentRequest(_ context.Context, l payment.Lease) (*paymen
 	row, ok := s.requests[l.RequestID]
 	if !ok || row.r.MerchantID != l.MerchantID || row.r.Status != payment.RequestUnpaid || row.lease.TransactionID != 0 ||
 		(l.Amount != nil && !row.r.Amount.Equal(*l.Amount)) || (l.Unit != "" && row.r.Unit != l.Unit) {
-		return nil, payment.ErrConflict
+		return nil, conflict()
 	}
 	row.lease = payment.AttemptLease{TransactionID: l.TransactionID, Until: l.Until.UnixMilli()}
 	row.r.UpdatedAt = l.Now.UTC()
@@ -277,7 +278,7 @@ func (s *Store) LeasePaymentRequest(_ context.Context, l payment.Lease) (*paymen
 }
 
 // CreateLeasedPaymentRequest stores a new request whose lease txID holds;
-// payment.ErrExists when the id is taken.
+// a Exists error when the id is taken.
 func (s *Store) CreateLeasedPaymentRequest(_ context.Context, r *payment.Request, txID int64, until time.Time) error {
 	s.wait()
 	s.mu.Lock()
@@ -288,15 +289,15 @@ func (s *Store) CreateLeasedPaymentRequest(_ context.Context, r *payment.Request
 	}
 	r.Version = 1
 	if _, ok := s.requests[r.ID]; ok {
-		return payment.ErrExists
+		return exists()
 	}
 	s.requests[r.ID] = &requestRow{r: storedRequest(r), lease: payment.AttemptLease{TransactionID: txID, Until: until.UnixMilli()}}
 	return after
 }
 
 // CreateLeasedRequestWithTransaction writes the leased request and t
-// together or not at all: payment.ErrExists when the request id is taken,
-// payment.ErrTransactionExists when only t's is.
+// together or not at all: a Exists error when the request id is taken,
+// a Conflict error when only t's is.
 func (s *Store) CreateLeasedRequestWithTransaction(_ context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error {
 	s.wait()
 	s.mu.Lock()
@@ -307,10 +308,10 @@ func (s *Store) CreateLeasedRequestWithTransaction(_ context.Context, r *payment
 	}
 	r.Version = 1
 	if _, ok := s.requests[r.ID]; ok {
-		return payment.ErrExists
+		return exists()
 	}
 	if _, ok := s.txs[t.ID]; ok {
-		return payment.ErrTransactionExists
+		return conflict()
 	}
 	s.requests[r.ID] = &requestRow{r: storedRequest(r), lease: payment.AttemptLease{TransactionID: t.ID, Until: until.UnixMilli()}}
 	s.txs[t.ID] = storedTx(t)
@@ -351,7 +352,7 @@ func validCommit(c payment.AttemptCommit) error {
 }
 
 // CommitAttempt records the attempt holding the lease (see the DynamoDB
-// store's): payment.ErrConflict unless the request is unpaid and
+// store's): a Conflict error unless the request is unpaid and
 // c.TransactionID holds its lease.
 func (s *Store) CommitAttempt(_ context.Context, c payment.AttemptCommit) (*payment.Request, error) {
 	s.wait()
@@ -366,7 +367,7 @@ func (s *Store) CommitAttempt(_ context.Context, c payment.AttemptCommit) (*paym
 	}
 	row, ok := s.requests[c.RequestID]
 	if !commitOK(row, ok, c.TransactionID) {
-		return nil, payment.ErrConflict
+		return nil, conflict()
 	}
 	applyCommit(row, c)
 	return row.out(), after
@@ -374,7 +375,7 @@ func (s *Store) CommitAttempt(_ context.Context, c payment.AttemptCommit) (*paym
 
 // CommitAndSettle is CommitAttempt and SettleTransaction in one
 // transaction: both guards hold and both writes happen, or nothing is
-// written and the answer is payment.ErrConflict.
+// written and the answer is a Conflict error.
 func (s *Store) CommitAndSettle(_ context.Context, c payment.AttemptCommit, st payment.Settlement) error {
 	s.wait()
 	s.mu.Lock()
@@ -389,14 +390,14 @@ func (s *Store) CommitAndSettle(_ context.Context, c payment.AttemptCommit, st p
 	row, ok := s.requests[c.RequestID]
 	tx, txOK := s.txs[st.TransactionID]
 	if !commitOK(row, ok, c.TransactionID) || !settleOK(tx, txOK) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	applyCommit(row, c)
 	applySettle(tx, st)
 	return after
 }
 
-// ReleaseLease gives up txID's lease; payment.ErrConflict when txID does
+// ReleaseLease gives up txID's lease; a Conflict error when txID does
 // not hold it.
 func (s *Store) ReleaseLease(_ context.Context, requestID, txID int64) error {
 	s.wait()
@@ -408,14 +409,14 @@ func (s *Store) ReleaseLease(_ context.Context, requestID, txID int64) error {
 	}
 	row, ok := s.requests[requestID]
 	if !ok || row.lease.TransactionID != txID {
-		return payment.ErrConflict
+		return conflict()
 	}
 	row.lease = payment.AttemptLease{}
 	return after
 }
 
 // DiscardAttempt deletes waiting transaction txID (no provider reference)
-// and releases its lease, together or not at all (payment.ErrConflict).
+// and releases its lease, together or not at all (a Conflict error).
 func (s *Store) DiscardAttempt(_ context.Context, requestID, txID int64) error {
 	s.wait()
 	s.mu.Lock()
@@ -427,7 +428,7 @@ func (s *Store) DiscardAttempt(_ context.Context, requestID, txID int64) error {
 	tx, txOK := s.txs[txID]
 	row, ok := s.requests[requestID]
 	if !txOK || tx.t.Status != payment.TxWaiting || tx.t.ProviderRef != "" || !ok || row.lease.TransactionID != txID {
-		return payment.ErrConflict
+		return conflict()
 	}
 	delete(s.txs, txID)
 	row.lease = payment.AttemptLease{}
@@ -435,7 +436,7 @@ func (s *Store) DiscardAttempt(_ context.Context, requestID, txID int64) error {
 }
 
 // RecordCancelledAttempt shows attempt txID's final state on a cancelled
-// request; payment.ErrConflict unless cancelled with transactionId txID.
+// request; a Conflict error unless cancelled with transactionId txID.
 func (s *Store) RecordCancelledAttempt(_ context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error {
 	s.wait()
 	s.mu.Lock()
@@ -446,7 +447,7 @@ func (s *Store) RecordCancelledAttempt(_ context.Context, requestID, txID int64,
 	}
 	row, ok := s.requests[requestID]
 	if !ok || row.r.Status != payment.RequestCancelled || row.r.TransactionID != txID {
-		return payment.ErrConflict
+		return conflict()
 	}
 	row.r.TransactionStatus = &st
 	row.r.LastLog = &payment.LastLog{TransactionStatusID: st, Message: message, Code: code}
@@ -456,7 +457,7 @@ func (s *Store) RecordCancelledAttempt(_ context.Context, requestID, txID int64,
 }
 
 // CancelPaymentRequest cancels an unpaid request of merchantID:
-// payment.ErrNotFound when missing or another merchant's, payment.ErrConflict
+// a NotFound error when missing or another merchant's, a Conflict error
 // (with the current request) when no longer unpaid.
 func (s *Store) CancelPaymentRequest(_ context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error) {
 	s.wait()
@@ -468,10 +469,10 @@ func (s *Store) CancelPaymentRequest(_ context.Context, id int64, merchantID str
 	}
 	row, ok := s.requests[id]
 	if !ok || row.r.MerchantID != merchantID {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	if row.r.Status != payment.RequestUnpaid {
-		return row.out(), payment.ErrConflict
+		return row.out(), conflict()
 	}
 	row.r.Status, row.r.UpdatedAt = payment.RequestCancelled, now.UTC()
 	row.r.Version++
@@ -507,7 +508,7 @@ func (s *Store) txOut(row *txRow) *payment.Transaction {
 	return &c
 }
 
-// CreateTransaction stores a new transaction; payment.ErrExists when the
+// CreateTransaction stores a new transaction; a Exists error when the
 // id is taken.
 func (s *Store) CreateTransaction(_ context.Context, t *payment.Transaction) error {
 	s.wait()
@@ -518,13 +519,13 @@ func (s *Store) CreateTransaction(_ context.Context, t *payment.Transaction) err
 		return before
 	}
 	if _, ok := s.txs[t.ID]; ok {
-		return payment.ErrExists
+		return exists()
 	}
 	s.txs[t.ID] = storedTx(t)
 	return after
 }
 
-// Transaction loads a transaction; payment.ErrNotFound when missing.
+// Transaction loads a transaction; a NotFound error when missing.
 func (s *Store) Transaction(_ context.Context, id int64) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
@@ -534,13 +535,13 @@ func (s *Store) Transaction(_ context.Context, id int64) (*payment.Transaction, 
 	}
 	row, ok := s.txs[id]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	return s.txOut(row), nil
 }
 
 // TransactionByNumber finds the one transaction with number num;
-// payment.ErrNotFound when there is none (or more than one).
+// a NotFound error when there is none (or more than one).
 func (s *Store) TransactionByNumber(_ context.Context, num string) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
@@ -552,20 +553,20 @@ func (s *Store) TransactionByNumber(_ context.Context, num string) (*payment.Tra
 	for _, row := range s.txs {
 		if row.t.Number == num {
 			if found != nil {
-				return nil, payment.ErrNotFound
+				return nil, notFound()
 			}
 			found = row
 		}
 	}
 	if found == nil {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	return s.txOut(found), nil
 }
 
 // MarkPending applies p if the transaction is still waiting;
-// payment.ErrConflict with the current transaction otherwise,
-// payment.ErrNotFound when missing.
+// a Conflict error with the current transaction otherwise,
+// a NotFound error when missing.
 func (s *Store) MarkPending(_ context.Context, p payment.Pending) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
@@ -576,10 +577,10 @@ func (s *Store) MarkPending(_ context.Context, p payment.Pending) (*payment.Tran
 	}
 	row, ok := s.txs[p.TransactionID]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	if row.t.Status != payment.TxWaiting {
-		return s.txOut(row), payment.ErrConflict
+		return s.txOut(row), conflict()
 	}
 	t := &row.t
 	t.Status, t.Message, t.UpdatedAt = payment.TxPending, p.Message, p.Now.UTC()
@@ -623,8 +624,8 @@ func applySettle(row *txRow, st payment.Settlement) {
 }
 
 // SettleTransaction moves a waiting or pending transaction to its final
-// state with its outbox entry; payment.ErrConflict with the stored
-// transaction when it is already final, payment.ErrNotFound when missing.
+// state with its outbox entry; a Conflict error with the stored
+// transaction when it is already final, a NotFound error when missing.
 func (s *Store) SettleTransaction(_ context.Context, st payment.Settlement) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
@@ -635,10 +636,10 @@ func (s *Store) SettleTransaction(_ context.Context, st payment.Settlement) (*pa
 	}
 	row, ok := s.txs[st.TransactionID]
 	if !ok {
-		return nil, payment.ErrNotFound
+		return nil, notFound()
 	}
 	if !settleOK(row, ok) {
-		return s.txOut(row), payment.ErrConflict
+		return s.txOut(row), conflict()
 	}
 	applySettle(row, st)
 	return s.txOut(row), after
@@ -675,7 +676,7 @@ func (s *Store) OpenAttempts(_ context.Context, shard int, cutoff time.Time, lim
 }
 
 // BeginRefund records refund r on an approved transaction of merchantID
-// that has none yet; payment.ErrConflict otherwise (a missing one too).
+// that has none yet; a Conflict error otherwise (a missing one too).
 func (s *Store) BeginRefund(_ context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
@@ -686,7 +687,7 @@ func (s *Store) BeginRefund(_ context.Context, txID int64, merchantID string, r 
 	}
 	row, ok := s.txs[txID]
 	if !ok || row.t.Status != payment.TxApproved || row.t.MerchantID != merchantID || row.t.Refund != nil {
-		return nil, payment.ErrConflict
+		return nil, conflict()
 	}
 	rc := clone(r)
 	rc.CreatedAt = rc.CreatedAt.UTC()
@@ -697,7 +698,7 @@ func (s *Store) BeginRefund(_ context.Context, txID int64, merchantID string, r 
 }
 
 // CompleteRefund moves processing refund refundID to status;
-// payment.ErrConflict when it is not that refund or no longer processing.
+// a Conflict error when it is not that refund or no longer processing.
 func (s *Store) CompleteRefund(_ context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
@@ -708,7 +709,7 @@ func (s *Store) CompleteRefund(_ context.Context, txID int64, refundID, status, 
 	}
 	row, ok := s.txs[txID]
 	if !ok || row.t.Refund == nil || row.t.Refund.ID != refundID || row.t.Refund.Status != payment.RefundProcessing {
-		return nil, payment.ErrConflict
+		return nil, conflict()
 	}
 	now = now.UTC()
 	rf := row.t.Refund
@@ -727,7 +728,7 @@ func counterNames(w payment.LimitWindow) (mc, dc, ma, da string) {
 }
 
 // ReserveLimits adds one attempt of amount if every limited counter stays
-// within caps; payment.ErrConflict (nothing added) otherwise.
+// within caps; a Conflict error (nothing added) otherwise.
 func (s *Store) ReserveLimits(_ context.Context, w payment.LimitWindow, amount decimal.Decimal, caps payment.LimitCaps) error {
 	s.wait()
 	s.mu.Lock()
@@ -740,16 +741,16 @@ func (s *Store) ReserveLimits(_ context.Context, w payment.LimitWindow, amount d
 	mc, dc, ma, da := counterNames(w)
 	get := func(n string) (decimal.Decimal, bool) { v, ok := item[n]; return v, ok }
 	if v, ok := get(dc); caps.DailyCount > 0 && ok && !v.LessThan(decimal.NewFromInt(caps.DailyCount)) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	if v, ok := get(mc); caps.MonthlyCount > 0 && ok && !v.LessThan(decimal.NewFromInt(caps.MonthlyCount)) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	if v, ok := get(da); caps.DailyAmount != nil && ok && v.GreaterThan(caps.DailyAmount.Sub(amount)) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	if v, ok := get(ma); caps.MonthlyAmount != nil && ok && v.GreaterThan(caps.MonthlyAmount.Sub(amount)) {
-		return payment.ErrConflict
+		return conflict()
 	}
 	if item == nil {
 		item = map[string]decimal.Decimal{}
@@ -806,7 +807,7 @@ func outboxShard(ev *payment.NotifyEvent) int {
 }
 
 // PutOutbox stores ev in its transaction's outbox on its own;
-// payment.ErrNotFound when the transaction is missing.
+// a NotFound error when the transaction is missing.
 func (s *Store) PutOutbox(_ context.Context, ev payment.NotifyEvent, now time.Time) error {
 	s.wait()
 	s.mu.Lock()
@@ -817,7 +818,7 @@ func (s *Store) PutOutbox(_ context.Context, ev payment.NotifyEvent, now time.Ti
 	}
 	row, ok := s.txs[ev.TransactionID]
 	if !ok {
-		return payment.ErrNotFound
+		return notFound()
 	}
 	c := clone(ev)
 	row.outbox, row.outboxDueAt = &c, dueText(now)
@@ -896,3 +897,9 @@ func (s *Store) MarkOutboxUnsent(_ context.Context, txID int64, eventID string) 
 	}
 	return after
 }
+
+// The store answers in kinds (internal/errkind), as the DynamoDB store does.
+
+func notFound() error { return errkind.New(errkind.NotFound, "not found", "") }
+func conflict() error { return errkind.New(errkind.Conflict, "conditional write failed", "") }
+func exists() error   { return errkind.New(errkind.Exists, "already exists", "") }

@@ -9,7 +9,7 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 )
 
-// CreateMerchant stores a new merchant at version 1; payment.ErrExists if
+// CreateMerchant stores a new merchant at version 1; a Exists error if
 // the id is taken.
 func (s *Store) CreateMerchant(_ context.Context, m *merchant.Merchant) error {
 	s.wait()
@@ -20,7 +20,7 @@ func (s *Store) CreateMerchant(_ context.Context, m *merchant.Merchant) error {
 		return before
 	}
 	if _, ok := s.merchants[m.ID]; ok {
-		return payment.ErrExists
+		return exists()
 	}
 	m.Version = 1
 	c := clone(*m)

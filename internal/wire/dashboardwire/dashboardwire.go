@@ -68,8 +68,8 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 	insecure := b.Cfg.Local && (b.Cfg.PublicBaseURL == "" || b.Cfg.PublicBaseURL[:5] == "http:")
 	return dashboard.New(dashboard.Deps{
 		Store: b.Store, Ops: ops, Sealer: b.Sealer, Overview: dashOverview{b.Store}, AttemptKeys: keys,
-		IsNotFound:       func(err error) bool { return errors.Is(err, dynamo.ErrNotFound) },
-		IsConflict:       func(err error) bool { return errors.Is(err, dynamo.ErrConflict) },
+		IsNotFound:       func(err error) bool { return errkind.Is(err, errkind.NotFound) },
+		IsConflict:       func(err error) bool { return errkind.Is(err, errkind.Conflict) },
 		Files:            dashweb.Files,
 		Log:              b.Logger("dashboard"),
 		InsecureCookies:  insecure,
@@ -157,12 +157,12 @@ func (o *dashOps) BatchResult(ctx context.Context, merchantID, file string) (io.
 			return o.objects.Get(ctx, batchproc.ResultsPrefix+merchantID+"/"+file)
 		}
 	}
-	return nil, dynamo.ErrNotFound
+	return nil, errkind.NotFoundErr("not found")
 }
 
 func (o *dashOps) SFTP(ctx context.Context, merchantID string) (bool, []string, error) {
 	u, err := o.store.SFTPUserRecord(ctx, dynamo.SFTPUsername(merchantID))
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return false, nil, nil
 	}
 	if err != nil {
@@ -189,9 +189,9 @@ func (o *dashOps) AddSFTPKey(ctx context.Context, merchantID, key string) error 
 	}
 	err = o.store.AddSFTPKey(ctx, merchantID, dynamo.SFTPUsername(merchantID), line, time.Now())
 	switch {
-	case errors.Is(err, dynamo.ErrExists):
+	case errkind.Is(err, errkind.Exists):
 		return dashboard.BadInput("This key is already registered.")
-	case errors.Is(err, dynamo.ErrConflict):
+	case errkind.Is(err, errkind.Conflict):
 		return dashboard.BadInput(fmt.Sprintf("At most %d keys can be registered.", dynamo.MaxSFTPKeys))
 	}
 	return err
@@ -199,7 +199,7 @@ func (o *dashOps) AddSFTPKey(ctx context.Context, merchantID, key string) error 
 
 func (o *dashOps) RemoveSFTPKey(ctx context.Context, merchantID, key string) error {
 	err := o.store.RemoveSFTPKey(ctx, merchantID, dynamo.SFTPUsername(merchantID), key, time.Now())
-	if errors.Is(err, dynamo.ErrNotFound) {
+	if errkind.Is(err, errkind.NotFound) {
 		return dashboard.BadInput("This key is not registered.")
 	}
 	return err
