@@ -143,7 +143,7 @@ attempts) and moves nothing: the messages stay in the dead-letter queue.`,
 					out[p.name] = map[string]any{"dryRun": true, "wouldMove": len(events), "events": events, "leftUnreadable": unreadable}
 					continue
 				}
-				moved, skipped, err := notifier.Redrive(ctx, api, p.dlq, p.queue)
+				moved, skipped, err := notifier.Redrive(ctx, queue.New(api), p.dlq, p.queue)
 				if err != nil {
 					return nil, err
 				}

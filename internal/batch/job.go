@@ -130,3 +130,19 @@ type OpenJob struct {
 	MerchantID, JobID string
 	Since             time.Time // when the marker was written
 }
+
+// Object is an object of the batch bucket (SFTP uploads, a job's work
+// files, result files).
+type Object struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+	ETag         string // without quotes
+}
+
+// RowKeyOfReference is the dedupe key of a row with a Reference ID.
+func RowKeyOfReference(ref string) string { return "ref#" + ref }
+
+// RowKeyOfFingerprint is the dedupe key of a row without one: fp is a
+// keyed fingerprint (never card data).
+func RowKeyOfFingerprint(fp string) string { return "fp#" + fp }

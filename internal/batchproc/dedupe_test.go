@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/batchproc"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -93,13 +93,13 @@ func TestDedupeByReferenceAndFingerprint(t *testing.T) {
 	// The fingerprint record: keyed, no card number in it.
 	mac := hmac.New(sha256.New, testFingerprintKey)
 	mac.Write([]byte("v1\x00" + "5555555555554444" + "\x00" + "4" + "\x00" + "USD"))
-	key := dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(mac.Sum(nil)))
+	key := batch.RowKeyOfFingerprint(hex.EncodeToString(mac.Sum(nil)))
 	rec, err := f.testStore.BatchRowRecord(ctx, m.ID, key, clk.Now().Add(-time.Hour)) // written 24 h ago
 	if err != nil || rec.File != "corrected.csv" || rec.Row != 4 {
 		t.Fatalf("fingerprint record: %+v %v", rec, err)
 	}
 	plain := sha256.Sum256([]byte("5555555555554444"))
-	if _, err := f.testStore.BatchRowRecord(ctx, m.ID, dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(plain[:])), clk.Now()); !errkind.Is(err, errkind.NotFound) {
+	if _, err := f.testStore.BatchRowRecord(ctx, m.ID, batch.RowKeyOfFingerprint(hex.EncodeToString(plain[:])), clk.Now()); !errkind.Is(err, errkind.NotFound) {
 		t.Errorf("a plain hash of the card finds a record: %v", err)
 	}
 	item, err := dynamodb.NewFromConfig(f.cfg).GetItem(ctx, &dynamodb.GetItemInput{

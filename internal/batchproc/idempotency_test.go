@@ -397,7 +397,7 @@ func TestDrawnIDTakenByAnotherRequest(t *testing.T) {
 	// died before creating its request; the id it recorded is the other
 	// merchant's request.
 	ev := f.upload(t, m.ID, "ids.csv", []byte(content))
-	crashed := &batch.RowRecord{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference("X-2"),
+	crashed := &batch.RowRecord{MerchantID: m.ID, Key: batch.RowKeyOfReference("X-2"),
 		JobID: batch.JobID("ids.csv", ev.Records[0].S3.Object.Sequencer), File: "ids.csv", Row: 2, PaymentRequestID: taken[1],
 		Owner: "crashed", LeaseUntil: now.Add(-time.Second).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	if _, err := f.testStore.ClaimBatchRow(ctx, crashed, now); err != nil {

@@ -55,11 +55,9 @@ import (
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/s3store"
 )
 
 // Key prefixes of the batch bucket.
@@ -187,7 +185,7 @@ type Store interface {
 	OpenBatchJobsOf(ctx context.Context, merchantID string) ([]batch.OpenJob, error)
 }
 
-// Objects is the batch bucket as the processor uses it (*s3store.Store).
+// Objects is the batch bucket as the processor uses it (s3store.Store).
 // A missing object is an error wrapping fs.ErrNotExist; a copy or read
 // whose ETag condition fails is a Conflict error (errkind).
 type Objects interface {
@@ -199,17 +197,15 @@ type Objects interface {
 	// GetRange streams key from byte offset on (empty at or past the end);
 	// with etag set the object must have that ETag.
 	GetRange(ctx context.Context, key string, offset int64, etag string) (io.ReadCloser, error)
-	Head(ctx context.Context, key string) (s3store.ObjectInfo, error)
+	Head(ctx context.Context, key string) (batch.Object, error)
 	// Copy copies src to dst server-side; with etag set src must have it.
 	Copy(ctx context.Context, src, dst, etag string) (string, error)
 	// List returns the objects under prefix in key order.
-	List(ctx context.Context, prefix string) ([]s3store.ObjectInfo, error)
+	List(ctx context.Context, prefix string) ([]batch.Object, error)
 	Remove(ctx context.Context, key string) error
 	// RemoveAll deletes keys; missing ones are not an error.
 	RemoveAll(ctx context.Context, keys []string) error
 }
-
-var _ Objects = (*s3store.Store)(nil)
 
 // Sender queues a message (internal/queue).
 type Sender interface {
@@ -273,13 +269,13 @@ func (p *Processor) hit(point string) error {
 // rowKey is the dedupe key of a row and how long it holds.
 func (p *Processor) rowKey(row batch.Row) (string, time.Duration) {
 	if row.ReferenceID != "" {
-		return dynamo.BatchRowKeyOfReference(row.ReferenceID), p.cfg.Retention
+		return batch.RowKeyOfReference(row.ReferenceID), p.cfg.Retention
 	}
 	mac := hmac.New(sha256.New, p.FingerprintKey)
 	// Canonical forms: "4111 1111-1111 1111" is the card 4111111111111111,
 	// 10.50 is 10.5. Separated by NUL so fields cannot run into each other.
 	mac.Write([]byte("v1\x00" + card.Normalize(row.CardNumber) + "\x00" + row.Amount.String() + "\x00" + row.Unit))
-	return dynamo.BatchRowKeyOfFingerprint(hex.EncodeToString(mac.Sum(nil))), p.cfg.FingerprintWindow
+	return batch.RowKeyOfFingerprint(hex.EncodeToString(mac.Sum(nil))), p.cfg.FingerprintWindow
 }
 
 // New checks the configuration and returns a Processor.
@@ -375,12 +371,12 @@ func (p *Processor) handleRecord(ctx context.Context, rec events.S3EventRecord) 
 	}
 	seq := rec.S3.Object.Sequencer
 	if seq == "" {
-		seq = s3store.CleanETag(rec.S3.Object.ETag)
+		seq = strings.Trim(rec.S3.Object.ETag, `"`)
 	}
 	now := p.Now().UTC()
 	j := &batch.Job{
 		MerchantID: merchantID, JobID: batch.JobID(file, seq), File: file, Bucket: rec.S3.Bucket.Name, Key: key,
-		ETag: s3store.CleanETag(rec.S3.Object.ETag), Size: rec.S3.Object.Size, Sequencer: seq,
+		ETag: strings.Trim(rec.S3.Object.ETag, `"`), Size: rec.S3.Object.Size, Sequencer: seq,
 		ResultKey: ResultKey(merchantID, file), State: batch.JobHashing, NextLine: 1, Clock: now,
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(p.cfg.Retention).Unix(),
 	}
@@ -675,7 +671,7 @@ func (r *jobRun) fail(ctx context.Context, reason string) error {
 func (r *jobRun) cleanup(ctx context.Context) bool {
 	err := r.removeInput(ctx)
 	if err == nil {
-		var objs []s3store.ObjectInfo
+		var objs []batch.Object
 		if objs, err = r.p.Objects.List(ctx, r.workDir()); err == nil && len(objs) > 0 {
 			keys := make([]string, len(objs))
 			for i, o := range objs {

@@ -18,6 +18,7 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/provider/stripe"
 )
 
 // fakeSettler keeps Settle's contract: the first final result of a
@@ -59,7 +60,7 @@ func (m *memMarker) MarkCallbackEvent(_ context.Context, id string, _ time.Time,
 
 func stripeServer(t *testing.T) (*httptest.Server, *fakeSettler) {
 	fs := &fakeSettler{done: map[int64]payments.ProviderResult{}}
-	h := New(Deps{Key: []byte("k"), Stripe: &StripeWebhook{Secrets: []string{"whsec_old", "whsec_new"},
+	h := New(Deps{Key: []byte("k"), Stripe: &StripeWebhook{Reader: stripe.Webhook{Secrets: []string{"whsec_old", "whsec_new"}},
 		Events: &memMarker{seen: map[string]bool{}}, Settler: fs}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/errkind"
@@ -27,7 +29,6 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
-	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/web"
 )
@@ -83,6 +84,10 @@ type Deps struct {
 	// StripeAccountCountry is the Stripe account's two-letter country, which
 	// Stripe.js's payment request (Apple Pay) requires; "US" when empty.
 	StripeAccountCountry string
+	// StripeMinorUnits is an amount in Stripe's minor units and currency
+	// code (provider/stripe.MinorUnits), Apple Pay's total; an error for an
+	// amount Stripe cannot take. Required with StripePublishableKey.
+	StripeMinorUnits func(amount decimal.Decimal, unit string) (int64, string, error)
 	// GooglePayMerchantID is the merchant id the Google Pay & Wallet Console
 	// issues; Google requires it in the PRODUCTION environment, so a
 	// production stage without one shows no Google Pay button.
@@ -499,7 +504,12 @@ func (h *handler) requestWallets(m *merchant.Merchant, req *payment.Request) *Wa
 	if w == nil || w.ApplePay == nil {
 		return w
 	}
-	minor, cur, err := stripeprov.MinorUnits(req.Amount, req.Unit)
+	var minor int64
+	var cur string
+	err := errors.New("no Stripe minor units configured")
+	if h.StripeMinorUnits != nil {
+		minor, cur, err = h.StripeMinorUnits(req.Amount, req.Unit)
+	}
 	if err != nil {
 		if w.GooglePay == nil {
 			return nil

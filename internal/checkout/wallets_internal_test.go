@@ -15,6 +15,7 @@ import (
 	"github.com/payreq/payreq/internal/checkouttoken"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider/stripe"
 )
 
 // The wallet buttons' configuration by stage: Google Pay's TEST environment
@@ -43,7 +44,7 @@ func TestWalletConfigByStage(t *testing.T) {
 	}
 
 	// A key but no Google merchant id: Apple Pay only (Google requires the id in PRODUCTION).
-	h = &handler{Deps{StripePublishableKey: "pk_test_123"}}
+	h = &handler{Deps{StripePublishableKey: "pk_test_123", StripeMinorUnits: stripe.MinorUnits}}
 	w = h.wallets(live)
 	if w == nil || w.GooglePay != nil || w.ApplePay == nil ||
 		*w.ApplePay != (ApplePay{PublishableKey: "pk_test_123", Country: "US", Label: "Live Shop"}) {
@@ -53,7 +54,7 @@ func TestWalletConfigByStage(t *testing.T) {
 		t.Errorf("production with a publishable key offers %q, want the wallet tab", got)
 	}
 
-	h = &handler{Deps{StripePublishableKey: "pk_test_123", StripeAccountCountry: "DE", GooglePayMerchantID: "BCR2DN4T0000"}}
+	h = &handler{Deps{StripePublishableKey: "pk_test_123", StripeMinorUnits: stripe.MinorUnits, StripeAccountCountry: "DE", GooglePayMerchantID: "BCR2DN4T0000"}}
 	w = h.wallets(live)
 	want := map[string]string{"gateway": "stripe", "stripe:version": stripeAPIVersion, "stripe:publishableKey": "pk_test_123"}
 	if w == nil || w.GooglePay == nil || w.GooglePay.Environment != "PRODUCTION" || w.GooglePay.MerchantName != "Live Shop" ||
@@ -67,7 +68,7 @@ func TestWalletConfigByStage(t *testing.T) {
 // recipient; an amount Stripe cannot take gets no Apple Pay button.
 func TestApplePayTotalInStripesMinorUnits(t *testing.T) {
 	live := &merchant.Merchant{ID: "m_live", Name: "Live Shop"}
-	h := &handler{Deps{StripePublishableKey: "pk_test_123", GooglePayMerchantID: "BCR2DN4T0000"}}
+	h := &handler{Deps{StripePublishableKey: "pk_test_123", StripeMinorUnits: stripe.MinorUnits, GooglePayMerchantID: "BCR2DN4T0000"}}
 	for _, c := range []struct {
 		amount, unit string
 		minor        int64
@@ -157,7 +158,7 @@ func TestHostedPagePolicyAdmitsStripeJSOnlyWithApplePay(t *testing.T) {
 	}
 	serve := func(key string, m *merchant.Merchant, file string) string {
 		t.Helper()
-		h := &handler{Deps{Tokens: tokens, StripePublishableKey: key,
+		h := &handler{Deps{Tokens: tokens, StripePublishableKey: key, StripeMinorUnits: stripe.MinorUnits,
 			Store: pageStore{req: &payment.Request{ID: 42, MerchantID: m.ID, Amount: decimal.RequireFromString("10"), Unit: "EUR"}, m: m}}}
 		tok, _ := tokens.Mint(42, m.ID)
 		rec := httptest.NewRecorder()

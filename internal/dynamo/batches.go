@@ -27,8 +27,8 @@ import (
 // A row record is the dedupe record of one payment of a merchant, keyed by
 // what makes two rows the same payment: pk "batchrow#<merchantId>#<key>",
 // sk "row", where key is "ref#<Reference ID>" or, for a row without one,
-// "fp#<keyed fingerprint of card, amount and unit>" (BatchRowKeyOfReference,
-// BatchRowKeyOfFingerprint; the fingerprint record expires after a day).
+// "fp#<keyed fingerprint of card, amount and unit>" (batch.RowKeyOfReference,
+// batch.RowKeyOfFingerprint; the fingerprint record expires after a day).
 // Claiming it is one conditional PutItem that names the job and line that
 // own the payment and fixes the payment request id it is charged as; its
 // result is stored on it. The owning line replays it after a crash or a
@@ -40,20 +40,11 @@ import (
 // the recovery of stuck jobs finds them without scanning.
 
 const (
-	batchJobPrefix  = "batch#"
-	batchRowPrefix  = "batchrow#"
-	batchOpenPK     = "batchopen"
-	batchRowSK      = "row"
-	batchRowRefPfx  = "ref#"
-	batchRowFingPfx = "fp#"
+	batchJobPrefix = "batch#"
+	batchRowPrefix = "batchrow#"
+	batchOpenPK    = "batchopen"
+	batchRowSK     = "row"
 )
-
-// BatchRowKeyOfReference is the dedupe key of a row with a Reference ID.
-func BatchRowKeyOfReference(ref string) string { return batchRowRefPfx + ref }
-
-// BatchRowKeyOfFingerprint is the dedupe key of a row without one: fp is a
-// keyed fingerprint (never card data).
-func BatchRowKeyOfFingerprint(fp string) string { return batchRowFingPfx + fp }
 
 func batchJobKey(merchantID, jobID string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{

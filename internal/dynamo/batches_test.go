@@ -141,7 +141,7 @@ func TestBatchRowRecords(t *testing.T) {
 	s, calls := batchStore(t)
 	ctx := context.Background()
 	now := time.Now()
-	m, key := batchUniq("mer_row"), dynamo.BatchRowKeyOfReference("INV #7")
+	m, key := batchUniq("mer_row"), batch.RowKeyOfReference("INV #7")
 	r := &batch.RowRecord{MerchantID: m, Key: key, JobID: "file#a.csv#1", File: "a.csv", Row: 7, PaymentRequestID: 42, Owner: "A",
 		LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	calls.Reset()
@@ -184,7 +184,7 @@ func TestBatchRowRecords(t *testing.T) {
 	// Many rows at once: more than one BatchWriteItem call.
 	var rows []*batch.RowRecord
 	for i := 100; i < 160; i++ {
-		rows = append(rows, &batch.RowRecord{MerchantID: m, Key: dynamo.BatchRowKeyOfReference(strconv.Itoa(i)), Row: i, PaymentRequestID: int64(i), Owner: "A",
+		rows = append(rows, &batch.RowRecord{MerchantID: m, Key: batch.RowKeyOfReference(strconv.Itoa(i)), Row: i, PaymentRequestID: int64(i), Owner: "A",
 			Status: "approved", TransactionID: strconv.Itoa(i), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()})
 	}
 	calls.Reset()
@@ -194,11 +194,11 @@ func TestBatchRowRecords(t *testing.T) {
 	if n := len(calls.Calls()); n != 3 {
 		t.Errorf("60 rows in %d calls, want 3", n)
 	}
-	if r159, _ := s.BatchRowRecord(ctx, m, dynamo.BatchRowKeyOfReference("159"), now); r159 == nil || !r159.Done || r159.TransactionID != "159" {
+	if r159, _ := s.BatchRowRecord(ctx, m, batch.RowKeyOfReference("159"), now); r159 == nil || !r159.Done || r159.TransactionID != "159" {
 		t.Errorf("row 159: %+v", r159)
 	}
 	// An unfinished claim is forgotten only by its holder.
-	gone := &batch.RowRecord{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("gone"), Row: 2, PaymentRequestID: 2, Owner: "A",
+	gone := &batch.RowRecord{MerchantID: m, Key: batch.RowKeyOfReference("gone"), Row: 2, PaymentRequestID: 2, Owner: "A",
 		CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 	if _, err := s.ClaimBatchRow(ctx, gone, now); err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestBatchRowRecords(t *testing.T) {
 		t.Errorf("forgotten record still there: %v", err)
 	}
 	// An expired record counts as absent.
-	fp := dynamo.BatchRowKeyOfFingerprint("00ff")
+	fp := batch.RowKeyOfFingerprint("00ff")
 	exp := &batch.RowRecord{MerchantID: m, Key: fp, Row: 1, PaymentRequestID: 1, Owner: "A", ExpiresAt: now.Add(-time.Second).Unix()}
 	if _, err := s.ClaimBatchRow(ctx, exp, now); err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func TestClaimBatchRowsTogether(t *testing.T) {
 	now := time.Now()
 	m := batchUniq("mer_rows")
 	row := func(i int) *batch.RowRecord {
-		return &batch.RowRecord{MerchantID: m, Key: dynamo.BatchRowKeyOfReference("REF-" + strconv.Itoa(i)), JobID: "file#g.csv#1", File: "g.csv",
+		return &batch.RowRecord{MerchantID: m, Key: batch.RowKeyOfReference("REF-" + strconv.Itoa(i)), JobID: "file#g.csv#1", File: "g.csv",
 			Row: i, PaymentRequestID: int64(100 + i), Owner: "A", LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now,
 			ExpiresAt: now.Add(time.Hour).Unix()}
 	}

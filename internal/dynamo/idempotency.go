@@ -10,48 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/payreq/payreq/internal/payment"
 )
-
-// Idempotency record states.
-const (
-	IdempotencyInProgress = "in_progress"
-	IdempotencyCompleted  = "completed"
-)
-
-// IdempotencyRecord is one merchant's use of one Idempotency-Key. It holds a
-// fingerprint of the request, never the request itself (bodies may carry
-// card data), and once completed the response to replay.
-type IdempotencyRecord struct {
-	MerchantID  string
-	Key         string
-	Fingerprint string // keyed HMAC of method, path and the canonical body without card data
-	// Nonce is drawn when the key is first claimed and kept when a retry
-	// takes over a claim a crash left behind: the ids of what the request
-	// creates are derived from it, which binds the key to its resources
-	// before any money moves.
-	Nonce string
-	State string // IdempotencyInProgress or IdempotencyCompleted
-	// Token identifies the claim: only its holder may complete or release it,
-	// so a holder whose lease ran out cannot overwrite its successor.
-	Token      string
-	LeaseUntil time.Time // in progress: others may take the key over after it
-	ExpiresAt  time.Time // the record counts as absent from then on
-	CreatedAt  time.Time
-
-	// The stored response (completed records).
-	Status  int
-	Headers map[string]string
-	Body    []byte
-}
-
-// Expired reports whether the record no longer exists logically (DynamoDB
-// TTL deletes lazily, up to days late; DynamoDB Local never).
-func (r *IdempotencyRecord) Expired(now time.Time) bool { return !now.Before(r.ExpiresAt) }
-
-// LeaseExpired reports whether an in-progress claim may be taken over.
-func (r *IdempotencyRecord) LeaseExpired(now time.Time) bool {
-	return r.State == IdempotencyInProgress && !now.Before(r.LeaseUntil)
-}
 
 type idempotencyItem struct {
 	PK          string            `dynamodbav:"pk"`
@@ -80,8 +41,8 @@ func idempotencyKey(merchantID, key string) map[string]types.AttributeValue {
 	}
 }
 
-func (it idempotencyItem) record() *IdempotencyRecord {
-	r := &IdempotencyRecord{
+func (it idempotencyItem) record() *payment.IdempotencyRecord {
+	r := &payment.IdempotencyRecord{
 		MerchantID: it.PK[min(len(idempotencyPrefix), len(it.PK)):], Key: it.SK,
 		Fingerprint: it.Fingerprint, State: it.State, Token: it.Token, Nonce: it.Nonce,
 		ExpiresAt: time.Unix(it.ExpiresAt, 0), CreatedAt: it.CreatedAt,
@@ -93,7 +54,7 @@ func (it idempotencyItem) record() *IdempotencyRecord {
 	return r
 }
 
-func unmarshalIdempotency(item map[string]types.AttributeValue) (*IdempotencyRecord, error) {
+func unmarshalIdempotency(item map[string]types.AttributeValue) (*payment.IdempotencyRecord, error) {
 	var it idempotencyItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("unmarshal idempotency record: %w", err)
@@ -110,9 +71,9 @@ func unmarshalIdempotency(item map[string]types.AttributeValue) (*IdempotencyRec
 // When the key is held it returns conflict(err) and, when DynamoDB sends it
 // with the failure (ReturnValuesOnConditionCheckFailure: ALL_OLD, as AWS
 // and DynamoDB Local do), the record holding it; otherwise nil, and the
-// caller reads it with IdempotencyRecord.
-func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *IdempotencyRecord, now time.Time) (*IdempotencyRecord, error) {
-	rec.State = IdempotencyInProgress
+// caller reads it with payment.IdempotencyRecord.
+func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *payment.IdempotencyRecord, now time.Time) (*payment.IdempotencyRecord, error) {
+	rec.State = payment.IdempotencyInProgress
 	item, err := attributevalue.MarshalMap(idempotencyItem{
 		PK: idempotencyPrefix + rec.MerchantID, SK: rec.Key, State: rec.State,
 		Fingerprint: rec.Fingerprint, Token: rec.Token, Nonce: rec.Nonce,
@@ -152,7 +113,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *IdempotencyRecord,
 // ran out) to rec: new token and lease, the same nonce and fingerprint. One
 // conditional UpdateItem on held's token, so of two retries racing for it
 // one wins; Conflict for the other.
-func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *IdempotencyRecord, now time.Time) error {
+func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *payment.IdempotencyRecord, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Operations,
 		Key:                      idempotencyKey(rec.MerchantID, rec.Key),
@@ -162,7 +123,7 @@ func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *Idempoten
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":token": &types.AttributeValueMemberS{Value: rec.Token}, ":lease": numberAV(rec.LeaseUntil.UnixMilli()),
 			":held": &types.AttributeValueMemberS{Value: held.Token}, ":nowMs": numberAV(now.UnixMilli()),
-			":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress},
+			":inProgress": &types.AttributeValueMemberS{Value: payment.IdempotencyInProgress},
 			":fp":         &types.AttributeValueMemberS{Value: rec.Fingerprint},
 		},
 	})
@@ -172,14 +133,14 @@ func (s *Store) TakeOverIdempotencyKey(ctx context.Context, rec, held *Idempoten
 	if err != nil {
 		return fmt.Errorf("take over idempotency key: %w", err)
 	}
-	rec.Nonce, rec.State = held.Nonce, IdempotencyInProgress
+	rec.Nonce, rec.State = held.Nonce, payment.IdempotencyInProgress
 	return nil
 }
 
 // IdempotencyRecord reads the record of a key (strongly consistent: it
 // decides between replay and conflict); NotFound when there is none.
 // Expired records are returned as they are: check Expired.
-func (s *Store) IdempotencyRecord(ctx context.Context, merchantID, key string) (*IdempotencyRecord, error) {
+func (s *Store) IdempotencyRecord(ctx context.Context, merchantID, key string) (*payment.IdempotencyRecord, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.t.Operations,
 		Key:            idempotencyKey(merchantID, key),
@@ -197,11 +158,11 @@ func (s *Store) IdempotencyRecord(ctx context.Context, merchantID, key string) (
 // CompleteIdempotencyKey stores the response of a claimed key (one
 // UpdateItem) and marks it completed; Conflict when rec.Token no longer
 // holds the claim (its lease ran out and another request took it over).
-func (s *Store) CompleteIdempotencyKey(ctx context.Context, rec *IdempotencyRecord, now time.Time) error {
+func (s *Store) CompleteIdempotencyKey(ctx context.Context, rec *payment.IdempotencyRecord, now time.Time) error {
 	set := "SET #st = :done, #status = :status, completedAt = :now"
 	values := map[string]types.AttributeValue{
-		":done":       &types.AttributeValueMemberS{Value: IdempotencyCompleted},
-		":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress},
+		":done":       &types.AttributeValueMemberS{Value: payment.IdempotencyCompleted},
+		":inProgress": &types.AttributeValueMemberS{Value: payment.IdempotencyInProgress},
 		":status":     numberAV(int64(rec.Status)),
 		":now":        &types.AttributeValueMemberS{Value: now.UTC().Format(time.RFC3339Nano)},
 		":token":      &types.AttributeValueMemberS{Value: rec.Token},
@@ -236,7 +197,7 @@ func (s *Store) CompleteIdempotencyKey(ctx context.Context, rec *IdempotencyReco
 	if err != nil {
 		return fmt.Errorf("complete idempotency key: %w", err)
 	}
-	rec.State = IdempotencyCompleted
+	rec.State = payment.IdempotencyCompleted
 	return nil
 }
 
@@ -252,7 +213,7 @@ func (s *Store) ReleaseIdempotencyKey(ctx context.Context, merchantID, key, toke
 		UpdateExpression:          aws.String("SET #lease = :zero"),
 		ConditionExpression:       aws.String("#token = :token AND #st = :inProgress"),
 		ExpressionAttributeNames:  map[string]string{"#token": "token", "#st": "state", "#lease": "leaseUntil"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: token}, ":inProgress": &types.AttributeValueMemberS{Value: IdempotencyInProgress}, ":zero": numberAV(0)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: token}, ":inProgress": &types.AttributeValueMemberS{Value: payment.IdempotencyInProgress}, ":zero": numberAV(0)},
 	})
 	if isConditionFailed(err) {
 		return conflict(err)

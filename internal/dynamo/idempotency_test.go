@@ -8,12 +8,13 @@ import (
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/payment"
 )
 
 var idemT0 = time.Date(2031, 7, 8, 9, 0, 0, 0, time.UTC)
 
-func newClaim(merchantID, key, token string, now time.Time) *dynamo.IdempotencyRecord {
-	return &dynamo.IdempotencyRecord{MerchantID: merchantID, Key: key, Token: token, Fingerprint: "fp-" + key, Nonce: "nonce-" + token,
+func newClaim(merchantID, key, token string, now time.Time) *payment.IdempotencyRecord {
+	return &payment.IdempotencyRecord{MerchantID: merchantID, Key: key, Token: token, Fingerprint: "fp-" + key, Nonce: "nonce-" + token,
 		LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour), CreatedAt: now}
 }
 
@@ -39,7 +40,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != dynamo.IdempotencyInProgress || rec.Token != "t1" || rec.Fingerprint != "fp-"+key || rec.MerchantID != mid || rec.Key != key ||
+	if rec.State != payment.IdempotencyInProgress || rec.Token != "t1" || rec.Fingerprint != "fp-"+key || rec.MerchantID != mid || rec.Key != key ||
 		!rec.LeaseUntil.Equal(idemT0.Add(time.Minute)) || !rec.ExpiresAt.Equal(idemT0.Add(24*time.Hour)) || !rec.CreatedAt.Equal(idemT0) {
 		t.Fatalf("in-progress record %+v", rec)
 	}
@@ -69,7 +70,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != dynamo.IdempotencyCompleted || rec.Status != 201 || string(rec.Body) != `{"id":1}` ||
+	if rec.State != payment.IdempotencyCompleted || rec.Status != 201 || string(rec.Body) != `{"id":1}` ||
 		rec.Headers["Location"] != "/payment-requests/status/1" || rec.Headers["Content-Type"] != "application/json" ||
 		!rec.LeaseUntil.IsZero() || rec.LeaseExpired(idemT0.Add(time.Hour)) {
 		t.Fatalf("completed record %+v", rec)
@@ -91,7 +92,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 		t.Fatalf("claim of an expired key: %v", err)
 	}
 	rec, _ = s.IdempotencyRecord(ctx, mid, key)
-	if rec.Token != "t4" || rec.State != dynamo.IdempotencyInProgress || rec.Body != nil || rec.Status != 0 {
+	if rec.Token != "t4" || rec.State != payment.IdempotencyInProgress || rec.Body != nil || rec.Status != 0 {
 		t.Fatalf("the new claim did not replace the old record: %+v", rec)
 	}
 	// Released: still there with its nonce, its lease over, so a retry takes
@@ -175,7 +176,7 @@ func TestIdempotencyClaimReturnsHolderWhenDynamoDBSendsIt(t *testing.T) {
 	if !errkind.Is(err, errkind.Conflict) || held == nil {
 		t.Fatalf("held %v, err %v", held, err)
 	}
-	if held.Token != "t1" || held.Fingerprint != "fp-k" || held.State != dynamo.IdempotencyInProgress || held.MerchantID != mid || held.Key != "k" {
+	if held.Token != "t1" || held.Fingerprint != "fp-k" || held.State != payment.IdempotencyInProgress || held.MerchantID != mid || held.Key != "k" {
 		t.Fatalf("held record %+v", held)
 	}
 }

@@ -104,10 +104,10 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/seal"
 )
 
@@ -135,11 +135,11 @@ var storedHeaders = []string{"Content-Type", "Location", "Cache-Control"}
 
 // Store keeps idempotency records (*dynamo.Store).
 type Store interface {
-	ClaimIdempotencyKey(ctx context.Context, rec *dynamo.IdempotencyRecord, now time.Time) (*dynamo.IdempotencyRecord, error)
-	IdempotencyRecord(ctx context.Context, merchantID, key string) (*dynamo.IdempotencyRecord, error)
-	CompleteIdempotencyKey(ctx context.Context, rec *dynamo.IdempotencyRecord, now time.Time) error
+	ClaimIdempotencyKey(ctx context.Context, rec *payment.IdempotencyRecord, now time.Time) (*payment.IdempotencyRecord, error)
+	IdempotencyRecord(ctx context.Context, merchantID, key string) (*payment.IdempotencyRecord, error)
+	CompleteIdempotencyKey(ctx context.Context, rec *payment.IdempotencyRecord, now time.Time) error
 	ReleaseIdempotencyKey(ctx context.Context, merchantID, key, token string) error
-	TakeOverIdempotencyKey(ctx context.Context, rec, held *dynamo.IdempotencyRecord, now time.Time) error
+	TakeOverIdempotencyKey(ctx context.Context, rec, held *payment.IdempotencyRecord, now time.Time) error
 }
 
 // Guard is the Idempotency-Key middleware.
@@ -270,7 +270,7 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 		r = httpapi.AddLogAttrs(r, slog.String("idempotency_key", key))
 
 		now := g.Now()
-		rec := &dynamo.IdempotencyRecord{
+		rec := &payment.IdempotencyRecord{
 			MerchantID: m.ID, Key: key, Fingerprint: Fingerprint(g.FingerprintKey, r.Method, r.URL.Path, body),
 			Token: newToken(), Nonce: newToken(), LeaseUntil: now.Add(g.Lease), ExpiresAt: now.Add(g.TTL), CreatedAt: now,
 		}
@@ -284,7 +284,7 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 
 // claimOrAnswer claims the key (true: the caller executes the request) or
 // answers from the record holding it.
-func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynamo.IdempotencyRecord, now time.Time) bool {
+func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *payment.IdempotencyRecord, now time.Time) bool {
 	ctx := r.Context()
 	for attempt := 0; attempt < 2; attempt++ {
 		held, err := g.store.ClaimIdempotencyKey(ctx, rec, now)
@@ -335,7 +335,7 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 		case held.Fingerprint != rec.Fingerprint:
 			httpapi.Error(w, r, errkind.Because(errkind.IdempotencyKeyReused,
 				"This Idempotency-Key was already used for a different request (method, path or body). Use a new key for a new request.", ""))
-		case held.State == dynamo.IdempotencyCompleted:
+		case held.State == payment.IdempotencyCompleted:
 			body, err := g.open(held)
 			if err != nil {
 				g.unavailable(w, r, "open", err)
@@ -360,11 +360,11 @@ func (g *Guard) claimOrAnswer(w http.ResponseWriter, r *http.Request, rec *dynam
 
 // releaseIfOurs frees rec's key if the store holds rec's own claim (a
 // claim applied whose answers were all lost), with its own short budget.
-func (g *Guard) releaseIfOurs(ctx context.Context, rec *dynamo.IdempotencyRecord) {
+func (g *Guard) releaseIfOurs(ctx context.Context, rec *payment.IdempotencyRecord) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	held, err := g.store.IdempotencyRecord(ctx, rec.MerchantID, rec.Key)
-	if err == nil && held.Token == rec.Token && held.State == dynamo.IdempotencyInProgress {
+	if err == nil && held.Token == rec.Token && held.State == payment.IdempotencyInProgress {
 		_ = g.store.ReleaseIdempotencyKey(ctx, rec.MerchantID, rec.Key, rec.Token)
 	}
 }
@@ -383,7 +383,7 @@ func (g *Guard) unavailable(w http.ResponseWriter, r *http.Request, step string,
 
 // execute runs next with the response captured, stores or releases the
 // record, then sends the response.
-func (g *Guard) execute(w http.ResponseWriter, r *http.Request, rec *dynamo.IdempotencyRecord, next http.Handler) {
+func (g *Guard) execute(w http.ResponseWriter, r *http.Request, rec *payment.IdempotencyRecord, next http.Handler) {
 	// The record must be settled even if the client hangs up meanwhile.
 	ctx := context.WithoutCancel(r.Context())
 	log := httpapi.Logger(r.Context())
@@ -429,14 +429,14 @@ func (g *Guard) execute(w http.ResponseWriter, r *http.Request, rec *dynamo.Idem
 
 // seal protects a stored response: some carry a secret (a checkout
 // session's token), and none needs to be readable at rest.
-func (g *Guard) seal(rec *dynamo.IdempotencyRecord, body []byte) []byte {
+func (g *Guard) seal(rec *payment.IdempotencyRecord, body []byte) []byte {
 	if g.Sealer == nil || len(body) == 0 {
 		return body
 	}
 	return []byte(g.Sealer.Seal(string(body), sealOwner(rec)))
 }
 
-func (g *Guard) open(rec *dynamo.IdempotencyRecord) ([]byte, error) {
+func (g *Guard) open(rec *payment.IdempotencyRecord) ([]byte, error) {
 	if g.Sealer == nil || len(rec.Body) == 0 {
 		return rec.Body, nil
 	}
@@ -444,9 +444,11 @@ func (g *Guard) open(rec *dynamo.IdempotencyRecord) ([]byte, error) {
 	return []byte(b), err
 }
 
-func sealOwner(rec *dynamo.IdempotencyRecord) string { return "idem:" + rec.MerchantID + ":" + rec.Key }
+func sealOwner(rec *payment.IdempotencyRecord) string {
+	return "idem:" + rec.MerchantID + ":" + rec.Key
+}
 
-func (g *Guard) release(ctx context.Context, log *slog.Logger, rec *dynamo.IdempotencyRecord) {
+func (g *Guard) release(ctx context.Context, log *slog.Logger, rec *payment.IdempotencyRecord) {
 	err := g.store.ReleaseIdempotencyKey(ctx, rec.MerchantID, rec.Key, rec.Token)
 	if err != nil && !errkind.Is(err, errkind.Conflict) {
 		log.Error("release idempotency key; it stays in progress until its lease lapses", "error", err.Error())

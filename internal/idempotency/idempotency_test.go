@@ -26,6 +26,7 @@ import (
 	"github.com/payreq/payreq/internal/idempotency"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/merchantapi"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/internal/seal"
@@ -334,7 +335,7 @@ func TestCrashedAttemptBlocksOnlyForTheLease(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	k := key(t)
 	body := `{"amount": 5}`
-	crashed := &dynamo.IdempotencyRecord{MerchantID: m.ID, Key: k, Token: "dead",
+	crashed := &payment.IdempotencyRecord{MerchantID: m.ID, Key: k, Token: "dead",
 		Fingerprint: idempotency.Fingerprint(testFPKey, "POST", "/x", []byte(body)),
 		LeaseUntil:  t0.Add(idempotency.DefaultLease), ExpiresAt: t0.Add(24 * time.Hour), CreatedAt: t0}
 	if _, err := h.store.ClaimIdempotencyKey(context.Background(), crashed, t0); err != nil {

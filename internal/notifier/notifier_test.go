@@ -285,7 +285,7 @@ func TestExhaustedGoesToDLQThenRedriveDelivers(t *testing.T) {
 	})
 	rc.setScript(200)
 	info := testenv.Stack(t).Info
-	moved, _, err := notifier.Redrive(context.Background(), sqsClient(t), info.Queues["NotificationsDLQ"], info.Queues["NotificationsQueue"])
+	moved, _, err := notifier.Redrive(context.Background(), queue.New(sqsClient(t)), info.Queues["NotificationsDLQ"], info.Queues["NotificationsQueue"])
 	if err != nil || moved < 1 {
 		t.Fatalf("redrive moved %d: %v", moved, err)
 	}

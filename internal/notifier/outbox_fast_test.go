@@ -57,6 +57,11 @@ func (q *memQueue) Backlog(context.Context, string) (queue.Backlog, error) {
 	return q.backlog, nil
 }
 
+func (q *memQueue) Holding(ctx context.Context, url string) (int64, int64, error) {
+	b, err := q.Backlog(ctx, url)
+	return b.Visible, b.InFlight, err
+}
+
 func (q *memQueue) setDown(d bool) { q.mu.Lock(); q.down = d; q.mu.Unlock() }
 func (q *memQueue) events() []payment.NotifyEvent {
 	q.mu.Lock()

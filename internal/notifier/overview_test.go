@@ -2,9 +2,10 @@ package notifier_test
 
 import (
 	"context"
-	"github.com/payreq/payreq/internal/payment"
 	"testing"
 	"time"
+
+	"github.com/payreq/payreq/internal/payment"
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/notifier"
@@ -94,7 +95,7 @@ func TestDeadLetteredNotificationListedUntilRedriven(t *testing.T) {
 	}
 	rc.setScript(200)
 	info := testenv.Stack(t).Info
-	if moved, _, err := notifier.Redrive(context.Background(), sqsClient(t), info.Queues["NotificationsDLQ"], info.Queues["NotificationsQueue"]); err != nil || moved < 1 {
+	if moved, _, err := notifier.Redrive(context.Background(), queue.New(sqsClient(t)), info.Queues["NotificationsDLQ"], info.Queues["NotificationsQueue"]); err != nil || moved < 1 {
 		t.Fatalf("redrive moved %d: %v", moved, err)
 	}
 	waitFor(t, "delivery after redrive", 15*time.Second, func() bool {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/queue"
 )
 
 // OutboxStore is what the reconciler needs.
@@ -16,11 +15,13 @@ type OutboxStore interface {
 	LeaseOutbox(ctx context.Context, e payment.OutboxEntry, now time.Time) (bool, error)
 }
 
-// ReconcileQueue sends events and tells whether a queue still holds
-// messages (*queue.Client).
+// ReconcileQueue sends events and tells what a queue still holds
+// (queue.Client): Holding counts the messages of queueURL waiting to be
+// received and those received but not yet deleted (delayed ones are not
+// counted: a first send is never delayed).
 type ReconcileQueue interface {
 	Queue
-	Backlog(ctx context.Context, queueURL string) (queue.Backlog, error)
+	Holding(ctx context.Context, queueURL string) (waiting, inFlight int64, err error)
 }
 
 // Defaults of the reconciler's in-flight ceilings: longer than any healthy
@@ -151,11 +152,11 @@ func (r *Reconciler) resend(ctx context.Context, c payment.Channel, now time.Tim
 	// 2. One GetQueueAttributes per channel and run, only when there is
 	// something to decide.
 	busy := true
-	b, err := r.Queue.Backlog(ctx, queueURL)
+	waiting, inFlight, err := r.Queue.Holding(ctx, queueURL)
 	if err != nil {
 		r.Log.Warn("queue backlog unknown; only entries past the in-flight ceiling are re-sent", "channel", c.String(), "error", err.Error())
 	} else {
-		busy = b.Holds()
+		busy = waiting > 0 || inFlight > 0
 	}
 	for _, e := range entries {
 		if busy && now.Sub(dueTime(e, now)) < maxInFlight {
@@ -182,7 +183,7 @@ func (r *Reconciler) resend(ctx context.Context, c payment.Channel, now time.Tim
 	}
 	if st.Held > 0 {
 		r.Log.Info("outbox entries held: their queue may still hold the messages", "channel", c.String(), "count", st.Held,
-			"visible", b.Visible, "in_flight", b.InFlight)
+			"visible", waiting, "in_flight", inFlight)
 	}
 	return st, nil
 }

@@ -52,6 +52,11 @@ func (f *fakeQueues) Backlog(_ context.Context, url string) (queue.Backlog, erro
 	return f.backlog[url], f.err
 }
 
+func (f *fakeQueues) Holding(ctx context.Context, url string) (int64, int64, error) {
+	b, err := f.Backlog(ctx, url)
+	return b.Visible, b.InFlight, err
+}
+
 // The reconciler's in-flight rule, case by case: an entry is re-sent when
 // its channel's queue holds nothing, or when it is older than the channel's
 // ceiling; never while its queue may still hold its message.

@@ -4,20 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/payreq/payreq/internal/payment"
 )
 
-// RedriveAPI is the SQS subset Redrive uses.
-type RedriveAPI interface {
-	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+// DeadLetters moves a dead-letter queue's messages back to their queue,
+// each rewritten, or left where it is when rewrite refuses it
+// (queue.Client.Redrive).
+type DeadLetters interface {
+	Redrive(ctx context.Context, dlqURL, queueURL string, rewrite func(body []byte) ([]byte, bool)) (moved, skipped int, err error)
 }
 
 // Redrive moves the dead-letter queue's notifications back to the queue with
@@ -25,44 +21,16 @@ type RedriveAPI interface {
 // is deleted from the DLQ only after it was sent, so a failure midway loses
 // nothing (at worst one notification is sent twice; receivers dedupe on
 // webhook-id). Unreadable messages stay in the DLQ.
-func Redrive(ctx context.Context, api RedriveAPI, dlqURL, queueURL string) (moved, skipped int, err error) {
-	seen := map[string]bool{}
-	for {
-		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &dlqURL, MaxNumberOfMessages: 10,
-			WaitTimeSeconds: 0, VisibilityTimeout: 60})
-		if err != nil {
-			return moved, skipped, fmt.Errorf("receive from DLQ: %w", err)
+func Redrive(ctx context.Context, q DeadLetters, dlqURL, queueURL string) (moved, skipped int, err error) {
+	return q.Redrive(ctx, dlqURL, queueURL, func(body []byte) ([]byte, bool) {
+		var ev payment.NotifyEvent
+		if json.Unmarshal(body, &ev) != nil || ev.EventID == "" {
+			return nil, false
 		}
-		if len(out.Messages) == 0 {
-			return moved, skipped, nil
-		}
-		progress := false
-		for _, m := range out.Messages {
-			id := aws.ToString(m.MessageId)
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			progress = true
-			var ev payment.NotifyEvent
-			if json.Unmarshal([]byte(aws.ToString(m.Body)), &ev) != nil || ev.EventID == "" {
-				skipped++
-				continue
-			}
-			ev.Attempts, ev.DueAt, ev.Resent = 0, time.Time{}, true
-			body, _ := json.Marshal(ev)
-			if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(string(body))}); err != nil {
-				return moved, skipped, fmt.Errorf("send event %s: %w", ev.EventID, err)
-			}
-			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &dlqURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
-				return moved, skipped, fmt.Errorf("delete event %s from DLQ: %w", ev.EventID, err)
-			}
-			moved++
-		}
-		if !progress {
-			return moved, skipped, nil
-		}
-	}
+		ev.Attempts, ev.DueAt, ev.Resent = 0, time.Time{}, true
+		b, err := json.Marshal(ev)
+		return b, err == nil
+	})
 }
 
 // ErrNotSettled: the request has no settled transaction whose notification

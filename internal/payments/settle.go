@@ -29,6 +29,18 @@ type ProviderResult struct {
 	Facts *provider.ChargeFacts
 }
 
+// Event is an acquirer's event as the service reads it (provider/stripe
+// reads Stripe's): Payment, Refund or Dispute is the result to apply; none
+// is set when there is nothing to settle, and Ignored marks an event the
+// service does not act on (acknowledged all the same).
+type Event struct {
+	ID, Type string
+	Ignored  bool
+	Payment  *ProviderResult
+	Refund   *RefundResult
+	Dispute  *DisputeResult
+}
+
 // Settled is what a callback did.
 type Settled struct {
 	Duplicate   bool                 // the transaction was already final; nothing changed

@@ -107,6 +107,68 @@ func (c *Client) Backlog(ctx context.Context, queueURL string) (Backlog, error) 
 	return b, nil
 }
 
+// Holding is what queueURL holds that was sent without a delay: messages
+// waiting to be received, and received but not yet deleted (Backlog's
+// Visible and InFlight).
+func (c *Client) Holding(ctx context.Context, queueURL string) (waiting, inFlight int64, err error) {
+	b, err := c.Backlog(ctx, queueURL)
+	return b.Visible, b.InFlight, err
+}
+
+// RedriveAPI is the SQS subset Redrive uses (*sqs.Client has it).
+type RedriveAPI interface {
+	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+}
+
+// Redrive moves the messages of dead-letter queue dlqURL back to queueURL,
+// each with the body rewrite gives it; a message rewrite refuses (false)
+// stays in the DLQ, counted as skipped. A message is deleted from the DLQ
+// only after it was sent, so a failure midway loses nothing (at worst one
+// message is sent twice). The API given to New must implement RedriveAPI.
+func (c *Client) Redrive(ctx context.Context, dlqURL, queueURL string, rewrite func(body []byte) ([]byte, bool)) (moved, skipped int, err error) {
+	api, ok := c.api.(RedriveAPI)
+	if !ok {
+		return 0, 0, fmt.Errorf("queue: %T cannot redrive", c.api)
+	}
+	seen := map[string]bool{}
+	for {
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &dlqURL, MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 0, VisibilityTimeout: 60})
+		if err != nil {
+			return moved, skipped, fmt.Errorf("receive from DLQ: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			return moved, skipped, nil
+		}
+		progress := false
+		for _, m := range out.Messages {
+			id := aws.ToString(m.MessageId)
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			progress = true
+			body, ok := rewrite([]byte(aws.ToString(m.Body)))
+			if !ok {
+				skipped++
+				continue
+			}
+			if _, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: aws.String(string(body))}); err != nil {
+				return moved, skipped, fmt.Errorf("send message %s: %w", id, err)
+			}
+			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &dlqURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				return moved, skipped, fmt.Errorf("delete message %s from DLQ: %w", id, err)
+			}
+			moved++
+		}
+		if !progress {
+			return moved, skipped, nil
+		}
+	}
+}
+
 // VisibilityAPI is the SQS call ChangeVisibility uses (*sqs.Client has it).
 type VisibilityAPI interface {
 	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)

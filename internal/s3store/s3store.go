@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/errkind"
 )
 
@@ -41,14 +42,6 @@ type API interface {
 	UploadPart(context.Context, *s3.UploadPartInput, ...func(*s3.Options)) (*s3.UploadPartOutput, error)
 	CompleteMultipartUpload(context.Context, *s3.CompleteMultipartUploadInput, ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error)
 	AbortMultipartUpload(context.Context, *s3.AbortMultipartUploadInput, ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error)
-}
-
-// ObjectInfo describes one stored object.
-type ObjectInfo struct {
-	Key          string
-	Size         int64
-	LastModified time.Time
-	ETag         string // without quotes
 }
 
 // Store is one bucket.
@@ -191,12 +184,12 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 func (r *rangeReader) Close() error { r.buf, r.eof = nil, true; return nil }
 
 // Head describes one object.
-func (s *Store) Head(ctx context.Context, key string) (ObjectInfo, error) {
+func (s *Store) Head(ctx context.Context, key string) (batch.Object, error) {
 	out, err := s.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
-		return ObjectInfo{}, s.wrap("head", key, err)
+		return batch.Object{}, s.wrap("head", key, err)
 	}
-	return ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: CleanETag(aws.ToString(out.ETag)),
+	return batch.Object{Key: key, Size: aws.ToInt64(out.ContentLength), ETag: CleanETag(aws.ToString(out.ETag)),
 		LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
@@ -220,8 +213,8 @@ func (s *Store) Copy(ctx context.Context, src, dst, etag string) (string, error)
 }
 
 // List returns every object whose key starts with prefix, in key order.
-func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	var out []ObjectInfo
+func (s *Store) List(ctx context.Context, prefix string) ([]batch.Object, error) {
+	var out []batch.Object
 	p := s3.NewListObjectsV2Paginator(s.api, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -229,7 +222,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 			return nil, s.wrap("list", prefix, err)
 		}
 		for _, o := range page.Contents {
-			out = append(out, ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size),
+			out = append(out, batch.Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size),
 				LastModified: aws.ToTime(o.LastModified), ETag: CleanETag(aws.ToString(o.ETag))})
 		}
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/sandboxjob"
 	"github.com/payreq/payreq/internal/sig"
 )
@@ -193,8 +192,6 @@ func (w *worker) deliver(ctx context.Context, job Job) error {
 	w.Log.Info("sandbox callback delivered", "kind", job.Kind, "transaction_id", job.TransactionID)
 	return nil
 }
-
-var _ Sender = (*queue.Client)(nil)
 
 // Post sends cb to the service's callback endpoint path, signed like a real
 // provider's callback (X-Provider-Signature over the raw body). The sandbox

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/payreq/payreq/internal/batch"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +33,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/payreq/payreq/internal/batch"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -895,7 +896,7 @@ func benchBatch(t *testing.T, ctx context.Context, st *devstack.Stack, store *dy
 			for k := i; k < i+25 && k <= rows; k++ {
 				r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.50"),
 					Unit: "EUR", ReferenceID: "CEIL-" + strconv.Itoa(k), CreatedAt: now, UpdatedAt: now}
-				c := &batch.RowRecord{MerchantID: m.ID, Key: dynamo.BatchRowKeyOfReference(r.ReferenceID + "-" + strconv.FormatInt(start.UnixNano(), 36)),
+				c := &batch.RowRecord{MerchantID: m.ID, Key: batch.RowKeyOfReference(r.ReferenceID + "-" + strconv.FormatInt(start.UnixNano(), 36)),
 					JobID: "ceiling", File: "ceiling.csv", Row: k, PaymentRequestID: r.ID, Owner: "ceiling",
 					LeaseUntil: now.Add(time.Minute).UnixMilli(), CreatedAt: now, ExpiresAt: now.Add(time.Hour).Unix()}
 				group, recs = append(group, claimed{r, c}), append(recs, c)

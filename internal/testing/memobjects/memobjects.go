@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/testing/faults"
@@ -223,20 +224,20 @@ func (r *reader) Read(p []byte) (int, error) {
 
 func (r *reader) Close() error { r.buf, r.eof = nil, true; return nil }
 
-func (o *object) info(key string) s3store.ObjectInfo {
-	return s3store.ObjectInfo{Key: key, Size: int64(len(o.data)), LastModified: o.modified, ETag: o.etag}
+func (o *object) info(key string) batch.Object {
+	return batch.Object{Key: key, Size: int64(len(o.data)), LastModified: o.modified, ETag: o.etag}
 }
 
 // Head describes one object.
-func (s *Store) Head(_ context.Context, key string) (s3store.ObjectInfo, error) {
+func (s *Store) Head(_ context.Context, key string) (batch.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("Head"); err != nil {
-		return s3store.ObjectInfo{}, err
+		return batch.Object{}, err
 	}
 	o, ok := s.objects[key]
 	if !ok {
-		return s3store.ObjectInfo{}, notExist("head", key)
+		return batch.Object{}, notExist("head", key)
 	}
 	return o.info(key), nil
 }
@@ -268,7 +269,7 @@ func (s *Store) Copy(_ context.Context, src, dst, etag string) (string, error) {
 }
 
 // List returns the objects whose keys start with prefix, in key order.
-func (s *Store) List(_ context.Context, prefix string) ([]s3store.ObjectInfo, error) {
+func (s *Store) List(_ context.Context, prefix string) ([]batch.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, _ := s.begin("List"); err != nil {
@@ -277,8 +278,8 @@ func (s *Store) List(_ context.Context, prefix string) ([]s3store.ObjectInfo, er
 	return s.list(prefix), nil
 }
 
-func (s *Store) list(prefix string) []s3store.ObjectInfo {
-	var out []s3store.ObjectInfo
+func (s *Store) list(prefix string) []batch.Object {
+	var out []batch.Object
 	for k, o := range s.objects {
 		if strings.HasPrefix(k, prefix) {
 			out = append(out, o.info(k))

@@ -91,3 +91,5 @@ func paymentService(b *wire.Base, getenv config.Getenv) (*payments.Service, erro
 	svc.Queue = queue.NewCoalescer(sqs.NewFromConfig(b.AWS))
 	return svc, nil
 }
+
+var _ batchproc.Objects = (*s3store.Store)(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/payreq/payreq/internal/callbacks"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/lambdahttp"
+	"github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/wire"
 	"github.com/payreq/payreq/internal/wire/paywire"
@@ -57,5 +58,5 @@ func stripeWebhook(b *wire.Base, getenv config.Getenv) (*callbacks.StripeWebhook
 	if err != nil || !ok || len(s.WebhookSecrets) == 0 {
 		return nil, err
 	}
-	return &callbacks.StripeWebhook{Secrets: s.WebhookSecrets, Events: b.Store}, nil
+	return &callbacks.StripeWebhook{Reader: stripe.Webhook{Secrets: s.WebhookSecrets}, Events: b.Store}, nil
 }

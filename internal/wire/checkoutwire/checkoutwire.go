@@ -16,6 +16,7 @@ import (
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/lambdahttp"
 	"github.com/payreq/payreq/internal/paylink"
+	"github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/safehttp"
 	"github.com/payreq/payreq/internal/sandboxworker"
@@ -67,7 +68,7 @@ func Checkout(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ h
 	}
 	return checkout.New(checkout.Deps{
 		Store: b.Store, Payments: svc, Limiter: b.Store, Tokens: tokens, Links: links,
-		Challenges: challenges, StripePublishableKey: publishable,
+		Challenges: challenges, StripePublishableKey: publishable, StripeMinorUnits: stripe.MinorUnits,
 		StripeAccountCountry: getenv("STRIPE_ACCOUNT_COUNTRY"), GooglePayMerchantID: getenv("GOOGLE_PAY_MERCHANT_ID"),
 		Log: b.Logger("checkout"), PublicBaseURL: b.Cfg.PublicBaseURL, Sandbox: b.Cfg.Sandbox(),
 	}), nil

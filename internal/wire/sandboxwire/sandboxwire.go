@@ -55,3 +55,5 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ wi
 		Provider: sandbox.New(sandbox.Options{Ledger: b.Store}),
 	}), nil
 }
+
+var _ sandboxworker.Sender = (*queue.Client)(nil)
