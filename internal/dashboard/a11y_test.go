@@ -17,6 +17,7 @@ import (
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/testing/needs"
 )
 
 // axeSource is axe-core, pinned in infra/local/package.json (npm ci there).
@@ -38,6 +39,7 @@ func axeSource(t *testing.T) string {
 // through DevTools, which the page's CSP does not govern; the page itself
 // loads no inline script.
 func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
+	needs.External(t, "Chromium", "the local stack", "axe-core (npm ci in infra/local)")
 	axe := axeSource(t)
 	stack := testenv.Stack(t)
 	base := stack.Info.APIBase
