@@ -7,12 +7,14 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -20,9 +22,9 @@ import (
 // or of a lower one, never of a higher one (docs/architecture.md).
 const (
 	layerDomain  = iota // types and rules of the business: no I/O
-	layerCore           // what the service does with them: no AWS, no HTTP
-	layerAdapter        // DynamoDB, SQS, S3, Secrets Manager, Stripe, sandbox, outbound HTTP
-	layerHandler        // HTTP handlers and event handlers (Lambda functions' logic)
+	layerCore           // what the service does with them (the state machines), and what they do it with that is no AWS service and no Stripe: no AWS, no inbound HTTP
+	layerAdapter        // packages that import an AWS service client or stripe-go (adapterImports): storage, queues, Stripe
+	layerHandler        // the HTTP edge: handlers, their middleware, the problem table
 	layerWiring         // builds each function from its parts
 	layerEntry          // functions/ and cmd/, the local stack
 	layerTest           // test-only packages: nothing but tests imports them
@@ -35,7 +37,7 @@ var layerNames = []string{"domain", "core", "adapter", "handler", "wiring", "ent
 // is placed on purpose.
 var layerOf = map[string]int{
 	// domain
-	"internal/batch":         layerDomain, // the batch file format and the result file
+	"internal/batch":         layerDomain, // the batch file format, the result file, a job's records
 	"internal/card":          layerDomain,
 	"internal/checkouttoken": layerDomain,
 	"internal/codes":         layerDomain,
@@ -58,39 +60,40 @@ var layerOf = map[string]int{
 	"internal/sig":           layerDomain,
 	"web":                    layerDomain, // embedded assets: leaves
 	"web/dashboard":          layerDomain,
-	"internal/problem":       layerDomain, // RFC 9457 bodies; who may import it is the second rule
 
-	// core
-	"internal/audit":    layerCore,
-	"internal/lockout":  layerCore, // attempt counting and lockout of dashboard and SFTP logins
-	"internal/payments": layerCore,
-	"internal/sftpauth": layerCore, // login decisions; the Lambda is sftpauthwire's
+	// core: the state machines, with the store interfaces they need
+	"internal/audit":            layerCore,
+	"internal/batchproc":        layerCore, // the batch file's state machine (S3 and SQS events)
+	"internal/lockout":          layerCore, // attempt counting and lockout of dashboard and SFTP logins
+	"internal/notifier":         layerCore, // the notification state machine (SQS events) and the reconciler
+	"internal/notify":           layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
+	"internal/payments":         layerCore, // payment, refund and 3-D Secure state machines
+	"internal/provider/sandbox": layerCore, // the simulated acquirer over its ledger interface
+	"internal/safehttp":         layerCore, // the SSRF-safe client of merchants' endpoints
+	"internal/sandboxworker":    layerCore, // the sandbox acquirer's asynchronous side (SQS events)
+	"internal/sftpauth":         layerCore, // login decisions; the Lambda is sftpauthwire's
 
-	// adapters
-	"internal/awsconfig":        layerAdapter,
-	"internal/dynamo":           layerAdapter,
-	"internal/notify":           layerAdapter, // builds and POSTs notifications
-	"internal/provider/sandbox": layerAdapter,
-	"internal/provider/stripe":  layerAdapter,
-	"internal/queue":            layerAdapter,
-	"internal/s3store":          layerAdapter,
-	"internal/safehttp":         layerAdapter,
-	"internal/secrets":          layerAdapter,
+	// adapters: exactly the packages that import an AWS service client or
+	// stripe-go (TestAdaptersOnlyInWiring checks the list both ways)
+	"internal/awsconfig":       layerAdapter,
+	"internal/dynamo":          layerAdapter,
+	"internal/provider/stripe": layerAdapter,
+	"internal/queue":           layerAdapter,
+	"internal/s3store":         layerAdapter,
+	"internal/secrets":         layerAdapter,
 
-	// handlers
-	"internal/apikey":        layerHandler,
-	"internal/batchproc":     layerHandler, // S3 and SQS events
-	"internal/callbacks":     layerHandler,
-	"internal/checkout":      layerHandler,
-	"internal/dashboard":     layerHandler,
-	"internal/httpapi":       layerHandler,
-	"internal/idempotency":   layerHandler,
-	"internal/lambdahttp":    layerHandler,
-	"internal/merchantapi":   layerHandler,
-	"internal/notifier":      layerHandler, // SQS events and the reconciler's schedule
-	"internal/paymentsapi":   layerHandler,
-	"internal/ratelimit":     layerHandler,
-	"internal/sandboxworker": layerHandler, // SQS events
+	// handlers: the HTTP edge
+	"internal/apikey":      layerHandler,
+	"internal/callbacks":   layerHandler,
+	"internal/checkout":    layerHandler,
+	"internal/dashboard":   layerHandler,
+	"internal/httpapi":     layerHandler,
+	"internal/idempotency": layerHandler,
+	"internal/lambdahttp":  layerHandler,
+	"internal/merchantapi": layerHandler,
+	"internal/paymentsapi": layerHandler,
+	"internal/problem":     layerHandler, // the one table from an error kind to a problem
+	"internal/ratelimit":   layerHandler,
 
 	// wiring
 	// (one package per function, so each binary links only its own parts)
@@ -146,42 +149,45 @@ var layerOf = map[string]int{
 	"internal/testing/stripemock": layerTest,
 }
 
-// notYetDown are imports against the layer order still to remove, each with
-// why it is there. The list only shrinks.
-var notYetDown = map[[2]string]string{}
-
-// forbidden are imports the layer order allows but the design does not:
-// the storage adapter knows no other adapter (it stores domain types).
-var forbidden = map[string][]string{
-	"internal/dynamo": {"internal/provider/sandbox", "internal/provider/stripe", "internal/notify", "internal/queue", "internal/s3store", "internal/safehttp"},
+// adapterImports are the imports that make a package an adapter: an AWS
+// service client (or the SDK's configuration and features) or stripe-go.
+var adapterImports = []string{
+	"github.com/aws/aws-sdk-go-v2/service/",
+	"github.com/aws/aws-sdk-go-v2/config",
+	"github.com/aws/aws-sdk-go-v2/feature/",
+	"github.com/stripe/stripe-go/",
 }
 
-// httpEdge are the packages that may speak HTTP statuses: the handlers, and
-// the adapters whose other side is an HTTP server (they read its statuses).
-// Everything else reports an error kind (internal/errkind) and lets the
-// edge choose the status.
-var httpEdge = map[string]bool{
-	"internal/notify":          true, // reads the merchant's answer
-	"internal/notifier":        true, // 410 Gone from the merchant stops retries
-	"internal/safehttp":        true,
-	"internal/provider/stripe": true, // reads Stripe's answers
-	"internal/sandboxworker":   true, // posts callbacks to the service
-	"internal/apikey":          true,
-	"internal/callbacks":       true,
-	"internal/checkout":        true,
-	"internal/dashboard":       true,
-	"internal/httpapi":         true,
-	"internal/idempotency":     true,
-	"internal/lambdahttp":      true,
-	"internal/merchantapi":     true,
-	"internal/paymentsapi":     true,
-	"internal/ratelimit":       true,
-	"internal/problem":         true, // the bodies themselves
+// isAdapter reports whether p imports an AWS service client or stripe-go.
+func isAdapter(p goPackage) bool {
+	for _, imp := range p.Imports {
+		for _, a := range adapterImports {
+			if strings.HasPrefix(imp, a) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-// notYetKinds are packages outside the HTTP edge that still build
-// problems or name HTTP statuses, each with why. The list only shrinks.
-var notYetKinds = map[string]string{}
+// httpEdge are the packages that may speak HTTP statuses: the handlers,
+// and the packages whose other side is an HTTP server (they read its
+// answers). Everything else reports an error kind (internal/errkind) and
+// lets the edge choose the status.
+var httpEdge = map[string]string{
+	"internal/notify":          "reads the merchant's answer",
+	"internal/safehttp":        "the client of merchants' endpoints",
+	"internal/provider/stripe": "reads Stripe's answers",
+	"internal/sandboxworker":   "posts the sandbox acquirer's callbacks to the service",
+}
+
+// problemWriters are the packages that write problems (import
+// internal/problem): the edge's one writer, and the local stack's gateway
+// (API Gateway's stand-in answers unknown routes and methods itself).
+var problemWriters = map[string]bool{
+	"internal/httpapi":  true,
+	"internal/devstack": true,
+}
 
 type goPackage struct {
 	ImportPath string
@@ -191,9 +197,14 @@ type goPackage struct {
 	Module     *struct{ Path string }
 }
 
+// listDeps is `go list -deps -json ./...`, run once for the tests that read it.
+var listDeps = sync.OnceValues(func() ([]byte, error) {
+	return exec.Command("go", "list", "-deps", "-json", "./...").Output()
+})
+
 func modulePackages(t *testing.T) map[string]goPackage {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-json", "./...").Output()
+	out, err := listDeps()
 	if err != nil {
 		t.Fatalf("go list -deps -json: %v", err)
 	}
@@ -224,20 +235,14 @@ func rel(importPath string) string {
 }
 
 // TestImportLayers: every package has a layer and imports only its own
-// layer or lower ones (domain ← core ← adapters ← handlers ← wiring ←
-// functions and cmd), tests import no test-only package into a binary, and
-// the storage adapter imports no other adapter.
+// layer or lower ones (domain ← core ← adapters ← HTTP edge ← wiring ←
+// functions and cmd ← test-only packages).
 func TestImportLayers(t *testing.T) {
 	pkgs := modulePackages(t)
 	if len(pkgs) < 50 {
 		t.Fatalf("go list found %d packages of the module; expected the whole module", len(pkgs))
 	}
-	names := make([]string, 0, len(pkgs))
-	for n := range pkgs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range sortedNames(pkgs) {
 		from, ok := layerOf[n]
 		if !ok {
 			t.Errorf("package %s has no layer: add it to layerOf in layers_test.go and docs/architecture.md", n)
@@ -247,23 +252,9 @@ func TestImportLayers(t *testing.T) {
 			if _, ours := pkgs[rel(imp)]; !ours {
 				continue
 			}
-			to, ok := layerOf[rel(imp)]
-			if !ok {
-				continue // reported above
-			}
-			if to > from && notYetDown[[2]string{n, rel(imp)}] == "" {
+			if to, ok := layerOf[rel(imp)]; ok && to > from {
 				t.Errorf("%s (%s) imports %s (%s): imports point down the layers only", n, layerNames[from], rel(imp), layerNames[to])
 			}
-			for _, f := range forbidden[n] {
-				if rel(imp) == f {
-					t.Errorf("%s imports %s: the storage adapter stores domain types and knows no other adapter", n, f)
-				}
-			}
-		}
-	}
-	for edge := range notYetDown {
-		if !slices.Contains(pkgs[edge[0]].Imports, "github.com/payreq/payreq/"+edge[1]) {
-			t.Errorf("notYetDown lists %s → %s, which is gone: remove it from the list", edge[0], edge[1])
 		}
 	}
 	for n := range layerOf {
@@ -273,40 +264,101 @@ func TestImportLayers(t *testing.T) {
 	}
 }
 
-// TestHTTPOnlyAtTheEdge: outside the HTTP edge no package imports the
-// problem package or names a net/http status (http.StatusXxx): they return
-// error kinds, and the edge maps a kind to a status in one table.
-func TestHTTPOnlyAtTheEdge(t *testing.T) {
+// TestAdaptersOnlyInWiring: the adapter layer is exactly the packages that
+// import an AWS service client or stripe-go, and outside wiring, the entry
+// points, the local stack and test helpers no package imports one, nor does
+// an adapter import another (storage stores domain types). The core and the
+// HTTP edge see adapters only as the small interfaces they declare.
+func TestAdaptersOnlyInWiring(t *testing.T) {
 	pkgs := modulePackages(t)
-	offending := map[string]string{}
-	for n, p := range pkgs {
+	for _, n := range sortedNames(pkgs) {
 		l, ok := layerOf[n]
-		if !ok || l >= layerWiring || httpEdge[n] {
+		if !ok {
+			continue // TestImportLayers reports it
+		}
+		if a := isAdapter(pkgs[n]); a && l < layerWiring && l != layerAdapter {
+			t.Errorf("%s (%s) imports an AWS service client or stripe-go: only adapters, wiring and entry points do", n, layerNames[l])
+		} else if !a && l == layerAdapter {
+			t.Errorf("%s is filed as an adapter but imports no AWS service client nor stripe-go: file it by what it does", n)
+		}
+		if l >= layerWiring {
 			continue
 		}
-		for _, imp := range p.Imports {
-			if rel(imp) == "internal/problem" {
-				offending[n] = "imports internal/problem"
+		for _, imp := range pkgs[n].Imports {
+			if layerOf[rel(imp)] == layerAdapter && rel(imp) != n {
+				if _, ours := pkgs[rel(imp)]; ours && rel(imp) != "internal/awsconfig" {
+					t.Errorf("%s (%s) imports the adapter %s: declare the interface it needs and let the wiring pass the adapter", n, layerNames[l], rel(imp))
+				}
 			}
-		}
-		if use := statusUse(t, p); use != "" && offending[n] == "" {
-			offending[n] = "names " + use
-		}
-	}
-	for n, why := range offending {
-		if _, ok := notYetKinds[n]; !ok {
-			t.Errorf("%s %s: outside the HTTP edge, return an errkind error and let the edge choose the status", n, why)
-		}
-	}
-	for n := range notYetKinds {
-		if _, ok := offending[n]; !ok {
-			t.Errorf("notYetKinds lists %s, which no longer speaks HTTP: remove it from the list", n)
 		}
 	}
 }
 
-// statusUse returns the first http.StatusXxx a package's non-test files name.
-func statusUse(t *testing.T, p goPackage) string {
+// TestHTTPOnlyAtTheEdge: outside the HTTP edge (and the few packages whose
+// other side is an HTTP server: httpEdge) no package names an HTTP status;
+// they return error kinds, and the edge maps a kind to a status in the one
+// table (internal/problem). Only problemWriters import that table. No
+// package below the wiring writes a status as a number.
+func TestHTTPOnlyAtTheEdge(t *testing.T) {
+	pkgs := modulePackages(t)
+	for _, n := range sortedNames(pkgs) {
+		p := pkgs[n]
+		l, ok := layerOf[n]
+		if !ok {
+			continue
+		}
+		if l < layerTest && !problemWriters[n] && slices.Contains(p.Imports, "github.com/payreq/payreq/internal/problem") {
+			if why, ok := notYetProblem[n]; !ok {
+				t.Errorf("%s imports internal/problem: return an errkind error and let the edge's one writer (httpapi.Error) choose the status", n)
+			} else {
+				t.Logf("%s imports internal/problem (not yet: %s)", n, why)
+			}
+		}
+		if l >= layerWiring {
+			continue
+		}
+		named, number := statusUse(t, p)
+		if number != "" {
+			t.Errorf("%s writes the status %s: name it (http.StatusXxx), at the edge only", n, number)
+		}
+		if _, edge := httpEdge[n]; named != "" && l != layerHandler && !edge {
+			t.Errorf("%s names %s: outside the HTTP edge, return an errkind error and let the edge choose the status", n, named)
+		}
+	}
+	for n := range notYetProblem {
+		if slices.Contains(pkgs[n].Imports, "github.com/payreq/payreq/internal/problem") {
+			continue
+		}
+		t.Errorf("notYetProblem lists %s, which no longer imports internal/problem: remove it from the list", n)
+	}
+	for n := range httpEdge {
+		if layerOf[n] == layerHandler {
+			t.Errorf("httpEdge lists %s, a handler: handlers are the edge already", n)
+		}
+	}
+}
+
+// notYetProblem are packages outside problemWriters that still import the
+// problem table, each with why. The list only shrinks.
+var notYetProblem = map[string]string{
+	"internal/wire/dashboardwire": "reads a refund error's status to show it as the dashboard's input error; goes when the dashboard renders kinds",
+}
+
+func sortedNames(pkgs map[string]goPackage) []string {
+	names := make([]string, 0, len(pkgs))
+	for n := range pkgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// statusUse returns the first http.StatusXxx a package's non-test files
+// name, and the first status they write as a number: an integer literal
+// given to WriteHeader, http.Error, http.Redirect, or compared with,
+// assigned to or keyed as a status (an identifier or field whose name ends
+// in "status" or "StatusCode", any case).
+func statusUse(t *testing.T, p goPackage) (named, number string) {
 	fset := token.NewFileSet()
 	for _, f := range p.GoFiles {
 		file, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, parser.SkipObjectResolution)
@@ -322,21 +374,111 @@ func statusUse(t *testing.T, p goPackage) string {
 				}
 			}
 		}
-		if alias == "" {
-			continue
-		}
-		found := ""
+		at := func(n ast.Node) string { return " (" + fset.Position(n.Pos()).String() + ")" }
 		ast.Inspect(file, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && found == "" {
-				if id, ok := sel.X.(*ast.Ident); ok && id.Name == alias && strings.HasPrefix(sel.Sel.Name, "Status") {
-					found = alias + "." + sel.Sel.Name + " (" + fset.Position(sel.Pos()).String() + ")"
+			switch n := n.(type) {
+			case *ast.SelectorExpr:
+				if id, ok := n.X.(*ast.Ident); ok && alias != "" && id.Name == alias && strings.HasPrefix(n.Sel.Name, "Status") && named == "" {
+					named = alias + "." + n.Sel.Name + at(n)
+				}
+			case *ast.CallExpr:
+				arg := -1
+				switch fn := n.Fun.(type) {
+				case *ast.SelectorExpr:
+					switch {
+					case fn.Sel.Name == "WriteHeader":
+						arg = 0
+					case isPkg(fn.X, alias) && fn.Sel.Name == "Error":
+						arg = 2
+					case isPkg(fn.X, alias) && fn.Sel.Name == "Redirect":
+						arg = 3
+					}
+				}
+				if arg >= 0 && arg < len(n.Args) && number == "" {
+					if lit := statusLiteral(n.Args[arg]); lit != "" {
+						number = lit + at(n)
+					}
+				}
+			case *ast.BinaryExpr:
+				if (n.Op == token.EQL || n.Op == token.NEQ) && number == "" {
+					if isStatusName(n.X) && statusLiteral(n.Y) != "" {
+						number = statusLiteral(n.Y) + at(n)
+					} else if isStatusName(n.Y) && statusLiteral(n.X) != "" {
+						number = statusLiteral(n.X) + at(n)
+					}
+				}
+			case *ast.AssignStmt:
+				for i, lhs := range n.Lhs {
+					if i < len(n.Rhs) && isStatusName(lhs) && statusLiteral(n.Rhs[i]) != "" && number == "" {
+						number = statusLiteral(n.Rhs[i]) + at(n)
+					}
+				}
+			case *ast.KeyValueExpr:
+				if isStatusName(n.Key) && statusLiteral(n.Value) != "" && number == "" {
+					number = statusLiteral(n.Value) + at(n)
 				}
 			}
-			return found == ""
+			return true
 		})
-		if found != "" {
-			return found
+		if named != "" && number != "" {
+			return named, number
 		}
 	}
+	return named, number
+}
+
+func isPkg(x ast.Expr, alias string) bool {
+	id, ok := x.(*ast.Ident)
+	return ok && alias != "" && id.Name == alias
+}
+
+// isStatusName reports whether e names a status: status, Status,
+// resp.StatusCode, p.Status.
+func isStatusName(e ast.Expr) bool {
+	name := ""
+	switch e := e.(type) {
+	case *ast.Ident:
+		name = e.Name
+	case *ast.SelectorExpr:
+		name = e.Sel.Name
+	}
+	l := strings.ToLower(name)
+	return strings.HasSuffix(l, "status") || strings.HasSuffix(l, "statuscode")
+}
+
+// statusLiteral returns e if it is an integer literal in 100–599.
+func statusLiteral(e ast.Expr) string {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.INT {
+		return ""
+	}
+	if v, err := strconv.Atoi(lit.Value); err == nil && v >= 100 && v <= 599 {
+		return lit.Value
+	}
 	return ""
+}
+
+// TestStatusUseFindsNamesAndNumbers: the status check sees a named status
+// and each way a number is written as one.
+func TestStatusUseFindsNamesAndNumbers(t *testing.T) {
+	for src, want := range map[string][2]bool{
+		`w.WriteHeader(http.StatusTeapot)`:            {true, false},
+		`w.WriteHeader(418)`:                          {false, true},
+		`http.Error(w, "x", 400)`:                     {false, true},
+		`http.Redirect(w, r, "/", 302)`:               {false, true},
+		`if resp.StatusCode == 410 { return }`:        {false, true},
+		`status := 0; status = 503; _ = status`:       {false, true},
+		`_ = struct{ Status int }{Status: 429}`:       {false, true},
+		`n := 404; _ = n; _ = r.ContentLength == 200`: {false, false},
+	} {
+		dir := t.TempDir()
+		file := "package x\n\nimport \"net/http\"\n\nvar resp *http.Response\n\nfunc f(w http.ResponseWriter, r *http.Request) {\n\t" + src + "\n}\n"
+		if err := os.WriteFile(filepath.Join(dir, "x.go"), []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		named, number := statusUse(t, goPackage{Dir: dir, GoFiles: []string{"x.go"}})
+		if (named != "") != want[0] || (number != "") != want[1] {
+			t.Errorf("%s: named %q, number %q; want named %v, number %v", src, named, number, want[0], want[1])
+		}
+	}
 }

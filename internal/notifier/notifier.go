@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"path"
 	"strconv"
@@ -422,9 +421,9 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		n.problemSolved(ctx, req.MerchantID, ev)
 		return delivery{record: &record, mustRecord: true}, nil
 	}
-	if attempt.StatusCode == http.StatusGone {
-		// Standard Webhooks: 410 Gone means the endpoint wants no more of
-		// this delivery; retrying it for days would be noise.
+	if attempt.Gone() {
+		// Retrying a delivery the endpoint refused for good for days
+		// would be noise.
 		record.Outcome = "gone"
 		log.Warn("notification endpoint answered 410 Gone; no more attempts for this delivery")
 		n.problemSolved(ctx, req.MerchantID, ev)

@@ -37,6 +37,10 @@ func (a Attempt) Delivered() bool {
 	return a.Err == "" && a.StatusCode >= 200 && a.StatusCode < 300
 }
 
+// Gone reports whether the receiver answered 410 Gone: Standard Webhooks'
+// way of saying it wants no more of this delivery.
+func (a Attempt) Gone() bool { return a.StatusCode == http.StatusGone }
+
 // Sender POSTs built requests and classifies the outcome.
 type Sender struct {
 	// Client is normally safehttp.NewClient; nil means a strict one
