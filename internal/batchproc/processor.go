@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -186,7 +185,7 @@ type Store interface {
 }
 
 // Objects is the batch bucket as the processor uses it (s3store.Store).
-// A missing object is an error wrapping fs.ErrNotExist; a copy or read
+// A missing object is a NotFound error (errkind); a copy or read
 // whose ETag condition fails is a Conflict error (errkind).
 type Objects interface {
 	// Put stores body under key; a body that is not an io.ReadSeeker is
@@ -708,7 +707,7 @@ func (r *jobRun) snapshot(ctx context.Context) (bool, error) {
 	key := r.workDir() + "input"
 	_, err := r.p.Objects.Copy(ctx, r.job.Key, key, r.job.ETag)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errkind.Is(err, errkind.NotFound):
 		return false, r.fail(ctx, "the uploaded file no longer exists")
 	case errkind.Is(err, errkind.Conflict):
 		return false, r.fail(ctx, "the uploaded file was replaced by a newer upload before processing started")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"io/fs"
 	"strconv"
 	"sync"
 	"time"
@@ -435,7 +434,7 @@ func (pr *partsReader) Close() error {
 func (r *jobRun) removeInput(ctx context.Context) error {
 	info, err := r.p.Objects.Head(ctx, r.job.Key)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errkind.Is(err, errkind.NotFound) {
 			return nil
 		}
 		return err
