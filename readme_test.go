@@ -2,7 +2,6 @@ package payreq_test
 
 import (
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -31,16 +30,7 @@ func TestReadmeLayoutListsEveryPackage(t *testing.T) {
 			listed[f[0]] = true
 		}
 	}
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}", "./...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	const module = "github.com/payreq/payreq"
-	for _, pkg := range strings.Fields(string(out)) {
-		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
-		if rel == "" {
-			rel = "."
-		}
+	for rel := range modulePackages(t) {
 		if !listed[rel] {
 			t.Errorf("package %s is not in README.md's Layout (one line: path, then what it is)", rel)
 		}
