@@ -3,7 +3,7 @@
 // checks the merchant's limits, charges through a provider.Provider with the
 // transaction's reference as idempotency key, and moves the request and the
 // transaction through their states with conditional writes only. Every step
-// may be repeated after a crash (recover.go): see docs/payments.md for the
+// may be repeated after a crash (complete.go; recover.go): see docs/payments.md for the
 // state machine and what each crash point leaves behind. It is
 // transport-independent (no HTTP import): the payments function's HTTP
 // edge (internal/paymentsapi), the hosted checkout and the batch processor
