@@ -17,7 +17,6 @@ import (
 	"github.com/payreq/payreq/internal/batch"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/currency"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
@@ -71,7 +70,7 @@ func (f *fixture) checkNoOtherPayments(t *testing.T, merchantID string, lines []
 	for _, l := range lines {
 		named[l.prID] = true
 	}
-	q := dynamo.PaymentQuery{MerchantID: merchantID, Limit: 100}
+	q := payment.Query{MerchantID: merchantID, Limit: 100}
 	for {
 		reqs, cursor, err := f.testStore.PaymentRequestsOf(context.Background(), q)
 		if err != nil {

@@ -306,9 +306,6 @@ func (s *Store) CloseOpen(ctx context.Context, txID int64, prev time.Time) error
 
 const disputeIndexPrefix = "disputes#"
 
-// DisputeEntry is one dispute as the merchant's dashboard lists it.
-type DisputeEntry = payment.DisputeEntry
-
 type disputeEntryRecord struct {
 	TransactionID    int64      `dynamodbav:"transactionId"`
 	PaymentRequestID int64      `dynamodbav:"paymentRequestId"`
@@ -327,7 +324,7 @@ type disputeEntryRecord struct {
 // (one item per disputed transaction, in the operations table), unless a
 // later revision is stored already; sending it twice writes the same item.
 // A closed dispute is kept 180 days.
-func (s *Store) PutDisputeEntry(ctx context.Context, merchantID string, e DisputeEntry) error {
+func (s *Store) PutDisputeEntry(ctx context.Context, merchantID string, e payment.DisputeEntry) error {
 	item, err := attributevalue.MarshalMap(disputeEntryRecord{TransactionID: e.TransactionID, PaymentRequestID: e.PaymentRequestID,
 		DisputeID: e.DisputeID, Status: e.Status, Reason: e.Reason, Amount: number(e.Amount), Unit: e.Unit,
 		EvidenceDueBy: timePtr(e.EvidenceDueBy), UpdatedAt: e.UpdatedAt.UTC(), Rev: e.Rev, Live: e.Live})
@@ -354,8 +351,8 @@ func (s *Store) PutDisputeEntry(ctx context.Context, merchantID string, e Disput
 }
 
 // Disputes lists merchantID's disputes (open and closed within 180 days).
-func (s *Store) Disputes(ctx context.Context, merchantID string, now time.Time) ([]DisputeEntry, error) {
-	var out []DisputeEntry
+func (s *Store) Disputes(ctx context.Context, merchantID string, now time.Time) ([]payment.DisputeEntry, error) {
+	var out []payment.DisputeEntry
 	var start map[string]types.AttributeValue
 	for {
 		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
@@ -376,7 +373,7 @@ func (s *Store) Disputes(ctx context.Context, merchantID string, now time.Time) 
 			if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
 				return nil, fmt.Errorf("unmarshal dispute entry: %w", err)
 			}
-			out = append(out, DisputeEntry{TransactionID: rec.TransactionID, PaymentRequestID: rec.PaymentRequestID,
+			out = append(out, payment.DisputeEntry{TransactionID: rec.TransactionID, PaymentRequestID: rec.PaymentRequestID,
 				DisputeID: rec.DisputeID, Status: rec.Status, Reason: rec.Reason, Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
 				EvidenceDueBy: timeOf(rec.EvidenceDueBy), UpdatedAt: rec.UpdatedAt, Rev: rec.Rev, Live: rec.Live})
 		}

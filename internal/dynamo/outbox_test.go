@@ -36,7 +36,7 @@ func settledWithOutbox(t *testing.T, s *dynamo.Store, merchantID string) (*payme
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
+	if _, err := s.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	return r, tx, ev

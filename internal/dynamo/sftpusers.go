@@ -31,9 +31,6 @@ const (
 // satisfies Transfer Family's user name rules ([A-Za-z0-9_][A-Za-z0-9_@.-]{2,99}).
 func SFTPUsername(merchantID string) string { return merchantID }
 
-// SFTPUser is the stored form of a merchant's SFTP login (a domain type).
-type SFTPUser = sftpuser.User
-
 func sftpUserKey(username string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: sftpUserPrefix + username},
@@ -42,7 +39,7 @@ func sftpUserKey(username string) map[string]types.AttributeValue {
 }
 
 // SFTPUserRecord loads a user; NotFound when there is none.
-func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*SFTPUser, error) {
+func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*sftpuser.User, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.Operations, Key: sftpUserKey(username), ConsistentRead: aws.Bool(true),
 	})
@@ -52,7 +49,7 @@ func (s *Store) SFTPUserRecord(ctx context.Context, username string) (*SFTPUser,
 	if out.Item == nil {
 		return nil, notFound()
 	}
-	var u SFTPUser
+	var u sftpuser.User
 	if err := attributevalue.UnmarshalMap(out.Item, &u); err != nil {
 		return nil, fmt.Errorf("unmarshal sftp user %s: %w", username, err)
 	}

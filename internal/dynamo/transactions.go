@@ -275,11 +275,9 @@ func (s *Store) TransactionsOfRequest(ctx context.Context, requestID int64) ([]*
 	}
 }
 
-type Pending = payment.Pending
-
 // MarkPending applies p if the transaction is still waiting. Conflict
 // (with the current transaction) otherwise.
-func (s *Store) MarkPending(ctx context.Context, p Pending) (*payment.Transaction, error) {
+func (s *Store) MarkPending(ctx context.Context, p payment.Pending) (*payment.Transaction, error) {
 	u := (&update{}).set("status", numberAV(int64(payment.TxPending))).set("message", strAV(p.Message)).
 		set("updatedAt", timeAV(p.Now)).set("pendingUntil", numberAV(p.PendingUntil.UnixMilli())).
 		set("openUntil", numberAV(p.RecoverAfter.UnixMilli()))
@@ -300,13 +298,11 @@ func (s *Store) MarkPending(ctx context.Context, p Pending) (*payment.Transactio
 		map[string]types.AttributeValue{":waiting": numberAV(int64(payment.TxWaiting))})
 }
 
-type Settlement = payment.Settlement
-
 // SettleTransaction applies st if the transaction is still waiting or
 // pending and returns the updated transaction. A transaction that is already
 // final yields Conflict with the stored transaction: a late, repeated or
 // reordered result never changes a final state. NotFound when missing.
-func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*payment.Transaction, error) {
+func (s *Store) SettleTransaction(ctx context.Context, st payment.Settlement) (*payment.Transaction, error) {
 	in, err := s.settleInput(st)
 	if err != nil {
 		return nil, err
@@ -315,7 +311,7 @@ func (s *Store) SettleTransaction(ctx context.Context, st Settlement) (*payment.
 }
 
 // settleInput is the guarded UpdateItem of SettleTransaction.
-func (s *Store) settleInput(st Settlement) (*dynamodb.UpdateItemInput, error) {
+func (s *Store) settleInput(st payment.Settlement) (*dynamodb.UpdateItemInput, error) {
 	u := (&update{}).set("status", numberAV(int64(st.Status))).set("message", strAV(st.Message)).
 		set("updatedAt", timeAV(st.Now)).set("settledAt", timeAV(st.Now)).
 		remove("nextAction", "pendingUntil", "openShard", "openUntil")
@@ -564,8 +560,6 @@ func unmarshalRequest(item map[string]types.AttributeValue) (*payment.Request, e
 	return rec.request(), nil
 }
 
-type AttemptCommit = payment.AttemptCommit
-
 // CommitAttempt is the state transition of a payment request for one
 // attempt, in one conditional write guarded by "#status = unpaid AND
 // attemptTx = the attempt's transaction":
@@ -579,7 +573,7 @@ type AttemptCommit = payment.AttemptCommit
 // transaction's outbox when the transaction settles, not here: one entry per
 // transaction. Cancellation (status 3 guarded by status 2 and no attempt)
 // and this write exclude each other. Conflict when the guard fails.
-func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Request, error) {
+func (s *Store) CommitAttempt(ctx context.Context, c payment.AttemptCommit) (*payment.Request, error) {
 	in, err := s.commitInput(c)
 	if err != nil {
 		return nil, err
@@ -596,7 +590,7 @@ func (s *Store) CommitAttempt(ctx context.Context, c AttemptCommit) (*payment.Re
 }
 
 // commitInput is the guarded UpdateItem of CommitAttempt.
-func (s *Store) commitInput(c AttemptCommit) (*dynamodb.UpdateItemInput, error) {
+func (s *Store) commitInput(c payment.AttemptCommit) (*dynamodb.UpdateItemInput, error) {
 	ll, err := attributevalue.Marshal(lastLogRecord{TransactionStatus: int(c.Status), Message: c.Message, Code: string(c.Code)})
 	if err != nil {
 		return nil, fmt.Errorf("marshal lastLog: %w", err)
@@ -643,7 +637,7 @@ func (s *Store) commitInput(c AttemptCommit) (*dynamodb.UpdateItemInput, error) 
 // either guard fails: nothing was written, and the caller takes the
 // step-by-step path (CommitAttempt, then SettleTransaction), which tells
 // the cases apart.
-func (s *Store) CommitAndSettle(ctx context.Context, c AttemptCommit, st Settlement) error {
+func (s *Store) CommitAndSettle(ctx context.Context, c payment.AttemptCommit, st payment.Settlement) error {
 	if !c.Status.Final() || c.Status != st.Status || c.TransactionID != st.TransactionID {
 		return fmt.Errorf("commit and settle: transaction %d status %d/%d is not one final outcome", c.TransactionID, c.Status, st.Status)
 	}

@@ -83,7 +83,7 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 		t.Fatalf("lease after the first attempt was finished: %v", err)
 	}
 	commit := func(tx int64, st payment.TransactionStatus) (*payment.Request, error) {
-		return s.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: r.ID, TransactionID: tx, TransactionNumber: "TX" + strconv.FormatInt(tx, 10),
+		return s.CommitAttempt(ctx, payment.AttemptCommit{RequestID: r.ID, TransactionID: tx, TransactionNumber: "TX" + strconv.FormatInt(tx, 10),
 			Status: st, Code: "", Message: "Approved", Now: now})
 	}
 	if _, err := commit(1, payment.TxApproved); !errkind.Is(err, errkind.Conflict) {
@@ -113,7 +113,7 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
+	if _, err := s.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	if !hasOutbox(t, s, r.ID, tx.ID) {
@@ -157,7 +157,7 @@ func TestCancelVersusApprove(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			_, commitErr = s.CommitAttempt(ctx, dynamo.AttemptCommit{RequestID: r.ID, TransactionID: 7, TransactionNumber: "TX7", Status: payment.TxApproved, Message: "Approved", Now: now})
+			_, commitErr = s.CommitAttempt(ctx, payment.AttemptCommit{RequestID: r.ID, TransactionID: 7, TransactionNumber: "TX7", Status: payment.TxApproved, Message: "Approved", Now: now})
 		}()
 		wg.Wait()
 		if (cancelErr == nil) == (commitErr == nil) {
@@ -192,14 +192,14 @@ func TestTransactionStates(t *testing.T) {
 	if err := s.CreateTransaction(ctx, tx); !errkind.Is(err, errkind.Exists) {
 		t.Fatalf("second create: %v", err)
 	}
-	got, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Now: now})
+	got, err := s.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Now: now})
 	if err != nil || got.Status != payment.TxApproved || got.SettledAt == nil || got.Limits == nil || got.Limits.Amount.String() != "10" {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined, Code: "999", Now: now}); !errkind.Is(err, errkind.Conflict) {
+	if _, err := s.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: payment.TxDeclined, Code: "999", Now: now}); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("an approved transaction moved again: %v", err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: 12345, Status: payment.TxDeclined, Now: now}); !errkind.Is(err, errkind.NotFound) {
+	if _, err := s.SettleTransaction(ctx, payment.Settlement{TransactionID: 12345, Status: payment.TxDeclined, Now: now}); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("unknown transaction: %v", err)
 	}
 	byNum, err := s.TransactionByNumber(ctx, tx.Number)
@@ -342,8 +342,8 @@ func TestAttemptWritesTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit := dynamo.AttemptCommit{RequestID: r.ID, TransactionID: tx.ID, TransactionNumber: tx.Number, Status: payment.TxApproved, Message: "Approved", Now: now}
-	settle := dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}
+	commit := payment.AttemptCommit{RequestID: r.ID, TransactionID: tx.ID, TransactionNumber: tx.Number, Status: payment.TxApproved, Message: "Approved", Now: now}
+	settle := payment.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}
 
 	// The request's guard holds but the transaction's fails (settled
 	// meanwhile): the request commit is not applied either.
@@ -352,7 +352,7 @@ func TestAttemptWritesTogether(t *testing.T) {
 	if err := s.CreateLeasedRequestWithTransaction(ctx, r4, tx4, now.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx4.ID, Status: payment.TxDeclined, Message: "Declined", Now: now}); err != nil {
+	if _, err := s.SettleTransaction(ctx, payment.Settlement{TransactionID: tx4.ID, Status: payment.TxDeclined, Message: "Declined", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	c4, s4 := commit, settle
@@ -398,12 +398,12 @@ func TestProviderRefWrittenOnce(t *testing.T) {
 	if err := s.CreateTransaction(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.MarkPending(ctx, dynamo.Pending{TransactionID: tx.ID, Message: "Pending", ProviderRef: "pi_first",
+	got, err := s.MarkPending(ctx, payment.Pending{TransactionID: tx.ID, Message: "Pending", ProviderRef: "pi_first",
 		PendingUntil: now.Add(time.Minute), RecoverAfter: now.Add(2 * time.Minute), Now: now})
 	if err != nil || got.ProviderRef != "pi_first" {
 		t.Fatalf("mark pending: %+v %v", got, err)
 	}
-	got, err = s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved",
+	got, err = s.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: payment.TxApproved, Message: "Approved",
 		ProviderRef: "pi_other", Now: now})
 	if err != nil || got.Status != payment.TxApproved || got.ProviderRef != "pi_first" {
 		t.Fatalf("settle with another id: %+v %v (want approved, providerRef still pi_first)", got, err)
@@ -417,7 +417,7 @@ func TestProviderRefWrittenOnce(t *testing.T) {
 	if err := s.CreateTransaction(ctx, tx2); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.SettleTransaction(ctx, dynamo.Settlement{TransactionID: tx2.ID, Status: payment.TxDeclined, Code: "999",
+	if got, err := s.SettleTransaction(ctx, payment.Settlement{TransactionID: tx2.ID, Status: payment.TxDeclined, Code: "999",
 		Message: "Declined", ProviderRef: "pi_second", Now: now}); err != nil || got.ProviderRef != "pi_second" {
 		t.Fatalf("first id on settle: %+v %v", got, err)
 	}

@@ -41,9 +41,6 @@ const (
 	ThreeDSPath = "/callbacks/3ds"
 )
 
-// Job is one queued sandbox result.
-type Job = sandboxjob.Job
-
 // EventIDFor is the provider event id of a job (sandboxjob.EventIDFor).
 func EventIDFor(kind string, txID int64) string { return sandboxjob.EventIDFor(kind, txID) }
 
@@ -127,7 +124,7 @@ func (w *worker) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 }
 
 func (w *worker) process(ctx context.Context, rec events.SQSMessage) error {
-	var job Job
+	var job sandboxjob.Job
 	if err := json.Unmarshal([]byte(rec.Body), &job); err != nil || job.TransactionID <= 0 || job.EventID == "" {
 		// A malformed job can never succeed: log it and drop it.
 		w.Log.Error("malformed sandbox job dropped", "message_id", rec.MessageId)
@@ -149,7 +146,7 @@ func (w *worker) process(ctx context.Context, rec events.SQSMessage) error {
 	return w.deliver(ctx, job)
 }
 
-func (w *worker) deliver(ctx context.Context, job Job) error {
+func (w *worker) deliver(ctx context.Context, job sandboxjob.Job) error {
 	cb := Callback{EventID: job.EventID, TransactionID: job.TransactionID, PaymentRequestID: job.PaymentRequestID,
 		ProviderRef: job.ProviderRef, Timestamp: w.Now().UTC().Format(time.RFC3339)}
 	path := ResultPath

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/payreq/payreq/internal/sandboxjob"
 	"github.com/payreq/payreq/internal/sig"
 )
 
@@ -19,19 +20,19 @@ var key = []byte("0123456789abcdef0123456789abcdef")
 
 type sent struct {
 	mu    sync.Mutex
-	jobs  []Job
+	jobs  []sandboxjob.Job
 	delay []time.Duration
 }
 
 func (s *sent) Send(_ context.Context, _ string, body any, d time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.jobs = append(s.jobs, body.(Job))
+	s.jobs = append(s.jobs, body.(sandboxjob.Job))
 	s.delay = append(s.delay, d)
 	return nil
 }
 
-func record(id string, j Job) events.SQSMessage {
+func record(id string, j sandboxjob.Job) events.SQSMessage {
 	b, _ := json.Marshal(j)
 	return events.SQSMessage{MessageId: id, Body: string(b)}
 }
@@ -64,10 +65,10 @@ func TestWorkerDeliversSignedCallbacks(t *testing.T) {
 	h := New(Deps{BaseURL: srv.URL + "/", Key: key, Queue: q, QueueURL: "q", MaxWait: time.Second})
 	now := time.Now()
 	resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("a", Job{Kind: KindResult, EventID: "e1", TransactionID: 1, PaymentRequestID: 9, Status: 1, DueAt: now.Add(150 * time.Millisecond)}),
-		record("b", Job{Kind: KindResult, EventID: "e2", TransactionID: 2, Status: 2, Code: "005", DueAt: now}),
-		record("c", Job{Kind: KindThreeDSTimeout, EventID: "e3", TransactionID: 3, DueAt: now}),
-		record("d", Job{Kind: KindResult, EventID: "e4", TransactionID: 4, Status: 1, DueAt: now.Add(time.Hour)}),
+		record("a", sandboxjob.Job{Kind: KindResult, EventID: "e1", TransactionID: 1, PaymentRequestID: 9, Status: 1, DueAt: now.Add(150 * time.Millisecond)}),
+		record("b", sandboxjob.Job{Kind: KindResult, EventID: "e2", TransactionID: 2, Status: 2, Code: "005", DueAt: now}),
+		record("c", sandboxjob.Job{Kind: KindThreeDSTimeout, EventID: "e3", TransactionID: 3, DueAt: now}),
+		record("d", sandboxjob.Job{Kind: KindResult, EventID: "e4", TransactionID: 4, Status: 1, DueAt: now.Add(time.Hour)}),
 		{MessageId: "e", Body: "not json"},
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -96,7 +97,7 @@ func TestWorkerDeliversSignedCallbacks(t *testing.T) {
 	mu.Lock()
 	fail = true
 	mu.Unlock()
-	resp, _ = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("f", Job{Kind: KindResult, EventID: "e5", TransactionID: 5, Status: 1})}})
+	resp, _ = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("f", sandboxjob.Job{Kind: KindResult, EventID: "e5", TransactionID: 5, Status: 1})}})
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "f" {
 		t.Fatalf("%+v", resp)
 	}

@@ -94,13 +94,6 @@ func HomeMappings(bucket, merchantID string) []Mapping {
 	}
 }
 
-// User is a merchant's SFTP login (package sftpuser, the domain type the
-// store keeps).
-type User = sftpuser.User
-
-// UserStore finds SFTP users by name.
-type UserStore = sftpuser.Store
-
 // Transfer Family's own rule for user names; anything else is not looked up.
 var validUsername = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_@.-]{2,99}$`)
 
@@ -109,7 +102,7 @@ var validMerchantID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Authenticator decides Transfer Family logins for merchants' SFTP users.
 type Authenticator struct {
-	Users UserStore
+	Users sftpuser.Store
 	// Attempts counts password attempts (the store's login attempt
 	// counters); required for password logins.
 	Attempts *lockout.Counting
@@ -134,7 +127,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, ev Event) (Response, e
 		return Response{}, nil
 	}
 
-	var user User
+	var user sftpuser.User
 	var err error
 	if validUsername.MatchString(ev.Username) {
 		user, err = a.Users.SFTPUser(ctx, ev.Username)

@@ -17,20 +17,20 @@ import (
 	"github.com/payreq/payreq/internal/sftpuser"
 )
 
-type memUsers map[string]User
+type memUsers map[string]sftpuser.User
 
-func (m memUsers) SFTPUser(_ context.Context, username string) (User, error) {
+func (m memUsers) SFTPUser(_ context.Context, username string) (sftpuser.User, error) {
 	u, ok := m[username]
 	if !ok {
-		return User{}, errkind.New(errkind.NotFound, "no such user", "")
+		return sftpuser.User{}, errkind.New(errkind.NotFound, "no such user", "")
 	}
 	return u, nil
 }
 
 type failingUsers struct{}
 
-func (failingUsers) SFTPUser(context.Context, string) (User, error) {
-	return User{}, errors.New("table unavailable")
+func (failingUsers) SFTPUser(context.Context, string) (sftpuser.User, error) {
+	return sftpuser.User{}, errors.New("table unavailable")
 }
 
 const (

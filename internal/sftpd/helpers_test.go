@@ -27,6 +27,7 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/sftpuser"
 )
 
 // memStore is an in-memory ObjectStore for tests.
@@ -109,13 +110,13 @@ func (m *memStore) keys() []string {
 	return out
 }
 
-type memUsers map[string]sftpauth.User
+type memUsers map[string]sftpuser.User
 
-func (u memUsers) SFTPUser(_ context.Context, name string) (sftpauth.User, error) {
+func (u memUsers) SFTPUser(_ context.Context, name string) (sftpuser.User, error) {
 	if user, ok := u[name]; ok {
 		return user, nil
 	}
-	return sftpauth.User{}, errkind.New(errkind.NotFound, "no such user", "")
+	return sftpuser.User{}, errkind.New(errkind.NotFound, "no such user", "")
 }
 
 const (

@@ -18,21 +18,9 @@ import (
 // deployment, because the service calls the sandbox from several Lambda
 // instances and across crashes.
 
-// The ledger's types live in package sandboxledger (the storage keeps them
-// without importing a provider); these names are the sandbox's own.
-const (
-	KindCharge = sandboxledger.KindCharge
-	KindRefund = sandboxledger.KindRefund
-)
-
-type (
-	LedgerEntry = sandboxledger.Entry
-	Ledger      = sandboxledger.Store
-)
-
 // outcomeOf is the Outcome a stored entry stands for, with async delays
 // counted from now.
-func outcomeOf(e LedgerEntry, now time.Time) provider.Outcome {
+func outcomeOf(e sandboxledger.Entry, now time.Time) provider.Outcome {
 	if e.Abandoned {
 		return provider.Final(provider.Declined, codes.TransactionCancelled, e.ProviderRef)
 	}
@@ -54,13 +42,13 @@ func outcomeOf(e LedgerEntry, now time.Time) provider.Outcome {
 // logic; deployments use the DynamoDB one.
 type MemoryLedger struct {
 	mu sync.Mutex
-	m  map[string]LedgerEntry
+	m  map[string]sandboxledger.Entry
 }
 
 // NewMemoryLedger returns an empty ledger.
-func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{m: map[string]LedgerEntry{}} }
+func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{m: map[string]sandboxledger.Entry{}} }
 
-func (l *MemoryLedger) PutLedgerEntry(_ context.Context, e LedgerEntry) (LedgerEntry, bool, error) {
+func (l *MemoryLedger) PutLedgerEntry(_ context.Context, e sandboxledger.Entry) (sandboxledger.Entry, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cur, ok := l.m[e.Reference]; ok {
@@ -70,22 +58,22 @@ func (l *MemoryLedger) PutLedgerEntry(_ context.Context, e LedgerEntry) (LedgerE
 	return e, true, nil
 }
 
-func (l *MemoryLedger) LedgerEntry(_ context.Context, ref string) (LedgerEntry, error) {
+func (l *MemoryLedger) LedgerEntry(_ context.Context, ref string) (sandboxledger.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.m[ref]
 	if !ok {
-		return LedgerEntry{}, noEntry()
+		return sandboxledger.Entry{}, noEntry()
 	}
 	return e, nil
 }
 
-func (l *MemoryLedger) SettleLedgerEntry(_ context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (LedgerEntry, error) {
+func (l *MemoryLedger) SettleLedgerEntry(_ context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (sandboxledger.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.m[ref]
 	if !ok {
-		return LedgerEntry{}, noEntry()
+		return sandboxledger.Entry{}, noEntry()
 	}
 	if e.Status == provider.Pending && !e.Abandoned {
 		e.Status, e.Code, e.Message, e.NextAction, e.UpdatedAt = st, c, msg, nil, now
@@ -107,10 +95,10 @@ func (l *MemoryLedger) VoidLedgerEntry(_ context.Context, ref string, now time.T
 }
 
 // Entries lists every entry (tests).
-func (l *MemoryLedger) Entries() []LedgerEntry {
+func (l *MemoryLedger) Entries() []sandboxledger.Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]LedgerEntry, 0, len(l.m))
+	out := make([]sandboxledger.Entry, 0, len(l.m))
 	for _, e := range l.m {
 		out = append(out, e)
 	}

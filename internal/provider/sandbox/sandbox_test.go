@@ -15,6 +15,7 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/sandboxledger"
 )
 
 const txID = 4242
@@ -563,7 +564,7 @@ func TestLedgerChargesAReferenceOnce(t *testing.T) {
 	}
 	refunds, voided := 0, false
 	for _, e := range ledger.Entries() {
-		if e.Kind == KindRefund {
+		if e.Kind == sandboxledger.KindRefund {
 			refunds++
 		}
 		if e.Reference == r.Reference {

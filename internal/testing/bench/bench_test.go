@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/sandboxledger"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,7 +53,6 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpd"
@@ -680,7 +680,7 @@ func ceilingPayment(ctx context.Context, store *dynamo.Store, sq sender, queueUR
 	if err := store.CreateLeasedRequestWithTransaction(ctx, r, tx, now.Add(30*time.Second)); err != nil {
 		return payment.NotifyEvent{}, err
 	}
-	if _, _, err := store.PutLedgerEntry(ctx, sandbox.LedgerEntry{Reference: tx.Reference, Kind: sandbox.KindCharge, TransactionID: txID,
+	if _, _, err := store.PutLedgerEntry(ctx, sandboxledger.Entry{Reference: tx.Reference, Kind: sandboxledger.KindCharge, TransactionID: txID,
 		Method: provider.MethodAlternative, Amount: r.Amount.String(), Unit: r.Unit, Status: provider.Approved,
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		return payment.NotifyEvent{}, err
@@ -692,8 +692,8 @@ func ceilingPayment(ctx context.Context, store *dynamo.Store, sq sender, queueUR
 	}
 	ev.PaymentRequestStatusID = payment.RequestPaid
 	if err := store.CommitAndSettle(ctx,
-		dynamo.AttemptCommit{RequestID: r.ID, TransactionID: txID, TransactionNumber: tx.Number, Status: payment.TxApproved, Message: "Approved", Now: now},
-		dynamo.Settlement{TransactionID: txID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
+		payment.AttemptCommit{RequestID: r.ID, TransactionID: txID, TransactionNumber: tx.Number, Status: payment.TxApproved, Message: "Approved", Now: now},
+		payment.Settlement{TransactionID: txID, Status: payment.TxApproved, Message: "Approved", Event: ev, Now: now}); err != nil {
 		return ev, err
 	}
 	return ev, sq.Send(ctx, queueURL, ev, 0)

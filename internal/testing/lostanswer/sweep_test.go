@@ -216,7 +216,7 @@ func check(r *run, w want) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var err error
-		reqs, _, err = store.PaymentRequestsOf(ctx, dynamo.PaymentQuery{MerchantID: r.m.ID, Limit: 50})
+		reqs, _, err = store.PaymentRequestsOf(ctx, payment.Query{MerchantID: r.m.ID, Limit: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
