@@ -54,7 +54,7 @@ func production(t *testing.T) *stage {
 	defer cancel()
 	st, err := devstack.Start(ctx, devstack.Options{StateDir: dir, Stage: "production", ScheduleEvery: time.Hour, Faults: true,
 		StackName: fmt.Sprintf("lostprod-%d", os.Getpid()),
-		Params: map[string]string{"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": front.URL, "LocalStripeWebhookSecrets": webhookSecret}})
+		Params:    map[string]string{"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": front.URL, "LocalStripeWebhookSecrets": webhookSecret}})
 	if err != nil {
 		t.Fatalf("start the production stack: %v", err)
 	}
