@@ -73,8 +73,13 @@ func newPerson(t testing.TB, email string) {
 func join(t testing.TB, email, merchantID, role string) {
 	t.Helper()
 	now := time.Now()
-	testenv.Seeded(t, "dashboard membership", testenv.Stack(t).Store.SaveMemberships(context.Background(), nil,
-		&dashboard.Membership{Email: email, MerchantID: merchantID, MerchantName: "Shop " + merchantID, Role: role,
+	st := testenv.Stack(t).Store
+	m, err := st.Merchant(context.Background(), merchantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Seeded(t, "dashboard membership", st.SaveMemberships(context.Background(), nil,
+		&dashboard.Membership{Email: email, MerchantID: merchantID, MerchantName: m.Name, Role: role,
 			State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
 }
 

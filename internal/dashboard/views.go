@@ -101,8 +101,9 @@ func header(p *pw, d map[string]any, csrf string) {
 	p.raw(`<details class="switcher" id="switcher"><summary>`)
 	p.f(`<span class="current-merchant" id="current-merchant">%s</span></summary><div class="menu">`, current)
 	if len(merchants) > 1 || (len(merchants) == 1 && s.MerchantID == "") {
-		p.raw(`<form method="post" action="/dashboard/merchants/switch"><ul>`)
+		p.raw(`<form method="post" action="/dashboard/merchants/switch">`)
 		p.csrf(csrf)
+		p.raw(`<ul>`)
 		for _, m := range merchants {
 			if m.MerchantID == s.MerchantID {
 				continue
@@ -420,7 +421,7 @@ func viewAccount(p *pw, d map[string]any) {
 func overlapSelect(p *pw, id, label string) {
 	p.f(`<div><label for="%s">%s</label><select id="%s" name="overlap">`, id, label, id)
 	for _, o := range merchant.Overlaps {
-		v, l := o.String(), "no longer (ends now)"
+		v, l := o.String(), "not at all: it stops now"
 		if o == 0 {
 			v = "none"
 		} else {
