@@ -165,7 +165,8 @@ type Deps struct {
 	// NewWebhookSecret mints a webhook secret (internal/notify).
 	NewWebhookSecret func() (string, error)
 	// AttemptKeys names the sign-in attempt counters by a keyed hash of
-	// (merchant, address): lockout.NewKeyer of the seal key. Required.
+	// the address: lockout.NewKeyer of the seal key. Required.
+	// PublicBaseURL's host also names the service in authenticator apps.
 	AttemptKeys *lockout.Keyer
 	// HashPassword and CheckPassword are Argon2id in PHC form (internal/sftpauth).
 	HashPassword  func(string) (string, error)

@@ -453,7 +453,7 @@ func csvSafe(s string) string {
 	return s
 }
 
-// requestOf loads a payment request of the session's merchant; another
+// requestOf loads a payment request of the page's merchant; another
 // merchant's is not found.
 func (h *handler) requestOf(r *http.Request, s *Session) (*payment.Request, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)

@@ -318,9 +318,11 @@ func viewProfile(p *pw, d map[string]any) {
 	if admin {
 		p.f(`<form method="post" action="%s" class="row">`, p.at("/profile/webhook-secret"))
 		p.csrf(csrf)
+		p.raw(`<button type="submit" name="action" value="reveal" id="reveal-secret">Reveal</button></form>`)
+		p.f(`<form method="post" action="%s" class="row">`, p.at("/profile/webhook-secret"))
+		p.csrf(csrf)
 		overlapSelect(p, "secret-overlap", "The old secret keeps signing")
-		p.raw(`<button type="submit" name="action" value="reveal" id="reveal-secret">Reveal</button>
-<button type="submit" name="action" value="rotate" id="rotate-secret" data-confirm="Rotate the webhook secret? Notifications carry a signature with the old one too for the time you chose.">Rotate</button></form>`)
+		p.raw(`<button type="submit" name="action" value="rotate" id="rotate-secret" data-confirm="Rotate the webhook secret? Notifications carry a signature with the old one too for the time you chose.">Rotate webhook secret</button></form>`)
 	}
 	p.raw("</section>\n")
 
