@@ -469,6 +469,11 @@ func (h *handler) liveLink(r *http.Request, tok string) (*link, error) {
 	if err != nil {
 		return nil, h.inviteErr(err)
 	}
+	return h.linkOf(r, inv)
+}
+
+// linkOf reads what inv acts on and checks that inv is still its live link.
+func (h *handler) linkOf(r *http.Request, inv *Invite) (*link, error) {
 	id, ms, err := h.Store.Identity(r.Context(), inv.Email)
 	if err != nil {
 		return nil, err
@@ -565,7 +570,8 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 	}
 	for try := 0; ; try++ {
 		if try > 0 {
-			if l, err = h.liveLink(r, tok); err != nil {
+			// The link is used now (TakeInvite): judge it by what it acts on.
+			if l, err = h.linkOf(r, inv); err != nil {
 				break // replaced by a newer link, or a sign-in appeared, meanwhile
 			}
 			if l.signInFirst() {

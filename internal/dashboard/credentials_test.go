@@ -437,3 +437,65 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 		t.Errorf("the invitation's link after accepting: %d", p.status)
 	}
 }
+
+// interfering changes the record a set-password write is about to replace,
+// once, just before it (as a concurrent sign-in or admin would): the
+// handler's guarded write meets a conflict and must try again on what is
+// stored, though its link is used up by then.
+type interfering struct {
+	dashboard.Store
+	once sync.Once
+}
+
+func (s *interfering) bump(ctx context.Context, email string) {
+	s.once.Do(func() {
+		id, ms, _ := s.Store.Identity(ctx, email)
+		if id != nil {
+			id.UpdatedAt = time.Now()
+			_ = s.Store.UpdateIdentity(ctx, id)
+		}
+		for _, m := range ms {
+			m.UpdatedAt = time.Now()
+			_ = s.Store.SaveMemberships(ctx, nil, m)
+		}
+	})
+}
+
+func (s *interfering) UpdateIdentity(ctx context.Context, id *dashboard.Identity) error {
+	s.bump(ctx, id.Email)
+	return s.Store.UpdateIdentity(ctx, id)
+}
+
+func (s *interfering) SaveMemberships(ctx context.Context, id *dashboard.Identity, ms ...*dashboard.Membership) error {
+	if len(ms) > 0 {
+		s.bump(ctx, ms[0].Email)
+	}
+	return s.Store.SaveMemberships(ctx, id, ms...)
+}
+
+// A set-password write that loses a race to another change of the same
+// records (its guard fails once) tries again and sets the password: the
+// link, used up by then, is judged by the records it acts on. Both for an
+// invitation (a new person) and an operator's password link.
+func TestSetPasswordSurvivesAConcurrentChange(t *testing.T) {
+	c := newClock()
+	m := testenv.NewMerchant(t)
+	email := "raced." + strings.ToLower(m.ID) + "@shop.example"
+	tok, _ := invite(t, m, email, time.Now())
+	st := &interfering{}
+	u := newBrowser(t, m.ID, email)
+	u.base = clockedDashboardWith(t, c, func(d *dashboard.Deps) { st.Store = d.Store; d.Store = st })
+	if p := u.setPassword(tok, password); p.status != http.StatusOK {
+		t.Fatalf("first password after a concurrent change: %d\n%.800s", p.status, p.body)
+	}
+	u.mustSignIn()
+	st.once = sync.Once{}
+	reset := reset(t, email, time.Now())
+	const newPW = "a new password despite the race"
+	if p := u.setPassword(reset, newPW); p.status != http.StatusOK {
+		t.Fatalf("reset after a concurrent change: %d\n%.800s", p.status, p.body)
+	}
+	if p := u.signIn(newPW); p.status != http.StatusSeeOther {
+		t.Errorf("the new password: %d", p.status)
+	}
+}
