@@ -25,29 +25,14 @@ dev: $(EMULATORS)
 	go build -o .paydev/bin/paydev ./cmd/paydev
 	exec .paydev/bin/paydev -port $(PORT) -sftp-port $(SFTP_PORT) -state-dir $(STATE_DIR)$(if $(STAGE), -stage $(STAGE))$(if $(FAULTS), -faults)
 
-# Packages whose tests run against the local stack (their tests import
-# internal/testenv): `make test` runs them a second time on moto
-# (PAYREQ_BACKEND=moto). internal/devstack's moto tests pick moto themselves,
-# so they run in the first pass. docs/testing.md.
-STACK_PKGS = $(shell go list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
-	| awk '/ [^ ]*\/internal\/testenv( |$$)/ {print $$1}')
-
-# Load tests whose bound is about the machine, not about AWS behaviour: they
-# run in the first pass only. moto is one Python process serving DynamoDB
-# and SQS together, and a 3,000-message backlog starves it (docs/testing.md).
-MOTO_EXCLUDED = ^TestBatchBacklogNeitherDelaysAPINotificationsNorMakesTheReconcilerResend$$
-
+# Every test once: unit tests, and the integration tests on the emulators
+# they start (DynamoDB Local, fauxqs; docs/testing.md).
 test: $(EMULATORS)
-	@command -v moto_server >/dev/null || { echo "make test: moto_server is not on PATH (pip install 'moto[server]==5.2.1')" >&2; exit 1; }
-	@# Both passes always run; either failing fails the target.
-	@rc=0; \
-	echo "== every test, dynalite + fauxqs"; time go test -count=1 -timeout 40m ./... || rc=1; \
-	echo "== integration tests, moto"; time PAYREQ_BACKEND=moto go test -count=1 -timeout 40m -skip '$(MOTO_EXCLUDED)' $(STACK_PKGS) || rc=1; \
-	exit $$rc
+	go test -count=1 -timeout 40m ./...
 
 # The fast suite: unit tests, the in-memory store's half of its contract
 # test, no emulator, browser, SFTP client or stack (docs/testing.md). Not a
-# substitute for `make test`, which runs everything on both backends.
+# substitute for `make test`, which runs everything.
 test-short:
 	go test -short -count=1 ./...
 
@@ -62,13 +47,13 @@ bench: $(EMULATORS)
 # A 1,000,000-line file through the local emulators and the real payment
 # service (docs/batch.md, "A million rows"): one result line per input line,
 # every valid line charged exactly once; time and peak memory printed.
-# About 100 minutes: run it on an otherwise idle machine. dynalite keeps its
-# tables in its heap (9 GB at a million lines: node gets 16 GB); with less memory,
-# MILLION_DB=<dir> keeps them on disk, about half as fast.
-MILLION_HEAP_MB ?= 16384
+# Run it on an otherwise idle machine. DynamoDB Local keeps its tables in
+# memory (SQLite's, beside the Java heap MILLION_HEAP bounds); with less
+# memory, MILLION_DB=<dir> keeps them on disk.
+MILLION_HEAP ?= 8g
 batch-million: $(EMULATORS)
 	$(if $(MILLION_DB),rm -rf $(MILLION_DB) && mkdir -p $(MILLION_DB))
-	NODE_OPTIONS=--max-old-space-size=$(MILLION_HEAP_MB) PAYREQ_DYNALITE_DIR=$(MILLION_DB) PAYREQ_BENCH_ROWS=1000000 /usr/bin/time -v go test -run '^$$' -bench '^BenchmarkBatchFile100k$$' -benchtime 1x -benchmem -timeout 12h ./internal/batchproc/
+	PAYREQ_DYNAMODB_LOCAL_HEAP=$(MILLION_HEAP) PAYREQ_DYNAMODB_LOCAL_DIR=$(MILLION_DB) PAYREQ_BENCH_ROWS=1000000 /usr/bin/time -v go test -run '^$$' -bench '^BenchmarkBatchFile100k$$' -benchtime 1x -benchmem -timeout 12h ./internal/batchproc/
 	$(if $(MILLION_DB),rm -rf $(MILLION_DB))
 
 # Soak: the local stack under mixed load, SIGKILLed 10 times at random

@@ -1,5 +1,5 @@
 // Command paydev runs the whole service locally (`make dev`): local AWS
-// emulators (dynalite + fauxqs; moto_server with PAYREQ_BACKEND=moto), the
+// emulators (DynamoDB Local + fauxqs), the
 // template's tables, queues and buckets, a seeded sandbox merchant, and the
 // HTTP API on 127.0.0.1:3000. Ctrl-C stops everything.
 package main
@@ -110,10 +110,7 @@ func startStripeMock(ctx context.Context, stateDir string, params map[string]str
 }
 
 func printBanner(info devstack.Info, stateDir string, took time.Duration) {
-	emulators := "dynalite " + info.Endpoints.DynamoDB + ", fauxqs " + info.Endpoints.SQS
-	if info.Backend == devstack.BackendMoto {
-		emulators = "moto " + info.Endpoints.SQS + " (DynamoDB via " + info.Endpoints.DynamoDB + ")"
-	}
+	emulators := "DynamoDB Local " + info.Endpoints.DynamoDB + ", fauxqs " + info.Endpoints.SQS
 	if info.External {
 		emulators = "external endpoint " + info.Endpoints.DynamoDB
 	}

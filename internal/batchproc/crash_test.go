@@ -38,10 +38,10 @@ func newTestClock() *testClock { return &testClock{t: time.Now().Add(5 * time.Se
 // newRunningTestClock also runs with the real clock between moves, as
 // time does for a Lambda: a run that waits out another owner's row lease
 // (a claim whose release was lost) sees it lapse after RowLease, where a
-// clock standing still would keep it waiting for ever. A moto run under
-// load showed that: a retried invocation waited 10 minutes on a row whose
-// release had timed out, until the stack's own scheduled recovery (real
-// clock) took the job over.
+// clock standing still would keep it waiting for ever (a retried
+// invocation once waited 10 minutes on a row whose release had timed out,
+// until the stack's own scheduled recovery, on the real clock, took the
+// job over).
 func newRunningTestClock() *testClock {
 	c := newTestClock()
 	c.started = time.Now()

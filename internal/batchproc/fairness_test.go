@@ -160,8 +160,8 @@ func TestSmallFileIsNotStuckBehindALargeOne(t *testing.T) {
 	// emulator take to bring an upload to its first charge when nothing is
 	// in the way (measured on A's large file in the same run: intake,
 	// hashing, queue polling), counted twice for a loaded machine, and 1 s.
-	// How fast the rows then go is the machine's (a loaded moto runs below
-	// the pace), so the bound is on the wait, not on the rows.
+	// How fast the rows then go is the machine's (a loaded emulator runs
+	// below the pace), so the bound is on the wait, not on the rows.
 	if done["b-small"] >= done["a-big"] {
 		t.Errorf("B's small file finished after A's large one (%v ≥ %v)", done["b-small"], done["a-big"])
 	}

@@ -109,7 +109,7 @@ func TestAnyFailedStoreCallLosesNoLine(t *testing.T) {
 			// One after another: the recovery's pass takes every open job
 			// it finds stuck, whoever's, so a run beside this one would
 			// have its job finished, and its rows charged, by this run's
-			// processor (a moto run showed it: more charges than rows).
+			// processor (more charges than rows).
 			t.Run(fmt.Sprintf("call %d of %d, applied=%v", failAt, calls, applied), func(t *testing.T) { run(t, failAt, applied) })
 		}
 	}

@@ -317,8 +317,7 @@ func TestFailedRunIsRetriedWithoutDoubleCharges(t *testing.T) {
 	content, want := bigMixed(t, 40)
 	charger := &failingOnce{inner: &batchproc.PaymentsCharger{Service: pay, Store: f.store}, failOn: "REF-25"}
 	// RowLease bounds the wait for a claim the cancelled run could not free
-	// (on moto, a claim racing the cancellation is sometimes left held:
-	// docs/batch.md).
+	// (a claim racing the cancellation is sometimes left held: docs/batch.md).
 	const rowLease = 5 * time.Second
 	p, err := batchproc.New(batchproc.Config{Bucket: f.bucket, ContinueQueueURL: queueURL, Concurrency: 4, PartSize: 300, RowLease: rowLease},
 		batchproc.Deps{Store: f.store, Objects: f.objects, Queue: queue.New(f.sqs), Currencies: currency.Decimals, FingerprintKey: testFingerprintKey, Charger: charger})

@@ -62,7 +62,7 @@ func (unavailableAcquirer) ChargeRow(context.Context, *merchant.Merchant, batch.
 // its retry takes them at once instead of waiting out their leases (two
 // minutes each on AWS; for ever on a clock that stands still). On a slow
 // table each release gets its own time: one budget for a whole group of
-// claims used to run out after the first few (a moto run under load left a
+// claims used to run out after the first few (a loaded emulator left a
 // claim held and its retry waiting for it).
 func TestFastFailedRunReleasesEveryClaim(t *testing.T) {
 	t.Parallel()

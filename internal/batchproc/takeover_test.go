@@ -20,8 +20,8 @@ import (
 
 // repeatingRelease sends every release of a job lease twice, the second
 // time after the first was applied: the SDK's retry of a call whose answer
-// was lost (moto under load answered DynamoDB calls in 3 to 5 s, and the
-// SDK gives a call 5 s).
+// was lost (a loaded emulator can answer a DynamoDB call after the 5 s the
+// SDK gives it).
 type repeatingRelease struct {
 	*dynamodb.Client
 	repeated atomic.Int32
@@ -40,9 +40,8 @@ func (d *repeatingRelease) UpdateItem(ctx context.Context, in *dynamodb.UpdateIt
 // release's answer is lost and the SDK sends it again, the run must not
 // take its own release for a takeover and stop without queueing anything:
 // the job would lie idle until the stuck-job recovery found it (counted as
-// a recovery, and abandoned after MaxRecoveries). This was the moto failure
-// of TestCrashInContinuationResumedByRedelivery ("taken over by another
-// invocation; stopping", no result file).
+// a recovery, and abandoned after MaxRecoveries): "taken over by another
+// invocation; stopping", and no result file.
 func TestLostReleaseAnswerStillQueuesTheContinuation(t *testing.T) {
 	f := newFixture(t)
 	db := &repeatingRelease{Client: dynamodb.NewFromConfig(f.cfg)}

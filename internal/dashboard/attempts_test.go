@@ -118,8 +118,9 @@ func lockedNow(t *testing.T, who *user) lockout.Counter {
 	t.Helper()
 	c := attempts(t, who)
 	// A right secret among the burst takes back the failures counted before
-	// it, so the count may be below MaxFailures; the lock that a later
-	// failure set holds, and is what this checks.
+	// it (not the lock), so the count may be below MaxFailures, and is 0 when
+	// the right one was the attempt that reached the limit (seen under load);
+	// the lock that a later failure set holds either way, and is what this checks.
 	if !c.Locked(time.Now()) {
 		t.Errorf("after the burst: %d failures, locked until %v; want a lock in force", c.Failures, c.LockedUntil)
 	}

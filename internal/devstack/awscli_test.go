@@ -75,101 +75,93 @@ func awsCLIs(t *testing.T) []string {
 }
 
 // TestOperatorAWSCLI runs docs/operations.md's AWS CLI blocks, as written,
-// with every AWS CLI on the machine against a local stack on each backend:
-// tables and bucket work everywhere; queues work on moto, and on fauxqs
-// exactly when the CLI's SQS client speaks JSON, as the page says.
+// with every AWS CLI on the machine against a local stack: tables and bucket
+// work with every CLI; queues on fauxqs exactly when the CLI's SQS client
+// speaks JSON, as the page says.
 func TestOperatorAWSCLI(t *testing.T) {
 	needs.External(t, "the emulators and the AWS CLI")
 	blocks := awsCLIBlocks(t)
 	clis := awsCLIs(t)
-	for _, backend := range []string{BackendDynalite, BackendMoto} {
-		t.Run(backend, func(t *testing.T) {
-			t.Setenv(BackendEnv, backend)
-			for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_REGION"} {
-				t.Setenv(k, "") // restored after the test; Start sets the emulators'
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			dir := t.TempDir()
-			s, err := Start(ctx, Options{StateDir: filepath.Join(dir, ".paydev")})
-			if err != nil {
+	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_REGION"} {
+		t.Setenv(k, "") // restored after the test; Start sets the emulators'
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	s, err := Start(ctx, Options{StateDir: filepath.Join(dir, ".paydev")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// One object for the bucket block to list and print.
+	cfg, err := awsconfig.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const content = "payreq-ops-check\n"
+	if _, err := s3.NewFromConfig(cfg, s3store.S3Options).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Info.Buckets["BatchBucket"]),
+		Key: aws.String("results/ops-check.txt"), Body: strings.NewReader(content)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cli := range clis {
+		v, err := exec.CommandContext(ctx, cli, "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --version: %v %s", cli, err, v)
+		}
+		version := strings.TrimSpace(string(v))
+		t.Run(strings.Fields(version)[0], func(t *testing.T) {
+			// The CLI under test is `aws` in the blocks: first on PATH.
+			bin := t.TempDir()
+			if err := os.Symlink(cli, filepath.Join(bin, "aws")); err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
-			// One object for the bucket block to list and print.
-			cfg, err := awsconfig.Load(ctx)
-			if err != nil {
-				t.Fatal(err)
+			path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
+			probe := runCLI(ctx, dir, path, blocks["setup"]+`aws --endpoint-url "$SQS" sqs list-queues --debug`)
+			json := strings.Contains(probe.out, "X-Amz-Target': b'AmazonSQS.ListQueues'")
+			t.Logf("%s: SQS over JSON %v", version, json)
+			// The three blocks at once: each CLI call is a Python start-up.
+			runs := map[string]cliRun{}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for _, name := range []string{"tables", "bucket", "queues"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := runCLI(ctx, dir, path, blocks["setup"]+blocks[name])
+					mu.Lock()
+					runs[name] = r
+					mu.Unlock()
+				}()
 			}
-			const content = "payreq-ops-check\n"
-			if _, err := s3.NewFromConfig(cfg, s3store.S3Options).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Info.Buckets["BatchBucket"]),
-				Key: aws.String("results/ops-check.txt"), Body: strings.NewReader(content)}); err != nil {
-				t.Fatal(err)
+			wg.Wait()
+			for _, name := range []string{"tables", "bucket", "queues"} {
+				t.Logf("%s block: %s", name, runs[name].took.Round(time.Millisecond))
 			}
-			for _, cli := range clis {
-				v, err := exec.CommandContext(ctx, cli, "--version").CombinedOutput()
-				if err != nil {
-					t.Fatalf("%s --version: %v %s", cli, err, v)
+			tables := runs["tables"]
+			for _, want := range []string{s.Info.Tables["PaymentRequestsTable"], s.Info.Merchant.ID, "merchantId", `"Items"`} {
+				if tables.err != nil || !strings.Contains(tables.out, want) {
+					t.Errorf("tables block (%v) lacks %q:\n%s", tables.err, want, tables.out)
 				}
-				version := strings.TrimSpace(string(v))
-				t.Run(strings.Fields(version)[0], func(t *testing.T) {
-					// The CLI under test is `aws` in the blocks: first on PATH.
-					bin := t.TempDir()
-					if err := os.Symlink(cli, filepath.Join(bin, "aws")); err != nil {
-						t.Fatal(err)
-					}
-					path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
-					json := true // on moto the queues block must work either way
-					if backend == BackendDynalite {
-						probe := runCLI(ctx, dir, path, blocks["setup"]+`aws --endpoint-url "$SQS" sqs list-queues --debug`)
-						json = strings.Contains(probe.out, "X-Amz-Target': b'AmazonSQS.ListQueues'")
-						t.Logf("%s: SQS over JSON %v", version, json)
-					}
-					// The three blocks at once: each CLI call is a Python start-up.
-					runs := map[string]cliRun{}
-					var mu sync.Mutex
-					var wg sync.WaitGroup
-					for _, name := range []string{"tables", "bucket", "queues"} {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							r := runCLI(ctx, dir, path, blocks["setup"]+blocks[name])
-							mu.Lock()
-							runs[name] = r
-							mu.Unlock()
-						}()
-					}
-					wg.Wait()
-					for _, name := range []string{"tables", "bucket", "queues"} {
-						t.Logf("%s block: %s", name, runs[name].took.Round(time.Millisecond))
-					}
-					tables := runs["tables"]
-					for _, want := range []string{s.Info.Tables["PaymentRequestsTable"], s.Info.Merchant.ID, "merchantId", `"Items"`} {
-						if tables.err != nil || !strings.Contains(tables.out, want) {
-							t.Errorf("tables block (%v) lacks %q:\n%s", tables.err, want, tables.out)
-						}
-					}
-					bucket := runs["bucket"]
-					for _, want := range []string{s.Info.Buckets["BatchBucket"], "results/ops-check.txt", content} {
-						if bucket.err != nil || !strings.Contains(bucket.out, want) {
-							t.Errorf("bucket block (%v) lacks %q:\n%s", bucket.err, want, bucket.out)
-						}
-					}
-					queues := runs["queues"]
-					if backend == BackendDynalite && !json {
-						// The documented departure: fauxqs serves only JSON.
-						if queues.err == nil || !strings.Contains(queues.out, "Unknown action: ListQueues") {
-							t.Errorf("queues block with a query-protocol CLI on fauxqs: %v, want the documented failure:\n%s", queues.err, queues.out)
-						}
-						t.Logf("queues block fails as documented: %s", strings.TrimSpace(queues.out))
-						return
-					}
-					for _, want := range []string{s.Info.Queues["NotificationsDLQ"], "ApproximateNumberOfMessages"} {
-						if queues.err != nil || !strings.Contains(queues.out, want) {
-							t.Errorf("queues block (%v) lacks %q:\n%s", queues.err, want, queues.out)
-						}
-					}
-				})
+			}
+			bucket := runs["bucket"]
+			for _, want := range []string{s.Info.Buckets["BatchBucket"], "results/ops-check.txt", content} {
+				if bucket.err != nil || !strings.Contains(bucket.out, want) {
+					t.Errorf("bucket block (%v) lacks %q:\n%s", bucket.err, want, bucket.out)
+				}
+			}
+			queues := runs["queues"]
+			if !json {
+				// The documented departure: fauxqs serves only JSON.
+				if queues.err == nil || !strings.Contains(queues.out, "Unknown action: ListQueues") {
+					t.Errorf("queues block with a query-protocol CLI on fauxqs: %v, want the documented failure:\n%s", queues.err, queues.out)
+				}
+				t.Logf("queues block fails as documented: %s", strings.TrimSpace(queues.out))
+				return
+			}
+			for _, want := range []string{s.Info.Queues["NotificationsDLQ"], "ApproximateNumberOfMessages"} {
+				if queues.err != nil || !strings.Contains(queues.out, want) {
+					t.Errorf("queues block (%v) lacks %q:\n%s", queues.err, want, queues.out)
+				}
 			}
 		})
 	}

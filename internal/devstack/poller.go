@@ -41,12 +41,7 @@ type SQSSource struct {
 	// with it does a handler's batchItemFailures keep just those messages;
 	// without it a successful invocation deletes the whole batch (as Lambda).
 	ReportBatchItemFailures bool
-	// ShortPoll, when set, replaces the 1 s long poll by a receive without
-	// wait every ShortPoll. moto's long poll does not return a delayed (or
-	// visibility-expired) message that becomes available during the wait,
-	// only at the next poll; SQS returns it as soon as it is available.
-	ShortPoll time.Duration
-	Timeout   time.Duration // the function's template Timeout
+	Timeout                 time.Duration // the function's template Timeout
 	// ReceiveLease is how long a receive hides its messages before the
 	// poller, holding them, extends them to the queue's visibility timeout
 	// (0: DefaultReceiveLease).
@@ -232,10 +227,7 @@ func (p *poller) retire() bool {
 func (p *poller) run(ctx context.Context) {
 	defer p.wg.Done()
 	src := p.src
-	wait := int32(1)
-	if src.ShortPoll > 0 {
-		wait = 0
-	}
+	const wait = 1 // s: a long poll, as Lambda's event source mapping makes
 	for ctx.Err() == nil {
 		// Not cancelled with ctx: a receive abandoned mid-flight would leave
 		// the messages SQS handed out hidden for the visibility timeout.
@@ -263,9 +255,6 @@ func (p *poller) run(ctx context.Context) {
 		if len(out.Messages) == 0 {
 			if p.retire() {
 				return
-			}
-			if src.ShortPoll > 0 {
-				sleep(ctx, src.ShortPoll)
 			}
 			continue
 		}

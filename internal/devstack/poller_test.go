@@ -134,7 +134,7 @@ func TestPollerKeepsOnlyFailedItemsAndDeletesInBatches(t *testing.T) {
 	cfg, calls := testenv.CountingAWSConfig(t)
 	client := sqs.NewFromConfig(cfg)
 	// A visibility timeout of 3 s, not 1: a receipt handle whose message
-	// became visible again may no longer delete it (moto refuses it), and on
+	// became visible again may no longer delete it (SQS may refuse it), and on
 	// a loaded machine a batch's handling and delete took over a second.
 	const n, visibility = 60, 3
 	q := testQueue(t, client, visibility, n)

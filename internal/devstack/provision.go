@@ -158,10 +158,9 @@ func (r *Resources) getAtt(id, attr string) (string, error) {
 	return fmt.Sprintf("arn:aws:local:%s:%s:%s/%s", r.Region, Account, strings.ToLower(attr), id), nil
 }
 
+// createTable creates a table of the template, or finds it there (a
+// restart on a kept database, LocalStack), and waits until it is ACTIVE.
 func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) error {
-	if _, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &spec.Name}); err == nil {
-		return nil
-	}
 	in := &dynamodb.CreateTableInput{TableName: aws.String(spec.Name), BillingMode: dtypes.BillingModePayPerRequest}
 	for _, a := range spec.Attributes {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, dtypes.AttributeDefinition{
@@ -188,10 +187,9 @@ func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) e
 	return enableTTL(ctx, db, spec)
 }
 
-// enableTTL turns on the template's TimeToLiveSpecification. dynalite has no
-// UpdateTimeToLive and answers UnknownOperationException: that one answer is
-// tolerated, since the code never relies on TTL deletion (reads check expiry
-// themselves; TTL only removes old items, up to days late on AWS too).
+// enableTTL turns on the template's TimeToLiveSpecification. The code never
+// relies on TTL deletion (reads check expiry themselves): TTL only removes
+// old items, up to days late on AWS, and never on DynamoDB Local.
 func enableTTL(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) error {
 	if spec.TTL == "" {
 		return nil
@@ -201,8 +199,6 @@ func enableTTL(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) err
 	var apiErr smithy.APIError
 	switch {
 	case err == nil:
-		return nil
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnknownOperationException":
 		return nil
 	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" && strings.Contains(apiErr.ErrorMessage(), "already enabled"):
 		return nil // a re-run against LocalStack

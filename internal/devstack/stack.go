@@ -66,7 +66,6 @@ type Info struct {
 	APIBase   string            `json:"apiBase"`
 	SFTPAddr  string            `json:"sftpAddr"`
 	Region    string            `json:"region"`
-	Backend   string            `json:"backend,omitempty"` // local emulators: dynalite or moto; empty when External
 	Endpoints Endpoints         `json:"endpoints"`
 	Merchant  SeedMerchant      `json:"merchant"`
 	Dashboard SeedDashboardUser `json:"dashboard"`
@@ -147,10 +146,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Info.Endpoints = perService
 		UseEndpoints(perService)
 	case external == "":
-		if s.emu, err = startBackend(ctx, opts); err != nil {
+		if s.emu, err = startEmulatorsFor(ctx, opts); err != nil {
 			return nil, err
 		}
-		s.Info.Backend = s.emu.Backend
 		s.Info.Endpoints = Endpoints{DynamoDB: s.emu.DynamoDB, SQS: s.emu.SQS, S3: s.emu.S3}
 		s.Info.PIDs = s.emu.PIDs()
 		s.restoreEnv = saveEnv(endpointVars...)
@@ -254,9 +252,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	sqsClient := sqs.NewFromConfig(cfg)
 	log := slog.New(slog.NewJSONHandler(opts.Log, nil)).With("component", "paydev")
 	for _, src := range sources {
-		if s.emu != nil && s.emu.Backend == BackendMoto {
-			src.ShortPoll = 100 * time.Millisecond // see SQSSource.ShortPoll
-		}
 		h, err := s.build(ctx, src.FunctionID, opts, cfg)
 		if err != nil {
 			return nil, err
@@ -314,16 +309,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	return s, nil
 }
 
-// startBackend starts the emulators PAYREQ_BACKEND names.
-func startBackend(ctx context.Context, opts Options) (*Emulators, error) {
-	backend, err := SelectedBackend()
-	if err != nil {
-		return nil, err
-	}
-	logDir := filepath.Join(opts.StateDir, "logs")
-	if backend == BackendMoto {
-		return StartMoto(ctx, logDir, 0)
-	}
+// startEmulatorsFor starts the stack's own emulators, logs in its state
+// directory.
+func startEmulatorsFor(ctx context.Context, opts Options) (*Emulators, error) {
 	infra, err := InfraDir()
 	if err != nil {
 		return nil, err
@@ -331,7 +319,7 @@ func startBackend(ctx context.Context, opts Options) (*Emulators, error) {
 	if err := EnsureNodeModules(infra, opts.Log); err != nil {
 		return nil, err
 	}
-	return StartEmulators(ctx, infra, logDir, 0, 0)
+	return StartEmulators(ctx, infra, filepath.Join(opts.StateDir, "logs"), 0, 0)
 }
 
 // build returns a function's Lambda handler, built once per stack (one warm

@@ -310,7 +310,7 @@ func (s *Store) ClaimBatchRow(ctx context.Context, r *batch.RowRecord, now time.
 	})
 	var cf *types.ConditionalCheckFailedException
 	if errors.As(err, &cf) {
-		if len(cf.Item) > 0 { // AWS returns the holder with the failure; dynalite does not
+		if len(cf.Item) > 0 { // DynamoDB returns the holder with the failure (ALL_OLD)
 			if held, uerr := unmarshalBatchRow(cf.Item, r.MerchantID, r.Key); uerr == nil {
 				return held, ErrExists
 			}
@@ -370,7 +370,7 @@ func (s *Store) claimPut(r *batch.RowRecord, now time.Time) (*types.Put, error) 
 		item[k] = v
 	}
 	return &types.Put{TableName: &s.t.Operations, Item: item,
-		// An expired record counts as absent (TTL deletes lazily; dynalite never).
+		// An expired record counts as absent (TTL deletes lazily; DynamoDB Local never).
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR expiresAt <= :nows"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":nows": numberAV(now.Unix())}}, nil
 }

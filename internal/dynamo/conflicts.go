@@ -22,9 +22,10 @@ const conflictRetries = 4
 // conflictRetries times. AWS documents such a cancellation as transient
 // (TransactWriteItems: TransactionCanceledException, "TransactionConflict")
 // and the SDK's retryer does not retry it. A cancellation with a failed
-// condition is an answer and is returned at once. The local emulators run
-// transactions one at a time and never conflict (docs/testing.md), so this
-// path runs only on AWS; TestTransactionConflictIsRetried covers it.
+// condition is an answer and is returned at once. DynamoDB Local never
+// refuses a transaction for a conflict (docs/testing.md), so locally only
+// an injected conflict takes this path; TestTransactionConflictIsRetried
+// covers it on a scripted client.
 type retryConflicts struct {
 	API
 	sleep func(time.Duration) // time.Sleep; tests

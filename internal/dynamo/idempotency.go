@@ -45,7 +45,7 @@ type IdempotencyRecord struct {
 }
 
 // Expired reports whether the record no longer exists logically (DynamoDB
-// TTL deletes lazily, dynalite never).
+// TTL deletes lazily, up to days late; DynamoDB Local never).
 func (r *IdempotencyRecord) Expired(now time.Time) bool { return !now.Before(r.ExpiresAt) }
 
 // LeaseExpired reports whether an in-progress claim may be taken over.
@@ -108,9 +108,9 @@ func unmarshalIdempotency(item map[string]types.AttributeValue) (*IdempotencyRec
 // with TakeOverIdempotencyKey instead, which keeps its nonce.
 //
 // When the key is held it returns ErrConflict and, when DynamoDB sends it
-// with the failure (ReturnValuesOnConditionCheckFailure; AWS does, dynalite
-// does not), the record holding it; otherwise nil, and the caller reads it
-// with IdempotencyRecord.
+// with the failure (ReturnValuesOnConditionCheckFailure: ALL_OLD, as AWS
+// and DynamoDB Local do), the record holding it; otherwise nil, and the
+// caller reads it with IdempotencyRecord.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec *IdempotencyRecord, now time.Time) (*IdempotencyRecord, error) {
 	rec.State = IdempotencyInProgress
 	item, err := attributevalue.MarshalMap(idempotencyItem{

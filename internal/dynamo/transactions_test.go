@@ -290,8 +290,7 @@ func TestCallbackEventDedupe(t *testing.T) {
 }
 
 // The combined writes of an attempt are all-or-nothing: a failed guard on
-// either item leaves both items as they were (on dynalite through the
-// emulator wrapper's TransactWriteItems, on moto and AWS natively).
+// either item leaves both items as they were.
 func TestAttemptWritesTogether(t *testing.T) {
 	s, calls := txStore(t)
 	ctx := context.Background()

@@ -1,8 +1,8 @@
 // Package testenv gives integration tests a real local stack: local AWS
-// emulators on random ports (dynalite + fauxqs, or moto_server with
-// PAYREQ_BACKEND=moto), the template's resources and the functions behind
-// the local API gateway, started once per test binary. When
-// AWS_ENDPOINT_URL is set (LocalStack), that endpoint is used instead.
+// emulators on random ports (DynamoDB Local + fauxqs), the template's
+// resources and the functions behind the local API gateway, started once
+// per test binary. When AWS_ENDPOINT_URL is set (LocalStack), that endpoint
+// is used instead.
 package testenv
 
 import (
@@ -45,7 +45,7 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if code != 0 && stateDir != "" {
 		// The emulators' own words, for a failure CI shows only once.
-		for _, name := range []string{"dynalite", "fauxqs", "moto"} {
+		for _, name := range []string{"dynamodb-local", "fauxqs"} {
 			if b, err := os.ReadFile(stateDir + "/logs/" + name + ".log"); err == nil && len(b) > 0 {
 				os.Stderr.Write([]byte("---- " + name + " log (tail) ----\n"))
 				os.Stderr.Write(b[max(0, len(b)-4000):])
@@ -71,7 +71,9 @@ func Stack(tb testing.TB) *devstack.Stack {
 		if startErr != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// Room for the first start after npm ci, which also builds DynamoDB
+		// Local's launcher (devstack), on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		opts := Options
 		opts.StateDir, opts.APIPort = stateDir, 0
@@ -81,24 +83,6 @@ func Stack(tb testing.TB) *devstack.Stack {
 		tb.Fatalf("start local stack: %v", startErr)
 	}
 	return stack
-}
-
-// Backend names what the shared stack runs on: devstack.BackendDynalite,
-// devstack.BackendMoto, or "external" (AWS_ENDPOINT_URL, e.g. LocalStack).
-// Tests use it only where an emulator departs from AWS's documented
-// behaviour (docs/testing.md lists those quirks).
-func Backend(tb testing.TB) string {
-	if s := Stack(tb); !s.Info.External {
-		return s.Info.Backend
-	}
-	return "external"
-}
-
-// ReturnsItemOnConditionFailure reports whether a failed conditional write
-// carries the existing item (ReturnValuesOnConditionCheckFailure), as AWS
-// documents; dynalite ignores the parameter.
-func ReturnsItemOnConditionFailure(tb testing.TB) bool {
-	return Backend(tb) != devstack.BackendDynalite
 }
 
 // PatientStore is a store over s's tables for what a test seeds and checks,

@@ -622,7 +622,8 @@ func TestBench(t *testing.T) {
 		}
 	}
 	out = strings.TrimSuffix(out, ";") + "\n"
-	t.Logf("local stack (%s), %d ops per path, %d clients, %d batch rows; latencies in ms\n%s", st.Info.Backend, n, conc, rows, out)
+	t.Logf("local stack (DynamoDB %s, SQS and S3 %s), %d ops per path, %d clients, %d batch rows; latencies in ms\n%s",
+		st.Info.Endpoints.DynamoDB, st.Info.Endpoints.SQS, n, conc, rows, out)
 	fmt.Print("\n" + out)
 }
 

@@ -72,7 +72,9 @@ func run(m *testing.M) int {
 		err = devstack.EnsureNodeModules(infra, io.Discard)
 	}
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Room for the first start after npm ci, which also builds
+		// DynamoDB Local's launcher (devstack), on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		emu, err = devstack.StartEmulators(ctx, infra, filepath.Join(stateRoot, "logs"), 0, 0)
 		cancel()
 	}

@@ -36,8 +36,8 @@ func TestObjectsContract(t *testing.T) {
 	t.Run("s3store", func(t *testing.T) {
 		st := testenv.Stack(t)
 		cfg, _ := testenv.CountingAWSConfig(t)
-		// fauxqs and moto ignore x-amz-copy-source-if-match; S3 answers
-		// 412 PreconditionFailed (docs/testing.md, the quirks).
+		// fauxqs ignores x-amz-copy-source-if-match; S3 answers 412
+		// PreconditionFailed (docs/testing.md, fauxqs's differences).
 		runContract(t, s3store.New(s3store.NewClient(cfg), st.Resources.Buckets["BatchBucket"]), false)
 	})
 }
