@@ -233,6 +233,7 @@ func TestLostAnswerRefund(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		},
+		// The refund is notified as refund.succeeded, once.
 		want: want{requests: 1, transactions: 1, approved: 1, notified: 1, paid: true, events: []string{"refund.succeeded"}}})
 }
 
