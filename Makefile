@@ -75,7 +75,7 @@ api-docs: $(EMULATORS)
 
 # docs/img/dashboard-*.png, desktop and phone, from the local stack in Chromium.
 screenshots: $(EMULATORS)
-	PAYREQ_SCREENSHOTS=1 go test -count=1 -run '^TestBrowserDashboard(Journey|Screenshots)$$' ./internal/dashboard/
+	PAYREQ_SCREENSHOTS=1 go test -count=1 -run '^TestBrowser(DashboardJourney|DashboardScreenshots|PersonWithTwoMerchantsInTwoTabs)$$' ./internal/dashboard/
 
 # Every function, linux/arm64, stripped: bin/<function>/bootstrap.
 build:

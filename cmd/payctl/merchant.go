@@ -32,9 +32,12 @@ type merchantView struct {
 	RateLimitPerMinute int             `json:"rateLimitPerMinute"`
 	NotificationFormat string          `json:"notificationFormat"`
 	APIKeyPrefix       string          `json:"apiKeyPrefix"`
-	CreatedAt          time.Time       `json:"createdAt"`
-	UpdatedAt          time.Time       `json:"updatedAt"`
-	Version            int64           `json:"version"`
+	// The key rotated out while it still works (rotate-key --overlap).
+	PreviousAPIKeyPrefix string     `json:"previousApiKeyPrefix,omitempty"`
+	PreviousAPIKeyUntil  *time.Time `json:"previousApiKeyUntil,omitempty"`
+	CreatedAt            time.Time  `json:"createdAt"`
+	UpdatedAt            time.Time  `json:"updatedAt"`
+	Version              int64      `json:"version"`
 
 	// Shown once, on create and rotate-key only.
 	APIKey        string `json:"apiKey,omitempty"`
@@ -47,10 +50,15 @@ func viewOf(m *merchant.Merchant) merchantView {
 	if format == "" {
 		format = "form"
 	}
-	return merchantView{ID: m.ID, Name: m.Name, Sandbox: m.Sandbox, NotifyURL: m.NotifyURL, SuccessURL: m.SuccessURL,
+	v := merchantView{ID: m.ID, Name: m.Name, Sandbox: m.Sandbox, NotifyURL: m.NotifyURL, SuccessURL: m.SuccessURL,
 		FailureURL: m.FailureURL, AllowedOrigins: nonNil(m.AllowedOrigins), Methods: nonNilInts(m.Methods), Limits: m.Limits,
 		RateLimitPerMinute: m.RateLimit(), NotificationFormat: format, APIKeyPrefix: m.APIKeyPrefix,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Version: m.Version}
+	if m.PreviousAPIKeyLive(time.Now()) {
+		until := m.PrevAPIKeyUntil
+		v.PreviousAPIKeyPrefix, v.PreviousAPIKeyUntil = m.PrevAPIKeyPrefix, &until
+	}
+	return v
 }
 
 const shownOnce = "The API key and webhook secret are shown only now; store them in your secret manager."
@@ -199,40 +207,95 @@ func merchantCmd(g *globals) *cobra.Command {
 		return v, auditPayctl(ctx, e, updateID, "settings.update", "payctl merchant update "+strings.Join(changed, " "))
 	})
 
-	var rotateID string
+	var rotateID, rotateOverlap string
 	rotateCmd := &cobra.Command{
-		Use:     "rotate-key --id ID",
-		Short:   "Give a merchant a new API key (shown once)",
-		Long:    "rotate-key replaces the merchant's API key and prints the new one once. The old key stops working within 30 seconds (API instances cache keys that long).",
-		Example: "  payctl --local merchant rotate-key --id mer_...",
+		Use:   "rotate-key --id ID [--overlap none|1h|24h|7d]",
+		Short: "Give a merchant a new API key (shown once); the old one may keep working for an overlap",
+		Long: "rotate-key replaces the merchant's API key and prints the new one once. With --overlap 1h, 24h or 7d the old key keeps working " +
+			"until then (a previous key still in its overlap ends at once); end it early with end-previous-key. Without an overlap the old key " +
+			"stops working within 30 seconds (API instances cache keys that long).",
+		Example: "  payctl --local merchant rotate-key --id mer_... --overlap 24h",
 		RunE: jsonCommand(func(ctx context.Context) (any, error) {
 			if rotateID == "" {
 				return nil, usageError("--id is required")
+			}
+			overlap, err := merchant.ParseOverlap(rotateOverlap)
+			if err != nil {
+				return nil, usageError("--overlap: " + err.Error())
 			}
 			e, err := connect(ctx, *g)
 			if err != nil {
 				return nil, err
 			}
 			var key string
+			now := time.Now().UTC()
 			v, err := updateMerchant(ctx, e, rotateID, func(m *merchant.Merchant) error {
+				if overlap > 0 {
+					if err := e.store.PutPreviousAPIKey(ctx, m.ID, m.APIKeyHash, now.Add(overlap)); err != nil {
+						return err
+					}
+				}
 				key = merchant.NewAPIKey(m.Sandbox)
-				m.APIKeyHash, m.APIKeyPrefix, m.SealedAPIKey = merchant.HashAPIKey(key), merchant.KeyPrefix(key), e.sealer.Seal(key, m.ID)
+				m.RotateAPIKey(key, e.sealer.Seal(key, m.ID), overlap, now)
 				return nil
 			})
 			if err != nil {
 				return nil, err
 			}
-			if err := auditPayctl(ctx, e, rotateID, "apikey.rotate", "API key replaced by "+merchant.KeyPrefix(key)+"…"); err != nil {
+			detail := "API key replaced by " + merchant.KeyPrefix(key) + "…; no overlap"
+			v.Notice = "The new API key is shown only now. The old key stops working within 30 seconds (API instances cache keys that long)."
+			if overlap > 0 {
+				detail = fmt.Sprintf("API key replaced by %s…; the old key works until %s (--overlap %s)", merchant.KeyPrefix(key),
+					v.PreviousAPIKeyUntil.Format("2006-01-02 15:04 MST"), rotateOverlap)
+				v.Notice = "The new API key is shown only now. The old key keeps working until previousApiKeyUntil; end it early with payctl merchant end-previous-key."
+			}
+			if err := auditPayctl(ctx, e, rotateID, "apikey.rotate", detail); err != nil {
 				return nil, err
 			}
 			v.APIKey = key
-			v.Notice = "The new API key is shown only now. The old key stops working within 30 seconds (API instances cache keys that long)."
 			return v, nil
 		}),
 	}
 	rotateCmd.Flags().StringVar(&rotateID, "id", "", "merchant id")
+	rotateCmd.Flags().StringVar(&rotateOverlap, "overlap", "none", "how long the old key keeps working: none, 1h, 24h or 7d")
 
-	c.AddCommand(createCmd, listCmd, showCmd, updateCmd, rotateCmd, checkOriginsCmd(g), userCmd(g))
+	var endID string
+	endCmd := &cobra.Command{
+		Use:     "end-previous-key --id ID",
+		Short:   "End the overlap of a rotated-out API key now",
+		Long:    "end-previous-key stops the merchant's previous API key (kept working by rotate-key --overlap) now; API instances that just used it accept it for at most 30 seconds more.",
+		Example: "  payctl --local merchant end-previous-key --id mer_...",
+		RunE: jsonCommand(func(ctx context.Context) (any, error) {
+			if endID == "" {
+				return nil, usageError("--id is required")
+			}
+			e, err := connect(ctx, *g)
+			if err != nil {
+				return nil, err
+			}
+			var ended string
+			v, err := updateMerchant(ctx, e, endID, func(m *merchant.Merchant) error {
+				ended = ""
+				if m.PreviousAPIKeyLive(time.Now()) {
+					ended = m.PrevAPIKeyPrefix
+				}
+				m.EndPreviousAPIKey()
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			if ended == "" {
+				v.Notice = "No previous API key was working."
+				return v, nil
+			}
+			v.Notice = "The previous key is refused from now on (within 30 seconds where an API instance had just used it)."
+			return v, auditPayctl(ctx, e, endID, "apikey.end-previous", "previous API key "+ended+"… ended early")
+		}),
+	}
+	endCmd.Flags().StringVar(&endID, "id", "", "merchant id")
+
+	c.AddCommand(createCmd, listCmd, showCmd, updateCmd, rotateCmd, endCmd, checkOriginsCmd(g), userCmd(g))
 	return c
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -59,12 +60,12 @@ func TestMerchantUserAddPrintsAOneTimeSetPasswordLink(t *testing.T) {
 	form("/dashboard/set-password", url.Values{"token": {u.Query().Get("token")}, "password": {pw}, "confirm": {pw}})
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 	login := get("/dashboard/login")
-	page := form("/dashboard/login", url.Values{"csrf": {csrf.FindStringSubmatch(login)[1]}, "merchant": {m.ID}, "email": {email}, "password": {pw}})
+	page := form("/dashboard/login", url.Values{"csrf": {csrf.FindStringSubmatch(login)[1]}, "email": {email}, "password": {pw}})
 	if !strings.Contains(page, "<h1>Overview</h1>") { // the dashboard's home after sign-in
 		t.Fatalf("sign-in with the set password failed:\n%.500s", page)
 	}
-	audit := get("/dashboard/audit")
-	for _, want := range []string{"user.invite", "settings.update", "payctl merchant update --notify-url", "user.set-password"} {
+	audit := get(dashboard.MerchantPath(m.ID, "/audit"))
+	for _, want := range []string{"user.invite", "settings.update", "payctl merchant update --notify-url", "user.join"} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("audit log lacks %q:\n%s", want, audit)
 		}

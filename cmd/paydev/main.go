@@ -138,5 +138,5 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
 
 // printDashboard adds the seeded dashboard user to the banner.
 func printDashboard(info devstack.Info) {
-	fmt.Printf("  Dashboard  %s  merchant %s  e-mail %s  password %s\n\n", info.Dashboard.URL, info.Dashboard.MerchantID, info.Dashboard.Email, info.Dashboard.Password)
+	fmt.Printf("  Dashboard  %s  e-mail %s  password %s  (admin of %s)\n\n", info.Dashboard.URL, info.Dashboard.Email, info.Dashboard.Password, info.Dashboard.MerchantID)
 }

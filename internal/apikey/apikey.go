@@ -1,6 +1,13 @@
 // Package apikey authenticates merchant-server calls by X-API-Key. Keys are
 // looked up by hash and the result cached briefly in-process, so a warm Lambda
 // makes no database call for authentication.
+//
+// A merchant has its current key and, after a rotation with an overlap, the
+// previous key until the overlap ends (merchant.RotateAPIKey). An instance
+// trusts what it looked up for at most TTL: a key rotated out without an
+// overlap, or whose overlap was ended early, keeps working on an instance
+// that had it cached for at most TTL; an overlap's natural end is exact
+// (the cache entry of a previous key never outlives it).
 package apikey
 
 import (
@@ -20,8 +27,9 @@ import (
 // Header carries the key.
 const Header = "X-API-Key"
 
-// Lookup finds a merchant by key hash; it returns an error wrapping
-// ErrUnknown (or any error for which IsNotFound is true) for unknown keys.
+// Lookup finds a merchant by key hash — its current key, or a key rotated
+// out with an overlap; it returns an error for which IsNotFound is true for
+// unknown keys. Authenticate decides whether the key still works.
 type Lookup interface {
 	MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchant.Merchant, error)
 }
@@ -87,12 +95,19 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*merchant
 	case err != nil:
 		return nil, err
 	}
-	// The index matched on the hash; compare again in constant time so the
-	// decision never depends on a non-constant-time path.
-	if !merchant.KeyMatches(key, m.APIKeyHash) {
+	// The lookup matched on the hash; compare again in constant time so the
+	// decision never depends on a non-constant-time path, and judge a
+	// previous key's overlap.
+	ok, previous := m.AcceptsKey(key, now)
+	if !ok {
+		a.store(hash, entry{expires: now.Add(a.NegTTL)})
 		return nil, ErrInvalidKey
 	}
-	a.store(hash, entry{m: m, expires: now.Add(a.TTL)})
+	expires := now.Add(a.TTL)
+	if previous && m.PrevAPIKeyUntil.Before(expires) {
+		expires = m.PrevAPIKeyUntil
+	}
+	a.store(hash, entry{m: m, expires: expires})
 	return m, nil
 }
 

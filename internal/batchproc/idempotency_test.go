@@ -107,7 +107,7 @@ func (l *losingAnswer) PayNew(ctx context.Context, m *merchant.Merchant, r payme
 	}
 	if l.asExists {
 		if _, err := l.PaymentService.PayNew(ctx, m, r, a); !errkind.Is(err, errkind.Exists) {
-			panic(fmt.Sprintf("the repeated create did not answer ErrExists: %v", err))
+			panic(fmt.Sprintf("the repeated create did not answer Exists: %v", err))
 		}
 		return payments.Result{}, errkind.New(errkind.Exists, "already exists", "")
 	}

@@ -46,7 +46,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	u := newUser(t, m, dashboard.RoleAdmin)
 	reqID, txID := payH2H(t, m, "a11y-"+dashboard.NewToken()[:8])
-	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
+	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, isConflict, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
 		dashboard.RoleMember, "test", base, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		}
 	}
 	pages := []string{"/dashboard/overview", "/dashboard/overview?period=30d", "/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/payments/" + itoa(reqID) + "/refund?tx=" + itoa(txID),
-		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1"}
+		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1", "/dashboard/merchants"}
 	for _, size := range []struct {
 		name string
 		w, h int64
@@ -73,12 +73,12 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		bt.Navigate(t, tab, link)
 		check(size.name + " set-password")
 		bt.Navigate(t, tab, base+"/dashboard/login")
-		bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), u.merchant), chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
+		bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
 		bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 		bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
-		bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/overview"`, pageTimeout)
+		bt.WaitJS(t, tab, `!window.__old && location.pathname === "`+u.home()+`"`, pageTimeout)
 		for _, p := range pages {
-			bt.Navigate(t, tab, base+p)
+			bt.Navigate(t, tab, base+u.at(p))
 			check(size.name + " " + p)
 		}
 		navigateBy(t, tab, `document.querySelector("form.logout").submit()`)
@@ -93,16 +93,13 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := newUser(t, m, dashboard.RoleMember)
-	stored, err := stack.Store.DashboardUser(context.Background(), v.merchant, v.email)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := storedUser(t, v)
 	stored.SealedTOTP = sealer.Seal(dashboard.NewTOTPSecret(), "totp:"+v.email)
-	if err := stack.Store.UpdateDashboardUser(context.Background(), stored); err != nil {
+	if err := stack.Store.UpdateIdentity(context.Background(), stored); err != nil {
 		t.Fatal(err)
 	}
 	bt.Navigate(t, tab, base+"/dashboard/login")
-	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), v.merchant), chromedp.SendKeys(chromedp.ID("email"), v.email), chromedp.SendKeys(chromedp.ID("password"), password))
+	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), v.email), chromedp.SendKeys(chromedp.ID("password"), password))
 	bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 	bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
 	bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/totp"`, pageTimeout)

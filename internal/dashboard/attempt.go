@@ -12,11 +12,11 @@ import (
 // Counting sign-in attempts (internal/lockout): every password or TOTP
 // attempt is counted as a failure with one version-conditional write of its
 // counter BEFORE its secret is checked, and only when no lock is in force.
-// The counter belongs to the (merchant, address) pair, not to the user
-// record, and is keyed by a keyed hash of the pair: an attempt for an
-// address that is nobody's user makes the same reads and writes (the user's
-// read, the counter's read and write) and the same Argon2id check as one
-// for a user with a wrong password. A right secret takes back the failures
+// The counter belongs to the address (one identity per address, whatever
+// its merchants), not to the identity record, and is keyed by a keyed hash
+// of the address: an attempt for an address that is nobody's makes the same
+// reads and writes (the person's read, the counter's read and write) and
+// the same Argon2id check as one for a person with a wrong password. A right secret takes back the failures
 // counted up to its own admission and the lock that admission set.
 
 // answerReserve is the part of a request's deadline kept for checking the
@@ -41,20 +41,20 @@ var (
 	errCountDown = errStatus(http.StatusServiceUnavailable, "Sign-in is unavailable for a moment. Try again shortly.")
 )
 
-// attemptKey names the counter of merchantID's address.
-func (h *handler) attemptKey(merchantID, email string) string {
-	return h.AttemptKeys.Key("dashboard", merchantID, email)
+// attemptKey names the counter of an address.
+func (h *handler) attemptKey(email string) string {
+	return h.AttemptKeys.Key("dashboard", email)
 }
 
 func (h *handler) counting() *lockout.Counting {
 	return &lockout.Counting{Store: h.Store, IsConflict: h.IsConflict, Now: h.Now}
 }
 
-// admit counts an attempt on merchantID's address before its secret is
-// checked (see lockout.Counting.Admit); a refused admission (lock in force)
-// is not an error.
-func (h *handler) admit(ctx context.Context, merchantID, email string) (lockout.Admission, error) {
-	a, err := h.counting().Admit(ctx, h.attemptKey(merchantID, email))
+// admit counts an attempt on an address before its secret is checked (see
+// lockout.Counting.Admit); a refused admission (lock in force) is not an
+// error.
+func (h *handler) admit(ctx context.Context, email string) (lockout.Admission, error) {
+	a, err := h.counting().Admit(ctx, h.attemptKey(email))
 	if err != nil {
 		return a, countErr(ctx, err)
 	}

@@ -48,7 +48,7 @@ func passwordBurst(t *testing.T, base string, u *user, pws []string) []page {
 	for i, pw := range pws {
 		b := newBrowser(t, u.merchant, u.email)
 		b.base = base
-		form := url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))}, "merchant": {u.merchant}, "email": {u.email}, "password": {pw}}
+		form := url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))}, "email": {u.email}, "password": {pw}}
 		posts[i] = func() page { return b.post("/dashboard/login", form) }
 	}
 	return fire(t, posts)
@@ -90,13 +90,14 @@ func countStatus(ps []page, status int) int {
 	return n
 }
 
-func storedUser(t *testing.T, who *user) *dashboard.User {
+// storedUser reads the person of a browser.
+func storedUser(t *testing.T, who *user) *dashboard.Identity {
 	t.Helper()
-	u, err := testenv.Stack(t).Store.DashboardUser(context.Background(), who.merchant, who.email)
-	if err != nil {
-		t.Fatal(err)
+	id, _, err := testenv.Stack(t).Store.Identity(context.Background(), who.email)
+	if err != nil || id == nil {
+		t.Fatalf("identity of %s: %v", who.email, err)
 	}
-	return u
+	return id
 }
 
 func locked(t *testing.T, who *user) bool {
@@ -132,14 +133,14 @@ func lockedNow(t *testing.T, who *user) lockout.Counter {
 func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
 	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
 	ps := passwordBurst(t, u.base, u, mixed(password, func(i int) string { return "wrong password " + strconv.Itoa(i) }))
-	opened := tally(t, "wrong and right at once", ps, "/dashboard/overview")
+	opened := tally(t, "wrong and right at once", ps, u.home())
 	if opened > 1 {
 		t.Errorf("%d sessions from one right password", opened)
 	}
 	topUpUnderLoad(t, u, ps, func(i int) {
 		b := newBrowser(t, u.merchant, u.email)
 		b.base = u.base
-		b.post("/dashboard/login", url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))}, "merchant": {u.merchant},
+		b.post("/dashboard/login", url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))},
 			"email": {u.email}, "password": {"wrong again " + strconv.Itoa(i)}})
 	})
 	lockedNow(t, u)
@@ -147,7 +148,7 @@ func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
 	for i := range right {
 		right[i] = password
 	}
-	if n := tally(t, "right while locked", passwordBurst(t, u.base, u, right), "/dashboard/overview"); n != 0 {
+	if n := tally(t, "right while locked", passwordBurst(t, u.base, u, right), u.home()); n != 0 {
 		t.Errorf("the right password opened %d sessions while the account was locked", n)
 	}
 }
@@ -174,14 +175,14 @@ func TestNoPasswordIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 	for i := range wrong {
 		wrong[i] = "wrong password " + strconv.Itoa(i)
 	}
-	tally(t, "30 wrong", passwordBurst(t, base, u, wrong), "/dashboard/overview")
+	tally(t, "30 wrong", passwordBurst(t, base, u, wrong), u.home())
 	if n := checks.Load(); n == 0 || n > dashboard.MaxFailures {
 		t.Errorf("%d of %d wrong passwords sent at once were checked, want 1..%d", n, burst, dashboard.MaxFailures)
 	}
 	after := lockedNow(t, u)
 	checks.Store(0)
 	right := []string{password, password, password}
-	if n := tally(t, "right while locked", passwordBurst(t, base, u, right), "/dashboard/overview"); n != 0 {
+	if n := tally(t, "right while locked", passwordBurst(t, base, u, right), u.home()); n != 0 {
 		t.Errorf("signed in while locked (%d)", n)
 	}
 	if n := checks.Load(); n != 0 {
@@ -200,13 +201,9 @@ func totpUser(t *testing.T) (*user, string) {
 	t.Helper()
 	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
 	secret := dashboard.NewTOTPSecret()
-	st := testenv.Stack(t).Store
-	stored, err := st.DashboardUser(context.Background(), u.merchant, u.email)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := storedUser(t, u)
 	stored.SealedTOTP = stackSealer(t).Seal(secret, "totp:"+u.email)
-	if err := st.UpdateDashboardUser(context.Background(), stored); err != nil {
+	if err := testenv.Stack(t).Store.UpdateIdentity(context.Background(), stored); err != nil {
 		t.Fatal(err)
 	}
 	return u, secret
@@ -240,7 +237,7 @@ func TestParallelTOTPAttemptsKeepTheLockout(t *testing.T) {
 	code, _ := dashboard.TOTPCode(secret, dashboard.TOTPStep(time.Now()))
 	wrong := wrongCode(t, secret)
 	ps := codeBurst(t, u, mixed(code, func(i int) string { return wrong }))
-	opened := tally(t, "codes at once", ps, "/dashboard/overview")
+	opened := tally(t, "codes at once", ps, u.home())
 	if opened > 1 {
 		t.Errorf("%d sessions from one code", opened)
 	}
@@ -293,7 +290,7 @@ func TestNoCodeIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 		d.Sealer = countingSealer{d.Sealer, "totp:" + u.email, &opens}
 	})
 	wrong := wrongCode(t, secret)
-	tally(t, "30 wrong codes", codeBurst(t, u, mixed(wrong, func(int) string { return wrong })), "/dashboard/overview")
+	tally(t, "30 wrong codes", codeBurst(t, u, mixed(wrong, func(int) string { return wrong })), u.home())
 	if n := opens.Load(); n == 0 || n > dashboard.MaxFailures {
 		t.Errorf("%d of %d wrong codes sent at once were checked, want 1..%d", n, burst, dashboard.MaxFailures)
 	}

@@ -46,7 +46,7 @@ func TestBrowserBatchProgressUpdatesWithoutReload(t *testing.T) {
 	tab := bt.New(t)
 	viewerLanguage(t, tab, "en-US")
 	signInTab(t, tab, u)
-	bt.Navigate(t, tab, u.base+"/dashboard/batches")
+	bt.Navigate(t, tab, u.base+u.at("/dashboard/batches"))
 	row := `document.querySelector('#batches tr[data-file="` + file + `"]')`
 	got := bt.Eval[map[string]string](t, tab, `(() => { const r = `+row+`; const p = r.querySelector("progress");
 		return {max: p.getAttribute("max"), value: p.getAttribute("value"), text: r.querySelector(".lines-text").textContent,
@@ -87,7 +87,7 @@ func TestBrowserBatchProgressUpdatesWithoutReload(t *testing.T) {
 		t.Error("still marked running")
 	}
 	// The overview lists no file in progress now.
-	bt.Navigate(t, tab, u.base+"/dashboard/overview")
+	bt.Navigate(t, tab, u.base+u.at("/dashboard/overview"))
 	if g := bt.Eval[string](t, tab, `document.querySelector("#batches-running").textContent`); g != "0" {
 		t.Errorf("overview: %s files in progress", g)
 	}

@@ -115,16 +115,16 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	bt.WaitJS(t, tab, `location.pathname === "/dashboard/login" && !!document.querySelector("#email")`, pageTimeout)
 	bt.Screenshot(t, tab, filepath.Join(shots, "dashboard-login.png"))
 	// Sign in by typing, as a person does.
-	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), u.merchant), chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
+	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), u.email), chromedp.SendKeys(chromedp.ID("password"), password))
 	bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 	bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
-	bt.WaitJS(t, tab, `!window.__old && location.pathname === "/dashboard/overview"`, pageTimeout)
+	bt.WaitJS(t, tab, `!window.__old && location.pathname === "`+u.home()+`"`, pageTimeout)
 	if cookies := bt.Eval[string](t, tab, `document.cookie`); strings.Contains(cookies, "payreq_session") {
 		t.Error("the session cookie is readable by scripts (not HttpOnly)")
 	}
 
 	// Profile: set the notify URL (the API's validation applies).
-	bt.Navigate(t, tab, base+"/dashboard/profile")
+	bt.Navigate(t, tab, base+u.at("/dashboard/profile"))
 	navigateBy(t, tab, `document.querySelector("#notifyUrl").value = "not a url"; document.querySelector("#notifyUrl").type = "text"; document.querySelector("#settings").submit()`)
 	if msg := bt.Eval[string](t, tab, text(".error")); !strings.Contains(msg, "notify URL") {
 		t.Errorf("invalid notify URL: %q", msg)
@@ -142,7 +142,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 		t.Fatalf("rotated key %q, grace %q", newKey, grace)
 	}
 	bt.Screenshot(t, tab, filepath.Join(shots, "dashboard-profile.png"))
-	bt.Navigate(t, tab, base+"/dashboard/profile")
+	bt.Navigate(t, tab, base+u.at("/dashboard/profile"))
 	if strings.Contains(bt.Eval[string](t, tab, `document.body.innerHTML`), newKey) {
 		t.Error("the new key is shown again after the rotation page")
 	}
@@ -163,7 +163,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	}
 
 	// Find the payment by its reference; open it; its delivery attempt shows 200.
-	bt.Navigate(t, tab, base+"/dashboard/payments")
+	bt.Navigate(t, tab, base+u.at("/dashboard/payments"))
 	navigateBy(t, tab, `document.querySelector("#ref").value = `+bt.JS(ref)+`; document.querySelector("#filter").click()`)
 	rows := bt.Eval[float64](t, tab, `document.querySelectorAll("#payments tbody a").length`)
 	if rows != 1 {
@@ -180,7 +180,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no delivery attempt with 200 on the page: %s", bt.Eval[string](t, tab, text("#deliveries")))
 		}
-		bt.Navigate(t, tab, base+"/dashboard/payments/"+itoa(reqID))
+		bt.Navigate(t, tab, base+u.at("/dashboard/payments/"+itoa(reqID)))
 	}
 	if ll := bt.Eval[string](t, tab, text("#last-log")); !strings.Contains(ll, "transactionStatusId 1") {
 		t.Errorf("lastLog: %q", ll)
@@ -216,7 +216,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	}
 
 	// The audit log names every change with who made it.
-	bt.Navigate(t, tab, base+"/dashboard/audit")
+	bt.Navigate(t, tab, base+u.at("/dashboard/audit"))
 	log := bt.Eval[string](t, tab, text("#audit"))
 	for _, want := range []string{"settings.update", "apikey.rotate", "payment.refund", "(12.50 EUR)", u.email} {
 		if !strings.Contains(log, want) {
@@ -226,7 +226,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 
 	// Phone: the payment page fits a 390 px screen without sideways scrolling of the page.
 	bt.Do(t, tab, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
-	bt.Navigate(t, tab, base+"/dashboard/payments/"+itoa(reqID))
+	bt.Navigate(t, tab, base+u.at("/dashboard/payments/"+itoa(reqID)))
 	if w := bt.Eval[float64](t, tab, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("the page is %v px wide on a 390 px phone", w)
 	}

@@ -76,10 +76,10 @@ func stackKeys(t testing.TB) *lockout.Keyer {
 	return k
 }
 
-// attempts reads the sign-in attempt counter of u (merchant, address).
+// attempts reads the sign-in attempt counter of u's address.
 func attempts(t testing.TB, u *user) lockout.Counter {
 	t.Helper()
-	c, err := testenv.Stack(t).Store.LoginAttempts(context.Background(), stackKeys(t).Key("dashboard", u.merchant, u.email))
+	c, err := testenv.Stack(t).Store.LoginAttempts(context.Background(), stackKeys(t).Key("dashboard", u.email))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func attempts(t testing.TB, u *user) lockout.Counter {
 func clearAttempts(t testing.TB, u *user) {
 	t.Helper()
 	l := lockout.Counting{Store: testenv.Stack(t).Store, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }}
-	if err := l.Clear(context.Background(), stackKeys(t).Key("dashboard", u.merchant, u.email)); err != nil {
+	if err := l.Clear(context.Background(), stackKeys(t).Key("dashboard", u.email)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,39 +1,59 @@
 // Package dashboard is the merchant dashboard at /dashboard: server-rendered
-// HTML pages for a merchant's users (profile, keys, payments, batches, users,
-// audit log). It has no AWS imports: storage and the operations that reach
-// other systems (notification queue, refunds, batch results) come in as the
-// interfaces below, implemented in internal/dynamo and wired in
-// internal/wire/dashboardwire.
+// HTML pages for the people who work for merchants (profile, keys,
+// payments, batches, members, audit log). It has no AWS imports: storage
+// and the operations that reach other systems (notification queue, refunds,
+// batch results) come in as the interfaces below, implemented in
+// internal/dynamo and wired in internal/wire/dashboardwire.
 //
 // Rules the handler keeps:
+//   - A person is one identity per e-mail address (one password, one second
+//     factor) with a membership, and a role, at each merchant they work for.
+//     Sign-in asks for the address and password only; the merchant is
+//     chosen afterwards (a picker, skipped when there is one) and changed
+//     with the header's switcher, without signing in again.
+//   - The session belongs to the identity; the merchant of a page is in its
+//     address (/dashboard/m/{merchant}/...), so two tabs hold two merchants.
+//     Every such request checks the person's membership of that merchant
+//     and its role, read with the identity on every request: a removed
+//     membership or a changed role acts on the next request. Another
+//     merchant's pages, or a merchant the person does not belong to, are 404.
 //   - Every page but sign-in, set-password and assets needs a session. The
 //     session id is 256 random bits in a cookie (HttpOnly, SameSite=Strict,
 //     Secure with the __Host- prefix; only a local stack on plain http drops
 //     Secure and the prefix); the table keeps only its hash, with an expiry.
 //   - A new session id is issued at every sign-in and after the second factor;
 //     the one the browser had is deleted (no session fixation).
-//   - Every POST carries the session's synchronizer CSRF token (the sign-in
-//     form a double-submit cookie; set-password is authorised by its
-//     one-time link token); a mismatch is 403 and changes nothing.
-//   - Every object is read through the session's merchant id: another
-//     merchant's payment request, transaction or file is 404, as in the API.
-//   - Changes (settings, keys, users, refunds) need the admin role and are
-//     written to the merchant's audit log with who and when.
-//   - Sign-in attempts (password, TOTP) are counted before the secret is
-//     checked; failures lock the user out with a doubling back-off.
-//   - A change of password, second factor or role ends the user's sessions.
+//   - Every POST carries a CSRF token derived from the session's secret and
+//     bound to the merchant of the page (the sign-in form a double-submit
+//     cookie; set-password is authorised by its one-time link token); a
+//     mismatch is 403 and changes nothing.
+//   - Every object is read through the merchant of the address, after the
+//     membership check: another merchant's payment request, transaction or
+//     file is 404, as in the API.
+//   - Changes (settings, keys, members, refunds) need the admin role at that
+//     merchant and are written to its audit log with who and when.
+//   - Sign-in attempts (password, TOTP) are counted per address before the
+//     secret is checked; failures lock the address out with a doubling
+//     back-off.
+//   - A change of password or second factor ends the person's sessions.
 package dashboard
 
 import (
+	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,17 +67,28 @@ import (
 type Store interface {
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 	UpdateMerchant(ctx context.Context, m *merchant.Merchant) error
+	// PutPreviousAPIKey makes a rotated-out key findable by its hash for
+	// its overlap (the merchant record decides whether it still works).
+	PutPreviousAPIKey(ctx context.Context, merchantID, hash string, until time.Time) error
 
-	CreateDashboardUser(ctx context.Context, u *User) error
-	// DashboardUser reads merchantID's user of an address (users are per
-	// merchant: the same address at two merchants is two users).
-	DashboardUser(ctx context.Context, merchantID, email string) (*User, error)
-	// UpdateDashboardUser writes u if its version is unchanged (else a conflict).
-	UpdateDashboardUser(ctx context.Context, u *User) error
-	DashboardUsers(ctx context.Context, merchantID string) ([]*User, error)
-	// DeleteDashboardUser removes u if its version is unchanged (else a conflict).
-	DeleteDashboardUser(ctx context.Context, u *User) error
-	// LockUsers takes the merchant's user-change lease (a conflict while
+	// Identity reads a person whole: the identity (nil: none yet) and every
+	// membership, with one consistent read.
+	Identity(ctx context.Context, email string) (*Identity, []*Membership, error)
+	// CreateIdentity stores a new identity (a conflict when it exists).
+	CreateIdentity(ctx context.Context, id *Identity) error
+	// UpdateIdentity writes id if its version is unchanged (else a conflict).
+	UpdateIdentity(ctx context.Context, id *Identity) error
+	// Membership reads a person's membership of a merchant.
+	Membership(ctx context.Context, email, merchantID string) (*Membership, error)
+	// Members lists a merchant's memberships.
+	Members(ctx context.Context, merchantID string) ([]*Membership, error)
+	// SaveMemberships writes id (nil: untouched) and ms at once: each of
+	// Version 0 is created, any other written only at its version (else a
+	// conflict, and nothing is written).
+	SaveMemberships(ctx context.Context, id *Identity, ms ...*Membership) error
+	// DeleteMembership removes m if its version is unchanged (else a conflict).
+	DeleteMembership(ctx context.Context, m *Membership) error
+	// LockUsers takes the merchant's member-change lease (a conflict while
 	// another owner holds it); UnlockUsers releases it.
 	LockUsers(ctx context.Context, merchantID, owner string, until, now time.Time) error
 	UnlockUsers(ctx context.Context, merchantID, owner string) error
@@ -67,6 +98,8 @@ type Store interface {
 	DeleteSession(ctx context.Context, idHash string) error
 	// TouchSession sets a live session's last-seen time (never recreates one).
 	TouchSession(ctx context.Context, idHash string, at time.Time) error
+	// SetSessionMerchant records the merchant a live session last chose.
+	SetSessionMerchant(ctx context.Context, idHash, merchantID string) error
 
 	PutInvite(ctx context.Context, inv *Invite) error
 	Invite(ctx context.Context, tokenHash string, now time.Time) (*Invite, error)
@@ -132,7 +165,8 @@ type Deps struct {
 	// NewWebhookSecret mints a webhook secret (internal/notify).
 	NewWebhookSecret func() (string, error)
 	// AttemptKeys names the sign-in attempt counters by a keyed hash of
-	// (merchant, address): lockout.NewKeyer of the seal key. Required.
+	// the address: lockout.NewKeyer of the seal key. Required.
+	// PublicBaseURL's host also names the service in authenticator apps.
 	AttemptKeys *lockout.Keyer
 	// HashPassword and CheckPassword are Argon2id in PHC form (internal/sftpauth).
 	HashPassword  func(string) (string, error)
@@ -158,7 +192,9 @@ const (
 // (the schedule SFTP logins share: internal/lockout).
 func LockFor(failures int) time.Duration { return lockout.LockFor(failures) }
 
-// Route patterns (template.yaml declares the same; a test ties them).
+// Route patterns (template.yaml declares the same; a test ties them). The
+// merchant's pages are under /dashboard/m/{merchant}; the rest belong to
+// the person (sign-in, their merchants, their account).
 var routes = []string{
 	"GET /dashboard",
 	"GET /dashboard/assets/{file}",
@@ -169,34 +205,44 @@ var routes = []string{
 	"POST /dashboard/logout",
 	"GET /dashboard/set-password",
 	"POST /dashboard/set-password",
-	"GET /dashboard/overview",
-	"GET /dashboard/profile",
-	"POST /dashboard/profile",
-	"POST /dashboard/profile/api-key",
-	"POST /dashboard/profile/webhook-secret",
-	"POST /dashboard/profile/sftp",
+	"GET /dashboard/merchants",
+	"POST /dashboard/merchants/switch",
+	"POST /dashboard/merchants/accept",
+	"POST /dashboard/merchants/link",
 	"GET /dashboard/account",
 	"POST /dashboard/account/totp",
-	"GET /dashboard/payments",
-	"GET /dashboard/payments/export",
-	"GET /dashboard/payments/{id}",
-	"POST /dashboard/payments/{id}/redeliver",
-	"GET /dashboard/payments/{id}/refund",
-	"POST /dashboard/payments/{id}/refund",
-	"GET /dashboard/batches",
-	"GET /dashboard/batches/result",
-	"GET /dashboard/users",
-	"POST /dashboard/users",
-	"POST /dashboard/users/role",
-	"POST /dashboard/users/remove",
-	"GET /dashboard/audit",
+	"GET /dashboard/m/{merchant}/overview",
+	"GET /dashboard/m/{merchant}/profile",
+	"POST /dashboard/m/{merchant}/profile",
+	"POST /dashboard/m/{merchant}/profile/api-key",
+	"POST /dashboard/m/{merchant}/profile/webhook-secret",
+	"POST /dashboard/m/{merchant}/profile/sftp",
+	"GET /dashboard/m/{merchant}/payments",
+	"GET /dashboard/m/{merchant}/payments/export",
+	"GET /dashboard/m/{merchant}/payments/{id}",
+	"POST /dashboard/m/{merchant}/payments/{id}/redeliver",
+	"GET /dashboard/m/{merchant}/payments/{id}/refund",
+	"POST /dashboard/m/{merchant}/payments/{id}/refund",
+	"GET /dashboard/m/{merchant}/batches",
+	"GET /dashboard/m/{merchant}/batches/result",
+	"GET /dashboard/m/{merchant}/users",
+	"POST /dashboard/m/{merchant}/users",
+	"POST /dashboard/m/{merchant}/users/role",
+	"POST /dashboard/m/{merchant}/users/remove",
+	"GET /dashboard/m/{merchant}/audit",
 }
 
 // Routes are the method patterns the handler serves.
 func Routes() []string { return append([]string(nil), routes...) }
 
-// homePath is where a signed-in user lands: the overview.
-const homePath = "/dashboard/overview"
+// MerchantPath is the address of a merchant's page (rest starts with "/"):
+// /dashboard/m/<merchantId><rest>.
+func MerchantPath(merchantID, rest string) string {
+	return "/dashboard/m/" + url.PathEscape(merchantID) + rest
+}
+
+// pickerPath lists the person's merchants.
+const pickerPath = "/dashboard/merchants"
 
 type handler struct {
 	Deps
@@ -224,41 +270,54 @@ func New(d Deps) (http.Handler, error) {
 		"GET /dashboard/totp":          h.totpPage,
 		"POST /dashboard/totp":         h.totp,
 		"GET /dashboard":               h.home,
-		"POST /dashboard/logout":       h.logout,
 	}
 	for p, f := range open {
 		mux.Handle(p, f)
 	}
+	personal := map[string]personFunc{
+		"POST /dashboard/logout":           h.logout,
+		"GET /dashboard/merchants":         h.picker,
+		"POST /dashboard/merchants/switch": h.switchMerchant,
+		"POST /dashboard/merchants/accept": h.acceptInvitation,
+		"POST /dashboard/merchants/link":   h.linkMembership,
+		"GET /dashboard/account":           h.account,
+		"POST /dashboard/account/totp":     h.enrollTOTP,
+	}
+	for p, f := range personal {
+		mux.Handle(p, h.signedInPerson(f))
+	}
 	member := map[string]pageFunc{
-		"GET /dashboard/overview":                 h.overview,
-		"GET /dashboard/profile":                  h.profile,
-		"GET /dashboard/account":                  h.account,
-		"POST /dashboard/account/totp":            h.enrollTOTP,
-		"GET /dashboard/payments":                 h.payments,
-		"GET /dashboard/payments/export":          h.exportPayments,
-		"GET /dashboard/payments/{id}":            h.paymentDetail,
-		"POST /dashboard/payments/{id}/redeliver": h.redeliver,
-		"GET /dashboard/batches":                  h.batches,
-		"GET /dashboard/batches/result":           h.batchResult,
+		"GET /overview":                 h.overview,
+		"GET /profile":                  h.profile,
+		"GET /payments":                 h.payments,
+		"GET /payments/export":          h.exportPayments,
+		"GET /payments/{id}":            h.paymentDetail,
+		"POST /payments/{id}/redeliver": h.redeliver,
+		"GET /batches":                  h.batches,
+		"GET /batches/result":           h.batchResult,
 	}
 	admin := map[string]pageFunc{
-		"POST /dashboard/profile":                h.saveProfile,
-		"POST /dashboard/profile/api-key":        h.rotateKey,
-		"POST /dashboard/profile/webhook-secret": h.webhookSecret,
-		"POST /dashboard/profile/sftp":           h.sftp,
-		"GET /dashboard/payments/{id}/refund":    h.refundConfirm,
-		"POST /dashboard/payments/{id}/refund":   h.refund,
-		"GET /dashboard/users":                   h.users,
-		"POST /dashboard/users":                  h.invite,
-		"POST /dashboard/users/role":             h.changeRole,
-		"POST /dashboard/users/remove":           h.removeUser,
-		"GET /dashboard/audit":                   h.audit,
+		"POST /profile":                h.saveProfile,
+		"POST /profile/api-key":        h.rotateKey,
+		"POST /profile/webhook-secret": h.webhookSecret,
+		"POST /profile/sftp":           h.sftp,
+		"GET /payments/{id}/refund":    h.refundConfirm,
+		"POST /payments/{id}/refund":   h.refund,
+		"GET /users":                   h.users,
+		"POST /users":                  h.invite,
+		"POST /users/role":             h.changeRole,
+		"POST /users/remove":           h.removeUser,
+		"GET /audit":                   h.audit,
+	}
+	merchantRoute := func(p string) string {
+		method, rest, _ := strings.Cut(p, " ")
+		return method + " /dashboard/m/{merchant}" + rest
 	}
 	for p, f := range member {
-		mux.Handle(p, h.signedIn(false, f))
+		mux.Handle(merchantRoute(p), h.signedIn(false, f))
 	}
 	for p, f := range admin {
-		mux.Handle(p, h.signedIn(true, f))
+		mux.Handle(merchantRoute(p), h.signedIn(true, f))
 	}
 	return httpapi.Wrap(securityHeaders(mux), d.Log), nil
 }
@@ -340,62 +399,136 @@ func (h *handler) endSession(r *http.Request, s *Session) {
 	}
 }
 
-// current checks a session against its user as stored now, on every
-// request: a session ends when its user was removed, is an earlier user of
-// the address (removed, invited again), or changed credentials since the
-// sign-in (password set or reset, second factor changed, role changed:
-// CredVersion), so those changes end every session of the user on its next
-// request, not at the session's expiry.
-func (h *handler) current(r *http.Request, s *Session) (bool, error) {
-	u, err := h.Store.DashboardUser(r.Context(), s.MerchantID, s.Email)
-	if err != nil && !h.IsNotFound(err) {
-		return false, err
+// person reads the session's identity as stored now, on every request,
+// with its memberships: a session ends when its identity is not the one it
+// signed in (none, or created again) or changed credentials since
+// (password set or reset, second factor changed: CredVersion), so those
+// changes end every session of the person on its next request, not at the
+// session's expiry.
+func (h *handler) person(r *http.Request, s *Session) (*Identity, []*Membership, bool, error) {
+	id, ms, err := h.Store.Identity(r.Context(), s.Email)
+	if err != nil {
+		return nil, nil, false, err
 	}
-	if err != nil || !sessionOf(s, u) {
+	if id == nil || !sessionOf(s, id) {
 		h.endSession(r, s)
-		return false, nil
+		return nil, nil, false, nil
 	}
-	s.Role = u.Role
-	return true, nil
+	return id, ms, true, nil
 }
 
-// sessionOf reports whether s is a session of u as u stands now.
-func sessionOf(s *Session, u *User) bool {
-	return u.MerchantID == s.MerchantID && s.UserSince.Equal(u.CreatedAt) && s.CredVersion == u.CredVersion
+// sessionOf reports whether s is a session of id as id stands now.
+func sessionOf(s *Session, id *Identity) bool {
+	return id.Email == s.Email && s.UserSince.Equal(id.CreatedAt) && s.CredVersion == id.CredVersion
 }
 
-// startSession issues a new session id, replacing the one r carried.
-func (h *handler) startSession(w http.ResponseWriter, r *http.Request, u *User, pendingTOTP bool) (*Session, error) {
+// membershipOf finds the person's usable membership of merchantID.
+func membershipOf(ms []*Membership, merchantID string) *Membership {
+	for _, m := range ms {
+		if m.MerchantID == merchantID && m.Usable() {
+			return m
+		}
+	}
+	return nil
+}
+
+// usable lists the memberships that open a merchant's pages, by name.
+func usable(ms []*Membership) []*Membership {
+	var out []*Membership
+	for _, m := range ms {
+		if m.Usable() {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Membership) int {
+		return cmp.Or(cmp.Compare(strings.ToLower(a.MerchantName), strings.ToLower(b.MerchantName)), cmp.Compare(a.MerchantID, b.MerchantID))
+	})
+	return out
+}
+
+// landing is where a signed-in person goes: the merchant last chosen (or
+// their only one) when it is usable and nothing awaits their answer,
+// else their merchants.
+func (h *handler) landing(s *Session, ms []*Membership) string {
+	now := h.Now()
+	waiting := false
+	for _, m := range ms {
+		waiting = waiting || m.Pending(now) || m.State == StateUnproven
+	}
+	if m := membershipOf(ms, s.MerchantID); m != nil && !waiting {
+		return MerchantPath(m.MerchantID, "/overview")
+	}
+	if u := usable(ms); len(u) == 1 && !waiting {
+		return MerchantPath(u[0].MerchantID, "/overview")
+	}
+	return pickerPath
+}
+
+// startSession issues a new session id for id's person, replacing the one
+// r carried.
+func (h *handler) startSession(w http.ResponseWriter, r *http.Request, id *Identity, ms []*Membership, pendingTOTP bool) (*Session, error) {
 	if old, _ := r.Cookie(h.sessionCookie()); old != nil && old.Value != "" {
 		if err := h.Store.DeleteSession(r.Context(), HashToken(old.Value)); err != nil {
 			return nil, err
 		}
 	}
-	id := NewToken()
+	token := NewToken()
 	now := h.Now()
 	ttl := SessionTTL
 	if pendingTOTP {
 		ttl = pendingTOTPTTL
 	}
-	s := &Session{IDHash: HashToken(id), Email: u.Email, MerchantID: u.MerchantID, Role: u.Role, CSRF: NewToken(),
-		TOTPPending: pendingTOTP, UserSince: u.CreatedAt, CredVersion: u.CredVersion, CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(ttl)}
+	s := &Session{IDHash: HashToken(token), Email: id.Email, CSRF: NewToken(), TOTPPending: pendingTOTP,
+		UserSince: id.CreatedAt, CredVersion: id.CredVersion, CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(ttl)}
+	if u := usable(ms); len(u) == 1 {
+		s.MerchantID = u[0].MerchantID
+	}
 	if err := h.Store.PutSession(r.Context(), s); err != nil {
 		return nil, err
 	}
-	h.setCookie(w, h.sessionCookie(), id, int(ttl.Seconds()))
+	h.setCookie(w, h.sessionCookie(), token, int(ttl.Seconds()))
 	return s, nil
 }
 
 type pageFunc func(w http.ResponseWriter, r *http.Request, s *Session) error
 
-// signedIn admits a full session (the admin role when admin), checks the
-// CSRF token of a POST, and renders the handler's error.
+// personFunc serves a page of the person (not of one merchant): s has no
+// merchant, and its CSRF token is the person's.
+type personFunc func(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership) error
+
+// csrfFor derives the CSRF token of the session's forms for merchantID
+// ("" for the person's own forms): an HMAC of the session's secret, so a
+// token works only in its session, and a merchant page's token only for
+// that merchant's actions (and the person's own: signing out, switching).
+func csrfFor(secret, merchantID string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("payreq/dashboard-csrf/v1\x00" + merchantID))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// nav is what a signed-in page's header shows: the person's merchants.
+type nav struct {
+	merchants []*Membership
+}
+
+type navKey struct{}
+
+func withNav(r *http.Request, ms []*Membership) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), navKey{}, &nav{merchants: usable(ms)}))
+}
+
+// signedIn admits a full session of a person with a usable membership of
+// the address's merchant (and the admin role there when admin), checks the
+// CSRF token of a POST against that merchant's, and renders the handler's
+// error. The handler's session names that merchant and the person's role.
 func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, _ := h.session(r)
+		var ms []*Membership
 		if s != nil && !s.TOTPPending {
-			ok, err := h.current(r, s)
-			if err != nil {
+			var ok bool
+			var err error
+			if _, ms, ok, err = h.person(r, s); err != nil {
 				h.fail(w, r, nil, err)
 				return
 			}
@@ -411,19 +544,94 @@ func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 			h.fail(w, r, nil, errStatus(http.StatusUnauthorized, "Your session has ended. Sign in again."))
 			return
 		}
-		if r.Method == http.MethodPost && !validCSRF(s.CSRF, r.PostFormValue("csrf")) {
-			h.fail(w, r, s, errStatus(http.StatusForbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
+		r = withNav(r, ms)
+		m := membershipOf(ms, r.PathValue("merchant"))
+		if m == nil {
+			// Not a member (any more), or no such merchant: the same answer.
+			h.fail(w, r, personal(s), errNotFound)
 			return
 		}
-		if admin && s.Role != RoleAdmin {
-			h.fail(w, r, s, errStatus(http.StatusForbidden, "Only the merchant's administrators can do this."))
+		view := *s
+		view.MerchantID, view.Role, view.CSRF = m.MerchantID, m.Role, csrfFor(s.CSRF, m.MerchantID)
+		if r.Method == http.MethodPost && !validCSRF(view.CSRF, r.PostFormValue("csrf")) {
+			h.fail(w, r, &view, errStatus(http.StatusForbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
 			return
 		}
-		r = httpapi.AddLogAttrs(r, slog.String("merchant_id", s.MerchantID))
-		if err := f(w, r, s); err != nil {
-			h.fail(w, r, s, err)
+		if admin && view.Role != RoleAdmin {
+			h.fail(w, r, &view, errStatus(http.StatusForbidden, "Only the merchant's administrators can do this."))
+			return
+		}
+		r = httpapi.AddLogAttrs(r, slog.String("merchant_id", view.MerchantID))
+		if err := f(w, r, &view); err != nil {
+			h.fail(w, r, &view, err)
 		}
 	})
+}
+
+// personal is the view of s for the person's own pages: no merchant, the
+// person's CSRF token.
+func personal(s *Session) *Session {
+	v := *s
+	v.MerchantID, v.Role, v.CSRF = "", "", csrfFor(s.CSRF, "")
+	return &v
+}
+
+// signedInPerson admits a full session to the person's own pages. A POST
+// carries the person's token, or the token of a merchant page of one of
+// their usable memberships (the header's forms, on a merchant's page).
+func (h *handler) signedInPerson(f personFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := h.session(r)
+		var id *Identity
+		var ms []*Membership
+		if s != nil && !s.TOTPPending {
+			var ok bool
+			var err error
+			if id, ms, ok, err = h.person(r, s); err != nil {
+				h.fail(w, r, nil, err)
+				return
+			}
+			if !ok {
+				s = nil
+			}
+		}
+		if s == nil || s.TOTPPending {
+			if r.URL.Path == "/dashboard/logout" {
+				h.setCookie(w, h.sessionCookie(), "", -1)
+				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
+				return
+			}
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
+				return
+			}
+			h.fail(w, r, nil, errStatus(http.StatusUnauthorized, "Your session has ended. Sign in again."))
+			return
+		}
+		r = withNav(r, ms)
+		view := personal(s)
+		if r.Method == http.MethodPost && !h.personCSRF(s, ms, r.PostFormValue("csrf")) {
+			h.fail(w, r, view, errStatus(http.StatusForbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
+			return
+		}
+		if err := f(w, r, view, id, ms); err != nil {
+			h.fail(w, r, view, err)
+		}
+	})
+}
+
+// personCSRF accepts the person's token or a merchant page's token of one
+// of their usable memberships.
+func (h *handler) personCSRF(s *Session, ms []*Membership, got string) bool {
+	if validCSRF(csrfFor(s.CSRF, ""), got) {
+		return true
+	}
+	for _, m := range usable(ms) {
+		if validCSRF(csrfFor(s.CSRF, m.MerchantID), got) {
+			return true
+		}
+	}
+	return false
 }
 
 func validCSRF(want, got string) bool {
@@ -452,7 +660,8 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *Session, err e
 }
 
 // render writes page name with data; s (may be nil) fills the navigation and
-// CSRF token.
+// CSRF token: a merchant's pages (s.MerchantID set) get its navigation and
+// its token, the person's own pages their token.
 func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, s *Session, data map[string]any) {
 	v, ok := views[name]
 	if !ok {
@@ -466,6 +675,12 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if s != nil && !s.TOTPPending {
 		data["CSRF"] = s.CSRF
 		data["Admin"] = s.Role == RoleAdmin
+		if s.MerchantID != "" {
+			data["Base"] = MerchantPath(s.MerchantID, "")
+		}
+		if n, ok := r.Context().Value(navKey{}).(*nav); ok {
+			data["Merchants"] = n.merchants
+		}
 	}
 	data["Page"] = name
 	data["Locale"] = ViewerLocale(r.Header.Get("Accept-Language"))
@@ -495,10 +710,19 @@ func (h *handler) asset(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
+// home sends a signed-in person to their landing page, anyone else to
+// sign-in.
 func (h *handler) home(w http.ResponseWriter, r *http.Request) {
 	if s, _ := h.session(r); s != nil && !s.TOTPPending {
-		http.Redirect(w, r, homePath, http.StatusSeeOther)
-		return
+		_, ms, ok, err := h.person(r, s)
+		if err != nil {
+			h.fail(w, r, nil, err)
+			return
+		}
+		if ok {
+			http.Redirect(w, r, h.landing(s, ms), http.StatusSeeOther)
+			return
+		}
 	}
 	http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
 }

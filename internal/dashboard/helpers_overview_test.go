@@ -97,7 +97,7 @@ func viewerLanguage(t *testing.T, tab context.Context, header string) {
 func signInTab(t *testing.T, tab context.Context, u *user) {
 	t.Helper()
 	bt.Navigate(t, tab, u.base+"/dashboard/login")
-	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), u.merchant), chromedp.SendKeys(chromedp.ID("email"), u.email),
+	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), u.email),
 		chromedp.SendKeys(chromedp.ID("password"), password))
 	bt.Eval[bool](t, tab, `(() => { window.__old = true; return true; })()`)
 	bt.Do(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))

@@ -19,7 +19,15 @@ import (
 // comes only from format-string literals in this package, and every value is
 // escaped (html.EscapeString escapes < > & ' "), and attribute values are
 // always double-quoted.
-type pw struct{ b strings.Builder }
+type pw struct {
+	b strings.Builder
+	// base starts the addresses of a merchant's pages
+	// (/dashboard/m/<merchantId>); see at.
+	base string
+}
+
+// at is the address of the merchant's page rest ("/payments").
+func (p *pw) at(rest string) string { return p.base + rest }
 
 // markup is HTML that a function of this package built from literals and
 // escaped values (money, the charts); f writes it as it is.
@@ -60,6 +68,9 @@ func lifetime(d time.Duration) string {
 	n, unit := int64(d/time.Minute), "minute"
 	if d >= time.Hour && d%time.Hour == 0 {
 		n, unit = int64(d/time.Hour), "hour"
+	}
+	if d > 24*time.Hour && d%(24*time.Hour) == 0 {
+		n, unit = int64(d/(24*time.Hour)), "day"
 	}
 	if n != 1 {
 		unit += "s"

@@ -37,13 +37,15 @@ func payH2H(t *testing.T, m testenv.Merchant, ref string, extra ...string) (int6
 	return out.PaymentRequestID, out.TransactionID
 }
 
-// A merchant's user never sees or changes another merchant's data, on every
-// route: the table must name every route the dashboard serves.
+// A merchant's people never see or change another merchant's data, on
+// every route: the table must name every route the dashboard serves. Then
+// every merchant route is sent again with the other merchant's id in its
+// address (a person who is not its member): 404, and nothing changes.
 func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
 	ua := newUser(t, a, dashboard.RoleAdmin)
 	ub := newUser(t, b, dashboard.RoleAdmin)
-	ub2 := newUser(t, b, dashboard.RoleMember) // an address of B's that A invites too
+	ub2 := newUser(t, b, dashboard.RoleMember) // a person of B's whom A invites too
 	ua.mustSignIn()
 	bRef := "iso-b-" + dashboard.NewToken()[:12]
 	bReq, bTx := payH2H(t, b, bRef)
@@ -51,7 +53,7 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	// The same searches find A's own payment: the list is not empty by accident.
 	aRef := "iso-a-" + dashboard.NewToken()[:12]
 	aReq, _ := payH2H(t, a, aRef)
-	if p := ua.get("/dashboard/payments?ref=" + aRef); !strings.Contains(p.body, "/dashboard/payments/"+strconv.FormatInt(aReq, 10)) {
+	if p := ua.get("/dashboard/payments?ref=" + aRef); !strings.Contains(p.body, "/payments/"+strconv.FormatInt(aReq, 10)) {
 		t.Fatalf("A's own payment is not listed:\n%s", p.body)
 	}
 	if p := ua.get("/dashboard/payments/" + strconv.FormatInt(aReq, 10)); p.status != http.StatusOK {
@@ -62,7 +64,11 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// B's user keeps a live session: removing or demoting it must not happen.
+	idBefore, _, err := store.Identity(context.Background(), ub2.email)
+	if err != nil || idBefore == nil {
+		t.Fatal(err)
+	}
+	// B's person keeps a live session: removing or demoting it must not happen.
 	ub.mustSignIn()
 	// Nothing of B may appear on A's pages.
 	secrets := []string{b.ID, bReqS, bTxS, bRef, ub.email}
@@ -71,41 +77,55 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 		method, path string
 		form         url.Values
 		status       int  // 0: any status, but no trace of B
-		echo         bool // the page repeats B's reference (the search term) by design
+		echo         bool // the page repeats a typed value of B's (a search term, an invited address) by design
 	}
 	cases := map[string][]check{
-		"GET /dashboard":                          {{method: "GET", path: "/dashboard", status: http.StatusSeeOther}},
-		"GET /dashboard/assets/{file}":            {{method: "GET", path: "/dashboard/assets/dashboard.css", status: 200}},
-		"GET /dashboard/login":                    {{method: "GET", path: "/dashboard/login", status: 200}},
-		"POST /dashboard/login":                   {{method: "POST", path: "/dashboard/login", form: url.Values{"email": {ub.email}, "password": {password}}, status: http.StatusForbidden}},
-		"GET /dashboard/totp":                     {{method: "GET", path: "/dashboard/totp", status: http.StatusSeeOther}},
-		"POST /dashboard/totp":                    {{method: "POST", path: "/dashboard/totp", form: url.Values{"code": {"123456"}}, status: http.StatusSeeOther}},
-		"GET /dashboard/set-password":             {{method: "GET", path: "/dashboard/set-password?token=x", status: 404}},
-		"POST /dashboard/set-password":            {{method: "POST", path: "/dashboard/set-password", form: url.Values{"token": {"x"}}, status: 404}},
-		"GET /dashboard/profile":                  {{method: "GET", path: "/dashboard/profile", status: 200}},
-		"POST /dashboard/profile":                 {{method: "POST", path: "/dashboard/profile", form: url.Values{"notifyUrl": {"https://a.example/n"}, "notificationFormat": {"json"}}, status: 200}},
-		"POST /dashboard/profile/api-key":         {{method: "POST", path: "/dashboard/profile/api-key", form: url.Values{}, status: 200}},
-		"POST /dashboard/profile/webhook-secret":  {{method: "POST", path: "/dashboard/profile/webhook-secret", form: url.Values{"action": {"rotate"}}, status: 200}},
-		"POST /dashboard/profile/sftp":            {{method: "POST", path: "/dashboard/profile/sftp", form: url.Values{"action": {"password"}, "password": {"a-new-sftp-password"}}, status: 200}},
-		"GET /dashboard/account":                  {{method: "GET", path: "/dashboard/account", status: 200}},
-		"POST /dashboard/account/totp":            {{method: "POST", path: "/dashboard/account/totp", form: url.Values{"code": {"000000"}, "sealed": {"x"}}, status: 400}},
-		"GET /dashboard/overview":                 {{method: "GET", path: "/dashboard/overview?period=30d", status: 200}},
-		"GET /dashboard/payments":                 {{method: "GET", path: "/dashboard/payments", status: 200}, {method: "GET", path: "/dashboard/payments?ref=" + bRef, status: 200, echo: true}},
-		"GET /dashboard/payments/export":          {{method: "GET", path: "/dashboard/payments/export", status: 200}, {method: "GET", path: "/dashboard/payments/export?ref=" + bRef, status: 200}},
-		"GET /dashboard/payments/{id}":            {{method: "GET", path: "/dashboard/payments/" + bReqS, status: 404}},
-		"POST /dashboard/payments/{id}/redeliver": {{method: "POST", path: "/dashboard/payments/" + bReqS + "/redeliver", form: url.Values{}, status: 404}},
-		"GET /dashboard/payments/{id}/refund":     {{method: "GET", path: "/dashboard/payments/" + bReqS + "/refund?tx=" + bTxS, status: 404}},
-		"POST /dashboard/payments/{id}/refund":    {{method: "POST", path: "/dashboard/payments/" + bReqS + "/refund", form: url.Values{"tx": {bTxS}, "confirm": {"yes"}}, status: 404}},
-		"GET /dashboard/batches":                  {{method: "GET", path: "/dashboard/batches", status: 200}},
-		"GET /dashboard/batches/result":           {{method: "GET", path: "/dashboard/batches/result?file=" + url.QueryEscape("orders.csv.result.csv"), status: 404}},
-		"GET /dashboard/users":                    {{method: "GET", path: "/dashboard/users", status: 200}},
-		// Inviting an address B uses makes A's own user of it (users are per
-		// merchant): the page repeats the typed address, nothing of B's.
-		"POST /dashboard/users":        {{method: "POST", path: "/dashboard/users", form: url.Values{"email": {ub2.email}, "role": {"admin"}}, status: 200}},
-		"POST /dashboard/users/role":   {{method: "POST", path: "/dashboard/users/role", form: url.Values{"email": {ub.email}, "role": {"member"}}, status: 404}},
-		"POST /dashboard/users/remove": {{method: "POST", path: "/dashboard/users/remove", form: url.Values{"email": {ub.email}}, status: 404}},
-		"GET /dashboard/audit":         {{method: "GET", path: "/dashboard/audit", status: 200}},
-		"POST /dashboard/logout":       {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
+		"GET /dashboard":                      {{method: "GET", path: "/dashboard", status: http.StatusSeeOther}},
+		"GET /dashboard/assets/{file}":        {{method: "GET", path: "/dashboard/assets/dashboard.css", status: 200}},
+		"GET /dashboard/login":                {{method: "GET", path: "/dashboard/login", status: 200}},
+		"POST /dashboard/login":               {{method: "POST", path: "/dashboard/login", form: url.Values{"email": {ub.email}, "password": {password}}, status: http.StatusForbidden}},
+		"GET /dashboard/totp":                 {{method: "GET", path: "/dashboard/totp", status: http.StatusSeeOther}},
+		"POST /dashboard/totp":                {{method: "POST", path: "/dashboard/totp", form: url.Values{"code": {"123456"}}, status: http.StatusSeeOther}},
+		"GET /dashboard/set-password":         {{method: "GET", path: "/dashboard/set-password?token=x", status: 404}},
+		"POST /dashboard/set-password":        {{method: "POST", path: "/dashboard/set-password", form: url.Values{"token": {"x"}}, status: 404}},
+		"GET /dashboard/merchants":            {{method: "GET", path: "/dashboard/merchants", status: 200}},
+		"POST /dashboard/merchants/switch":    {{method: "POST", path: "/dashboard/merchants/switch", form: url.Values{"merchant": {b.ID}}, status: 404}},
+		"POST /dashboard/merchants/accept":    {{method: "POST", path: "/dashboard/merchants/accept", form: url.Values{"merchant": {b.ID}}, status: 404}},
+		"POST /dashboard/merchants/link":      {{method: "POST", path: "/dashboard/merchants/link", form: url.Values{"merchant": {b.ID}, "password": {password}}, status: 404}},
+		"GET /dashboard/account":              {{method: "GET", path: "/dashboard/account", status: 200}},
+		"POST /dashboard/account/totp":        {{method: "POST", path: "/dashboard/account/totp", form: url.Values{"code": {"000000"}, "sealed": {"x"}}, status: 400}},
+		"GET /dashboard/m/{merchant}/profile": {{method: "GET", path: "/dashboard/profile", status: 200}},
+		"POST /dashboard/m/{merchant}/profile": {{method: "POST", path: "/dashboard/profile",
+			form: url.Values{"notifyUrl": {"https://a.example/n"}, "notificationFormat": {"json"}}, status: 200}},
+		"POST /dashboard/m/{merchant}/profile/api-key": {{method: "POST", path: "/dashboard/profile/api-key", form: url.Values{}, status: 200}},
+		"POST /dashboard/m/{merchant}/profile/webhook-secret": {{method: "POST", path: "/dashboard/profile/webhook-secret",
+			form: url.Values{"action": {"rotate"}}, status: 200}},
+		"POST /dashboard/m/{merchant}/profile/sftp": {{method: "POST", path: "/dashboard/profile/sftp",
+			form: url.Values{"action": {"password"}, "password": {"a-new-sftp-password"}}, status: 200}},
+		"GET /dashboard/m/{merchant}/overview": {{method: "GET", path: "/dashboard/overview?period=30d", status: 200}},
+		"GET /dashboard/m/{merchant}/payments": {{method: "GET", path: "/dashboard/payments", status: 200},
+			{method: "GET", path: "/dashboard/payments?ref=" + bRef, status: 200, echo: true}},
+		"GET /dashboard/m/{merchant}/payments/export": {{method: "GET", path: "/dashboard/payments/export", status: 200},
+			{method: "GET", path: "/dashboard/payments/export?ref=" + bRef, status: 200}},
+		"GET /dashboard/m/{merchant}/payments/{id}": {{method: "GET", path: "/dashboard/payments/" + bReqS, status: 404}},
+		"POST /dashboard/m/{merchant}/payments/{id}/redeliver": {{method: "POST", path: "/dashboard/payments/" + bReqS + "/redeliver",
+			form: url.Values{}, status: 404}},
+		"GET /dashboard/m/{merchant}/payments/{id}/refund": {{method: "GET", path: "/dashboard/payments/" + bReqS + "/refund?tx=" + bTxS, status: 404}},
+		"POST /dashboard/m/{merchant}/payments/{id}/refund": {{method: "POST", path: "/dashboard/payments/" + bReqS + "/refund",
+			form: url.Values{"tx": {bTxS}, "confirm": {"yes"}}, status: 404}},
+		"GET /dashboard/m/{merchant}/batches": {{method: "GET", path: "/dashboard/batches", status: 200}},
+		"GET /dashboard/m/{merchant}/batches/result": {{method: "GET", path: "/dashboard/batches/result?file=" + url.QueryEscape("orders.csv.result.csv"),
+			status: 404}},
+		"GET /dashboard/m/{merchant}/users": {{method: "GET", path: "/dashboard/users", status: 200}},
+		// Inviting an address B's person uses invites that person to A: the
+		// page repeats the typed address, nothing of B's.
+		"POST /dashboard/m/{merchant}/users": {{method: "POST", path: "/dashboard/users", form: url.Values{"email": {ub2.email}, "role": {"admin"}},
+			status: 200}},
+		"POST /dashboard/m/{merchant}/users/role": {{method: "POST", path: "/dashboard/users/role",
+			form: url.Values{"email": {ub.email}, "role": {"member"}}, status: 404}},
+		"POST /dashboard/m/{merchant}/users/remove": {{method: "POST", path: "/dashboard/users/remove", form: url.Values{"email": {ub.email}}, status: 404}},
+		"GET /dashboard/m/{merchant}/audit":         {{method: "GET", path: "/dashboard/audit", status: 200}},
+		"POST /dashboard/logout":                    {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
 	}
 	for _, route := range dashboard.Routes() {
 		checks, ok := cases[route]
@@ -124,6 +144,20 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 			run(t, ua, c.method, c.path, c.form, c.status, token, sec)
 		}
 	}
+	// Every merchant route at B's address: A's person is not B's member.
+	for _, route := range dashboard.Routes() {
+		method, pattern, _ := strings.Cut(route, " ")
+		if !strings.HasPrefix(pattern, "/dashboard/m/{merchant}") {
+			continue
+		}
+		path := strings.NewReplacer("{merchant}", b.ID, "{id}", bReqS).Replace(pattern)
+		var form url.Values
+		if method == http.MethodPost {
+			form = url.Values{"tx": {bTxS}, "confirm": {"yes"}, "email": {ub.email}, "role": {"member"}, "action": {"rotate"},
+				"notifyUrl": {"https://a.example/n"}, "password": {"a-new-sftp-password"}}
+		}
+		run(t, ua, method, path, form, http.StatusNotFound, token, []string{bReqS, bTxS, bRef, ub.email})
+	}
 	c := cases["POST /dashboard/logout"][0]
 	run(t, ua, c.method, c.path, c.form, c.status, token, secrets)
 
@@ -141,11 +175,14 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	if tx.Refund != nil {
 		t.Error("B's transaction was refunded")
 	}
-	if u, err := store.DashboardUser(context.Background(), b.ID, ub.email); err != nil || u.MerchantID != b.ID || u.Role != dashboard.RoleAdmin {
-		t.Errorf("B's user changed: %+v %v", u, err)
+	if m, err := store.Membership(context.Background(), ub.email, b.ID); err != nil || !m.Usable() || m.Role != dashboard.RoleAdmin {
+		t.Errorf("B's admin changed: %+v %v", m, err)
 	}
-	if u, err := store.DashboardUser(context.Background(), b.ID, ub2.email); err != nil || u.Role != dashboard.RoleMember || u.PasswordHash == "" || u.InviteHash != "" {
-		t.Errorf("B's user of the address A invited changed: %+v %v", u, err)
+	if m, err := store.Membership(context.Background(), ub2.email, b.ID); err != nil || !m.Usable() || m.Role != dashboard.RoleMember {
+		t.Errorf("B's member whom A invited changed: %+v %v", m, err)
+	}
+	if id, _, err := store.Identity(context.Background(), ub2.email); err != nil || id.Version != idBefore.Version || id.PasswordHash != idBefore.PasswordHash {
+		t.Errorf("the identity of the person A invited changed: %+v %v", id, err)
 	}
 	if p := ub.get("/dashboard/users"); p.status != http.StatusOK {
 		t.Errorf("B's admin lost its session or role: %d", p.status)

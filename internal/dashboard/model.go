@@ -11,12 +11,18 @@ import (
 // storage that keeps them imports no handler; the names stay here for the
 // dashboard's own code.
 const (
-	RoleAdmin  = dashuser.RoleAdmin
-	RoleMember = dashuser.RoleMember
+	RoleAdmin     = dashuser.RoleAdmin
+	RoleMember    = dashuser.RoleMember
+	StateActive   = dashuser.StateActive
+	StateInvited  = dashuser.StateInvited
+	StateUnproven = dashuser.StateUnproven
+	LinkInvite    = dashuser.LinkInvite
+	LinkReset     = dashuser.LinkReset
 )
 
 type (
-	User       = dashuser.User
+	Identity   = dashuser.Identity
+	Membership = dashuser.Membership
 	Session    = dashuser.Session
 	Invite     = dashuser.Invite
 	AuditEntry = dashuser.AuditEntry

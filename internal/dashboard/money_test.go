@@ -73,7 +73,7 @@ func TestBrowserMoneyInTheViewersLocale(t *testing.T) {
 		{"en-US,en;q=0.9", map[int64]string{eur.RequestID: "€12.50", jpy.RequestID: "¥1,500", kwd.RequestID: "KWD 1.230"}},
 	} {
 		viewerLanguage(t, tab, c.lang)
-		bt.Navigate(t, tab, u.base+"/dashboard/payments")
+		bt.Navigate(t, tab, u.base+u.at("/dashboard/payments"))
 		got := bt.Eval[map[string]string](t, tab, `Object.fromEntries([...document.querySelectorAll("#payments tbody tr")].map(r =>
 			[r.querySelector("a").textContent, r.querySelector("data.money").textContent]))`)
 		for id, want := range c.want {
@@ -81,7 +81,7 @@ func TestBrowserMoneyInTheViewersLocale(t *testing.T) {
 				t.Errorf("%s list: request %d shows %q, want %q", c.lang, id, g, want)
 			}
 		}
-		bt.Navigate(t, tab, u.base+"/dashboard/payments/"+itoa(kwd.RequestID))
+		bt.Navigate(t, tab, u.base+u.at("/dashboard/payments/"+itoa(kwd.RequestID)))
 		if g := nbsp(bt.Eval[string](t, tab, `[...document.querySelectorAll("data.money")].map(e => e.textContent).join("|")`)); g != c.want[kwd.RequestID]+"|"+c.want[kwd.RequestID] {
 			t.Errorf("%s payment page amounts: %q", c.lang, g)
 		}

@@ -25,7 +25,7 @@ func TestBrowserProfileRefusesOriginsThatAreNotOrigins(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []string{"https://*", "https://a.com;sandbox", "https://shop.example/path", "https://user@shop.example"} {
-		bt.Navigate(t, tab, u.base+"/dashboard/profile")
+		bt.Navigate(t, tab, u.base+u.at("/dashboard/profile"))
 		navigateBy(t, tab, `document.querySelector("#allowedOrigins").value = `+bt.JS("https://ok.example\n"+o)+`; document.querySelector("#settings").submit()`)
 		msg := bt.Eval[string](t, tab, text(".error"))
 		if !strings.Contains(msg, "Allowed checkout origins") || !strings.Contains(msg, "032") || !strings.Contains(msg, o) {
@@ -35,7 +35,7 @@ func TestBrowserProfileRefusesOriginsThatAreNotOrigins(t *testing.T) {
 	if after, _ := st.Merchant(context.Background(), m.ID); after.Version != before.Version {
 		t.Errorf("a refused form changed the merchant: %v", after.AllowedOrigins)
 	}
-	bt.Navigate(t, tab, u.base+"/dashboard/profile")
+	bt.Navigate(t, tab, u.base+u.at("/dashboard/profile"))
 	navigateBy(t, tab, `document.querySelector("#allowedOrigins").value = "https://Bücher.example:443/"; document.querySelector("#settings").submit()`)
 	if msg := bt.Eval[string](t, tab, text(".notice")); msg != "Settings saved." {
 		t.Fatalf("save: %q %q", msg, bt.Eval[string](t, tab, text(".error")))

@@ -151,11 +151,11 @@ func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 	tab := bt.New(t)
 	viewerLanguage(t, tab, "en-US,en;q=0.9")
 	signInTab(t, tab, u)
-	if p := bt.Eval[string](t, tab, `location.pathname`); p != "/dashboard/overview" {
+	if p := bt.Eval[string](t, tab, `location.pathname`); p != u.home() {
 		t.Errorf("home after sign-in: %s", p)
 	}
 	hour := time.Now().UTC().Hour()
-	bt.Navigate(t, tab, base+"/dashboard/overview?period="+today+"&unit=EUR")
+	bt.Navigate(t, tab, base+u.at("/dashboard/overview?period="+today+"&unit=EUR"))
 	got := bt.Eval[map[string]string](t, tab, `({gross: document.querySelector("#kpi-gross").textContent,
 		count: document.querySelector("#kpi-count").textContent, rate: document.querySelector("#kpi-rate").textContent,
 		refunds: document.querySelector("#kpi-refunds").textContent + " " + document.querySelector("#kpi-refund-volume").textContent,
@@ -178,12 +178,12 @@ func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 	}
 	axeClean(t, tab, "overview with payments, desktop")
 	viewerLanguage(t, tab, "de-DE,de;q=0.9")
-	bt.Navigate(t, tab, base+"/dashboard/overview?period=7d&unit=JPY")
+	bt.Navigate(t, tab, base+u.at("/dashboard/overview?period=7d&unit=JPY"))
 	if g := nbsp(bt.Eval[string](t, tab, `document.querySelector("#kpi-gross").textContent`)); g != "1.500 ¥" {
 		t.Errorf("de-DE JPY gross %q", g)
 	}
 	bt.Do(t, tab, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
-	bt.Navigate(t, tab, base+"/dashboard/overview?period=30d&unit=EUR")
+	bt.Navigate(t, tab, base+u.at("/dashboard/overview?period=30d&unit=EUR"))
 	axeClean(t, tab, "overview with payments, phone")
 	if w := bt.Eval[float64](t, tab, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("the overview is %v px wide on a 390 px phone: %v", w, bt.Eval[[]string](t, tab, `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > 390).map(e => e.tagName + "." + e.className + "#" + e.id + " " + e.getBoundingClientRect().right)`))

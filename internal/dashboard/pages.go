@@ -50,6 +50,7 @@ func (h *handler) renderProfile(w http.ResponseWriter, r *http.Request, s *Sessi
 		format = "form"
 	}
 	data["M"] = m
+	data["Now"] = h.Now()
 	data["Format"] = format
 	data["Origins"] = strings.Join(m.AllowedOrigins, "\n")
 	data["SFTPAddress"] = h.SFTPAddress
@@ -138,26 +139,68 @@ func (h *handler) saveProfile(w http.ResponseWriter, r *http.Request, s *Session
 	return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Notice": "Settings saved."})
 }
 
-// rotateKey replaces the API key. The new key is shown once; the old one is
-// refused at once by an API instance that looks it up, and at the latest
-// after apikey.DefaultTTL by one that had it cached.
+// rotateKey replaces the API key, with the overlap the admin chose (none,
+// 1 h, 24 h, 7 days): the new key is shown once; the old one keeps working
+// until the overlap ends (or is ended early, action end-previous). Without
+// an overlap the old one is refused at once by an API instance that looks
+// it up, and at the latest after apikey.DefaultTTL by one that had it
+// cached; ending an overlap early takes as long.
 func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *Session) error {
+	now := h.Now()
+	if r.PostFormValue("action") == "end-previous" {
+		var ended string
+		if _, err := h.updateMerchant(r, s, func(m *merchant.Merchant) error {
+			ended = ""
+			if m.PreviousAPIKeyLive(now) {
+				ended = m.PrevAPIKeyPrefix
+			}
+			m.EndPreviousAPIKey()
+			return nil
+		}); err != nil {
+			return err
+		}
+		if ended == "" {
+			return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Notice": "No previous API key was working."})
+		}
+		h.auditLog(r.Context(), s, "apikey.end-previous", fmt.Sprintf("previous API key %s… ended early", ended))
+		return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Notice": fmt.Sprintf(
+			"The previous key %s… is refused from now on (within %s where an API instance had just used it).", ended, lifetime(apikey.DefaultTTL))})
+	}
+	overlap, err := merchant.ParseOverlap(r.PostFormValue("overlap"))
+	if err != nil {
+		return h.renderProfile(w, r, s, http.StatusBadRequest, map[string]any{"Error": "Choose how long the old key keeps working: none, 1 hour, 24 hours or 7 days."})
+	}
 	var key, oldPrefix string
 	m, err := h.updateMerchant(r, s, func(m *merchant.Merchant) error {
 		oldPrefix = m.APIKeyPrefix
+		if overlap > 0 {
+			// The pointer from the old key's hash first: the rotation below
+			// is what makes it count.
+			if err := h.Store.PutPreviousAPIKey(r.Context(), m.ID, m.APIKeyHash, now.Add(overlap)); err != nil {
+				return err
+			}
+		}
 		key = merchant.NewAPIKey(m.Sandbox)
-		m.APIKeyHash, m.APIKeyPrefix, m.SealedAPIKey = merchant.HashAPIKey(key), merchant.KeyPrefix(key), h.Sealer.Seal(key, m.ID)
+		m.RotateAPIKey(key, h.Sealer.Seal(key, m.ID), overlap, now)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	h.auditLog(r.Context(), s, "apikey.rotate", fmt.Sprintf("API key %s… replaced by %s…", oldPrefix, m.APIKeyPrefix))
+	until := now.Add(apikey.DefaultTTL)
+	if overlap > 0 {
+		until = m.PrevAPIKeyUntil
+		h.auditLog(r.Context(), s, "apikey.rotate", fmt.Sprintf("API key %s… replaced by %s…; the old key works until %s (%s overlap)",
+			oldPrefix, m.APIKeyPrefix, until.UTC().Format("2006-01-02 15:04 MST"), lifetime(overlap)))
+	} else {
+		h.auditLog(r.Context(), s, "apikey.rotate", fmt.Sprintf("API key %s… replaced by %s…; no overlap", oldPrefix, m.APIKeyPrefix))
+	}
 	return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"NewKey": key, "OldPrefix": oldPrefix,
-		"OldKeyUntil": h.Now().Add(apikey.DefaultTTL)})
+		"OldKeyUntil": until, "Overlap": overlap})
 }
 
 func (h *handler) webhookSecret(w http.ResponseWriter, r *http.Request, s *Session) error {
+	now := h.Now()
 	switch r.PostFormValue("action") {
 	case "reveal":
 		m, err := h.merchantOf(r, s)
@@ -171,18 +214,43 @@ func (h *handler) webhookSecret(w http.ResponseWriter, r *http.Request, s *Sessi
 		h.auditLog(r.Context(), s, "webhook-secret.reveal", "webhook secret shown")
 		return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Secret": secret})
 	case "rotate":
+		overlap, err := merchant.ParseOverlap(r.PostFormValue("overlap"))
+		if err != nil {
+			return h.renderProfile(w, r, s, http.StatusBadRequest, map[string]any{"Error": "Choose how long the old secret keeps signing: none, 1 hour, 24 hours or 7 days."})
+		}
 		secret, err := h.NewWebhookSecret()
 		if err != nil {
 			return err
 		}
+		m, err := h.updateMerchant(r, s, func(m *merchant.Merchant) error {
+			m.RotateWebhookSecret(h.Sealer.Seal(secret, m.ID), overlap, now)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		notice := "New webhook secret; notifications are signed with it alone from now on."
+		detail := "webhook secret replaced; no overlap"
+		if _, ok := m.PreviousWebhookSecret(now); ok {
+			notice = fmt.Sprintf("New webhook secret; until %s notifications carry a signature with the old secret too.", when(m.PrevSecretUntil))
+			detail = fmt.Sprintf("webhook secret replaced; the old one signs too until %s (%s overlap)", m.PrevSecretUntil.UTC().Format("2006-01-02 15:04 MST"), lifetime(overlap))
+		}
+		h.auditLog(r.Context(), s, "webhook-secret.rotate", detail)
+		return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Secret": secret, "Notice": notice})
+	case "end-previous":
+		ended := false
 		if _, err := h.updateMerchant(r, s, func(m *merchant.Merchant) error {
-			m.SealedSecret = h.Sealer.Seal(secret, m.ID)
+			_, ended = m.PreviousWebhookSecret(now)
+			m.EndPreviousWebhookSecret()
 			return nil
 		}); err != nil {
 			return err
 		}
-		h.auditLog(r.Context(), s, "webhook-secret.rotate", "webhook secret replaced")
-		return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Secret": secret, "Notice": "New webhook secret; notifications are signed with it from now on."})
+		if !ended {
+			return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Notice": "No previous webhook secret was signing."})
+		}
+		h.auditLog(r.Context(), s, "webhook-secret.end-previous", "previous webhook secret ended early")
+		return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Notice": "Notifications are signed with the current webhook secret alone from now on."})
 	}
 	return errStatus(http.StatusBadRequest, "Unknown action.")
 }
@@ -329,10 +397,10 @@ func (h *handler) payments(w http.ResponseWriter, r *http.Request, s *Session) e
 			n[k] = v
 		}
 		n.Set("cursor", next)
-		nextURL = "/dashboard/payments?" + n.Encode()
+		nextURL = MerchantPath(s.MerchantID, "/payments?"+n.Encode())
 	}
 	h.render(w, r, http.StatusOK, "payments", s, map[string]any{"Rows": rows, "F": f, "Next": nextURL,
-		"Export": "/dashboard/payments/export?" + qs.Encode(), "First": pq.Cursor != ""})
+		"Export": MerchantPath(s.MerchantID, "/payments/export?"+qs.Encode()), "First": pq.Cursor != ""})
 	return nil
 }
 
@@ -385,7 +453,7 @@ func csvSafe(s string) string {
 	return s
 }
 
-// requestOf loads a payment request of the session's merchant; another
+// requestOf loads a payment request of the page's merchant; another
 // merchant's is not found.
 func (h *handler) requestOf(r *http.Request, s *Session) (*payment.Request, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
@@ -558,11 +626,12 @@ func (h *handler) users(w http.ResponseWriter, r *http.Request, s *Session) erro
 }
 
 func (h *handler) renderUsers(w http.ResponseWriter, r *http.Request, s *Session, status int, data map[string]any) error {
-	u, err := h.Store.DashboardUsers(r.Context(), s.MerchantID)
+	ms, err := h.Store.Members(r.Context(), s.MerchantID)
 	if err != nil {
 		return err
 	}
-	data["Users"] = u
+	data["Members"] = ms
+	data["Now"] = h.Now()
 	h.render(w, r, status, "users", s, data)
 	return nil
 }
@@ -572,10 +641,10 @@ func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) err
 	if base == "" {
 		base = "https://" + r.Host
 	}
-	link, until, err := InviteUser(r.Context(), h.Store, h.IsNotFound, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
+	link, until, err := InviteUser(r.Context(), h.Store, h.IsNotFound, h.IsConflict, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
 	var se *statusError
 	if errors.As(err, &se) {
-		return h.renderUsers(w, r, s, http.StatusBadRequest, map[string]any{"Error": err.Error()})
+		return h.renderUsers(w, r, s, se.status, map[string]any{"Error": err.Error()})
 	}
 	if err != nil {
 		return err

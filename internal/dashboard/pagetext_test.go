@@ -26,7 +26,7 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	u := newUser(t, m, dashboard.RoleAdmin)
 	reqID, txID := payH2H(t, m, "text-"+dashboard.NewToken()[:8])
-	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, m.ID, "text."+strings.ToLower(m.ID)+"@shop.example",
+	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, isConflict, m.ID, "text."+strings.ToLower(m.ID)+"@shop.example",
 		dashboard.RoleMember, "test", base, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	// Signed out: sign-in (blank and refused), set-password (blank and refused).
 	bt.Navigate(t, tab, base+"/dashboard/login")
 	check("login")
-	navigateBy(t, tab, `document.querySelector("#merchant").value = `+bt.JS(m.ID)+`; document.querySelector("#email").value = `+bt.JS(u.email)+
+	navigateBy(t, tab, `document.querySelector("#email").value = `+bt.JS(u.email)+
 		`; document.querySelector("#password").value = "wrong password"; document.querySelector("main form").submit()`)
 	check("refused sign-in")
 	bt.Navigate(t, tab, link)
@@ -59,18 +59,19 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	signInTab(t, tab, u)
 	for _, p := range []string{"/dashboard/overview", "/dashboard/overview?period=7d", "/dashboard/overview?period=30d", "/dashboard/payments",
 		"/dashboard/payments/" + itoa(reqID), "/dashboard/payments/" + itoa(reqID) + "/refund?tx=" + itoa(txID), "/dashboard/batches",
-		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/payments/1", "/dashboard/overview?period=year"} {
-		bt.Navigate(t, tab, base+p)
+		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/payments/1", "/dashboard/overview?period=year",
+		"/dashboard/merchants"} {
+		bt.Navigate(t, tab, base+u.at(p))
 		check(p)
 	}
 	// The answers of forms.
-	bt.Navigate(t, tab, base+"/dashboard/users")
+	bt.Navigate(t, tab, base+u.at("/dashboard/users"))
 	navigateBy(t, tab, `document.querySelector("#email").value = `+bt.JS("new."+strings.ToLower(m.ID)+"@shop.example")+`; document.querySelector("#invite").click()`)
 	check("users after an invitation")
 	if got := bt.Eval[string](t, tab, text(".secret")); !strings.Contains(got, "(24 hours)") {
 		t.Errorf("the invitation does not say the link's lifetime in words: %q", got)
 	}
-	bt.Navigate(t, tab, base+"/dashboard/profile")
+	bt.Navigate(t, tab, base+u.at("/dashboard/profile"))
 	navigateBy(t, tab, `document.querySelector("#rotate-key").click()`)
 	check("profile after a key rotation")
 	navigateBy(t, tab, `document.querySelector("#reveal-secret").click()`)
@@ -90,7 +91,7 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	// The second-factor step, for a user with TOTP on.
 	v, _ := totpUser(t)
 	bt.Navigate(t, tab, base+"/dashboard/login")
-	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("merchant"), v.merchant), chromedp.SendKeys(chromedp.ID("email"), v.email), chromedp.SendKeys(chromedp.ID("password"), password))
+	bt.Do(t, tab, chromedp.SendKeys(chromedp.ID("email"), v.email), chromedp.SendKeys(chromedp.ID("password"), password))
 	navigateBy(t, tab, `document.querySelector("main form").submit()`)
 	check("totp")
 	navigateBy(t, tab, `document.querySelector("#code").value = "000000"; document.querySelector("main form").submit()`)

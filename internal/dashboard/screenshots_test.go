@@ -78,16 +78,16 @@ func TestBrowserDashboardScreenshots(t *testing.T) {
 	u.mustSignIn()
 	// 7 payments today and 69 seeded (11, 14, 10, 13, 9, 12): over 30 days whatever the hour.
 	waitOverview(t, u, "/dashboard/overview?period=30d&unit=EUR", func(o overviewNumbers) bool { return o.count == "76" && o.refunds == "1" })
-	bt.Navigate(t, tab, base+"/dashboard/overview?period=7d&unit=EUR")
+	bt.Navigate(t, tab, base+u.at("/dashboard/overview?period=7d&unit=EUR"))
 	bt.Screenshot(t, tab, filepath.Join(shots, "dashboard-overview.png"))
-	bt.Navigate(t, tab, base+"/dashboard/payments/"+itoa(funds.RequestID))
+	bt.Navigate(t, tab, base+u.at("/dashboard/payments/"+itoa(funds.RequestID)))
 	bt.Eval[bool](t, tab, `(() => { document.querySelector("details.raw").open = true; return true; })()`)
 	bt.Screenshot(t, tab, filepath.Join(shots, "dashboard-attempts.png"))
-	bt.Navigate(t, tab, base+"/dashboard/batches")
+	bt.Navigate(t, tab, base+u.at("/dashboard/batches"))
 	bt.Screenshot(t, tab, filepath.Join(shots, "dashboard-batches.png"))
 
 	bt.Do(t, tab, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
-	bt.Navigate(t, tab, base+"/dashboard/overview?period=7d&unit=EUR")
+	bt.Navigate(t, tab, base+u.at("/dashboard/overview?period=7d&unit=EUR"))
 	if w := bt.Eval[float64](t, tab, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("the overview is %v px wide on a 390 px phone", w)
 	}

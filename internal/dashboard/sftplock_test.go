@@ -183,7 +183,7 @@ func TestSFTPLockoutWithTheRealClientAndTheDashboardPanel(t *testing.T) {
 	u := newUser(t, m, dashboard.RoleAdmin)
 	tab := bt.New(t)
 	signInTab(t, tab, u)
-	bt.Navigate(t, tab, u.base+"/dashboard/profile")
+	bt.Navigate(t, tab, u.base+u.at("/dashboard/profile"))
 	lock := bt.Eval[string](t, tab, text("#sftp-lock"))
 	until := c.LockedUntil.UTC().Format("2006-01-02 15:04:05 UTC")
 	if !strings.Contains(lock, "Locked until "+until) || !strings.Contains(lock, "5 wrong passwords") {

@@ -13,6 +13,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
@@ -29,7 +31,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const password = "correct horse battery staple"
 
-// user is a signed-out browser of one dashboard user.
+// user is a signed-out browser of one person, working in one merchant:
+// the tests name a merchant's pages by their short path
+// ("/dashboard/profile"), which the browser puts under its merchant's
+// address ("/dashboard/m/<merchant>/profile"; see at).
 type user struct {
 	t        testing.TB
 	base     string
@@ -40,28 +45,71 @@ type user struct {
 
 var emailSeq int
 
-// newUser creates a dashboard user of m with password.
+// newUser creates a person with password and an active membership of m
+// with role, and returns their signed-out browser working in m.
 func newUser(t testing.TB, m testenv.Merchant, role string) *user {
 	t.Helper()
-	s := testenv.Stack(t)
 	emailSeq++
 	email := strings.ToLower("u" + strconv.Itoa(emailSeq) + "." + m.ID + "@shop.example")
+	newPerson(t, email)
+	join(t, email, m.ID, role)
+	return newBrowser(t, m.ID, email)
+}
+
+// newPerson creates an identity with password.
+func newPerson(t testing.TB, email string) {
+	t.Helper()
 	hash, err := sftpauth.HashPassword(password)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	testenv.Seeded(t, "dashboard user", s.Store.CreateDashboardUser(context.Background(), &dashboard.User{Email: email, MerchantID: m.ID, Role: role,
-		PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
-	return newBrowser(t, m.ID, email)
+	testenv.Seeded(t, "dashboard identity", testenv.Stack(t).Store.CreateIdentity(context.Background(),
+		&dashboard.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
 }
 
-// newBrowser is a signed-out browser of merchantID's user email.
+// join makes email an active member of merchantID with role.
+func join(t testing.TB, email, merchantID, role string) {
+	t.Helper()
+	now := time.Now()
+	st := testenv.Stack(t).Store
+	m, err := st.Merchant(context.Background(), merchantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Seeded(t, "dashboard membership", st.SaveMemberships(context.Background(), nil,
+		&dashboard.Membership{Email: email, MerchantID: merchantID, MerchantName: m.Name, Role: role,
+			State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
+}
+
+// newBrowser is a signed-out browser of the person email, working in merchantID.
 func newBrowser(t testing.TB, merchantID, email string) *user {
 	jar, _ := cookiejar.New(nil)
 	return &user{t: t, base: testenv.Stack(t).Info.APIBase, merchant: merchantID, email: email, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
+
+// merchantPages are the first segments of a merchant's pages.
+var merchantPages = []string{"overview", "profile", "payments", "batches", "users", "audit"}
+
+// at is the address of path for this browser: a merchant's page named by
+// its short path goes under the browser's merchant; any other path (the
+// person's pages, or a full /dashboard/m/... address) stays.
+func (u *user) at(path string) string {
+	rest, ok := strings.CutPrefix(path, "/dashboard/")
+	if !ok {
+		return path
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	first, _, _ = strings.Cut(first, "?")
+	if slices.Contains(merchantPages, first) {
+		return dashboard.MerchantPath(u.merchant, "/"+rest)
+	}
+	return path
+}
+
+// home is where a person of one merchant lands: its overview.
+func (u *user) home() string { return dashboard.MerchantPath(u.merchant, "/overview") }
 
 type page struct {
 	status int
@@ -85,7 +133,7 @@ func (u *user) do(method, path string, form url.Values) page {
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequest(method, u.base+path, body)
+	req, err := http.NewRequest(method, u.base+u.at(path), body)
 	if err != nil {
 		u.t.Fatal(err)
 	}
@@ -126,13 +174,16 @@ func (u *user) cookie(name string) string {
 func (u *user) signIn(pw string) page {
 	u.t.Helper()
 	login := u.get("/dashboard/login")
-	return u.post("/dashboard/login", url.Values{"csrf": {csrfOf(u.t, login)}, "merchant": {u.merchant}, "email": {u.email}, "password": {pw}})
+	return u.post("/dashboard/login", url.Values{"csrf": {csrfOf(u.t, login)}, "email": {u.email}, "password": {pw}})
 }
 
+// mustSignIn signs in: a person of one merchant lands on its overview, a
+// person of several on their merchants.
 func (u *user) mustSignIn() {
 	u.t.Helper()
-	if p := u.signIn(password); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/overview" {
-		u.t.Fatalf("sign-in: %d %s\n%s", p.status, p.header.Get("Location"), p.body)
+	p := u.signIn(password)
+	if to := p.header.Get("Location"); p.status != http.StatusSeeOther || (to != u.home() && to != "/dashboard/merchants") {
+		u.t.Fatalf("sign-in: %d %s\n%s", p.status, to, p.body)
 	}
 }
 
@@ -221,7 +272,7 @@ func TestEveryChangeNeedsTheSessionsCSRFToken(t *testing.T) {
 	}
 	// The sign-in form has its own double-submit token.
 	fresh := newBrowser(t, u.merchant, u.email)
-	if p := fresh.post("/dashboard/login", url.Values{"merchant": {u.merchant}, "email": {u.email}, "password": {password}}); p.status != http.StatusForbidden {
+	if p := fresh.post("/dashboard/login", url.Values{"email": {u.email}, "password": {password}}); p.status != http.StatusForbidden {
 		t.Errorf("sign-in without the form's token: %d", p.status)
 	}
 }
@@ -281,7 +332,7 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	s := testenv.Stack(t)
 	email := "invited." + strings.ToLower(m.ID) + "@shop.example"
-	link, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, m.ID, email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now())
+	link, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +382,7 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 	// The enrolment code is used up; the next step's code (within the
 	// accepted skew) signs in.
 	code, _ = dashboard.TOTPCode(secret[1], dashboard.TOTPStep(time.Now())+1)
-	if p := v.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, form)}, "code": {code}}); p.header.Get("Location") != "/dashboard/overview" {
+	if p := v.post("/dashboard/totp", url.Values{"csrf": {csrfOf(t, form)}, "code": {code}}); p.header.Get("Location") != u.home() {
 		t.Fatalf("right code: %d %s\n%s", p.status, p.header.Get("Location"), p.body)
 	}
 	if v.cookie(sessionCookie) == pending {
@@ -373,7 +424,9 @@ func html(s string) string {
 	return r.Replace(s)
 }
 
-func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "not found") }
+func isNotFound(err error) bool { return errkind.Is(err, errkind.NotFound) }
+
+func isConflict(err error) bool { return errkind.Is(err, errkind.Conflict) }
 
 // The payment list pages through a merchant's requests newest first, filters
 // by status, reference and date, and exports the filtered list as CSV.
@@ -392,7 +445,7 @@ func TestPaymentListFiltersPagesAndExports(t *testing.T) {
 	}
 	paidID, _ := payH2H(t, m, "list-paid")
 	paid := strconv.FormatInt(paidID, 10)
-	ids := regexp.MustCompile(`<a href="/dashboard/payments/(\d+)">`)
+	ids := regexp.MustCompile(`<a href="/dashboard/m/[^/]+/payments/(\d+)">`)
 	idsOf := func(p page) []string {
 		var out []string
 		for _, m := range ids.FindAllStringSubmatch(p.body, -1) {
@@ -467,7 +520,7 @@ func TestAdminInvitesAMemberWhoCannotChangeSettings(t *testing.T) {
 	email := "member." + strings.ToLower(m.ID) + "@shop.example"
 	p := admin.post("/dashboard/users", url.Values{"csrf": {csrfOf(t, users)}, "email": {email}, "role": {"member"}})
 	link := regexp.MustCompile(`id="invite-link" class="wrap">([^<]+)<`).FindStringSubmatch(p.body)
-	if p.status != http.StatusOK || link == nil || !strings.Contains(p.body, email+" (member)") {
+	if p.status != http.StatusOK || link == nil || !strings.Contains(p.body, email+" (member, invited until") {
 		t.Fatalf("invite: %d\n%s", p.status, p.body)
 	}
 	if bad := admin.post("/dashboard/users", url.Values{"csrf": {csrfOf(t, users)}, "email": {"not an address"}, "role": {"member"}}); bad.status != http.StatusBadRequest {
@@ -550,7 +603,7 @@ func TestLocalStackSeedsADashboardAdmin(t *testing.T) {
 		t.Fatalf("stack.json dashboard: %+v", d)
 	}
 	u := newBrowser(t, d.MerchantID, d.Email)
-	if p := u.signIn(d.Password); p.header.Get("Location") != "/dashboard/overview" {
+	if p := u.signIn(d.Password); p.header.Get("Location") != u.home() {
 		t.Fatalf("seeded sign-in: %d", p.status)
 	}
 	if p := u.get("/dashboard/profile"); !strings.Contains(p.body, s.Info.Merchant.ID) || !strings.Contains(p.body, `id="rotate-key"`) {

@@ -21,10 +21,9 @@ import (
 	"github.com/payreq/payreq/internal/testenv"
 )
 
-// Sign-in must not tell which (merchant, address) pairs are users. The
-// merchant id is no secret (every checkout token and notification names
-// it), so an attacker who times a wrong password for an address learns
-// whether it is a user unless both cases cost the same work.
+// Sign-in must not tell which addresses are people of the dashboard: an
+// attacker who times a wrong password for an address learns whether it
+// signs in somewhere unless both cases cost the same work.
 
 // timingSamples is the samples per case; maxTimingZ the |z| of the
 // Mann–Whitney U test above which the two distributions differ. 3.29 is
@@ -122,13 +121,15 @@ func TestSignInTimeDoesNotTellWhichUsersExist(t *testing.T) {
 	for i := range users {
 		users[i] = fmt.Sprintf("timed%d.%s@shop.example", i, strings.ToLower(m.ID))
 		now := time.Now()
-		testenv.Seeded(t, "dashboard user", st.CreateDashboardUser(context.Background(), &dashboard.User{Email: users[i], MerchantID: m.ID,
-			Role: dashboard.RoleMember, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+		testenv.Seeded(t, "dashboard identity", st.CreateIdentity(context.Background(), &dashboard.Identity{Email: users[i],
+			PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+		testenv.Seeded(t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashboard.Membership{Email: users[i],
+			MerchantID: m.ID, Role: dashboard.RoleMember, State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
 	}
 	b := newBrowser(t, m.ID, "")
 	b.base = base
 	attempt := func(email string) float64 {
-		form := url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))}, "merchant": {m.ID}, "email": {email}, "password": {"a wrong password"}}
+		form := url.Values{"csrf": {csrfOf(t, b.get("/dashboard/login"))}, "email": {email}, "password": {"a wrong password"}}
 		start := time.Now()
 		p := b.post("/dashboard/login", form)
 		d := time.Since(start)
@@ -183,14 +184,14 @@ func (s *callLog) note(c string) {
 	s.mu.Unlock()
 }
 
-func (s *callLog) DashboardUser(ctx context.Context, merchantID, email string) (*dashboard.User, error) {
-	s.note("DashboardUser")
-	return s.Store.DashboardUser(ctx, merchantID, email)
+func (s *callLog) Identity(ctx context.Context, email string) (*dashboard.Identity, []*dashboard.Membership, error) {
+	s.note("Identity")
+	return s.Store.Identity(ctx, email)
 }
 
-func (s *callLog) UpdateDashboardUser(ctx context.Context, u *dashboard.User) error {
-	s.note("UpdateDashboardUser")
-	return s.Store.UpdateDashboardUser(ctx, u)
+func (s *callLog) UpdateIdentity(ctx context.Context, id *dashboard.Identity) error {
+	s.note("UpdateIdentity")
+	return s.Store.UpdateIdentity(ctx, id)
 }
 
 func (s *callLog) LoginAttempts(ctx context.Context, key string) (lockout.Counter, error) {
@@ -244,10 +245,10 @@ func TestUnknownAndExistingUsersCostTheSameWork(t *testing.T) {
 		if mine != theirs {
 			t.Errorf("attempt %d: a user's wrong password makes %q, nobody's address %q", i, mine, theirs)
 		}
-		if i == 1 && mine != "DashboardUser,LoginAttempts,PutLoginAttempts + 1 check" {
+		if i == 1 && mine != "Identity,LoginAttempts,PutLoginAttempts + 1 check" {
 			t.Errorf("attempt 1: %q", mine)
 		}
-		if i == dashboard.MaxFailures+1 && mine != "DashboardUser,LoginAttempts + 1 check" {
+		if i == dashboard.MaxFailures+1 && mine != "Identity,LoginAttempts + 1 check" {
 			t.Errorf("while locked: %q", mine)
 		}
 	}

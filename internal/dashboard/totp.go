@@ -27,10 +27,27 @@ func NewTOTPSecret() string {
 	return b32.EncodeToString(b)
 }
 
-// TOTPURI is the otpauth:// URI an authenticator app imports.
-func TOTPURI(secret, email string) string {
-	label := url.PathEscape("PayReq:" + email)
-	return fmt.Sprintf("otpauth://totp/%s?secret=%s&issuer=PayReq&algorithm=SHA1&digits=6&period=30", label, secret)
+// TOTPURI is the otpauth:// URI an authenticator app imports, in Google
+// Authenticator's Key Uri Format
+// (https://github.com/google/google-authenticator/wiki/Key-Uri-Format): the
+// label is the issuer, a colon and the account; the issuer parameter
+// repeats the label's prefix. The issuer names this service by its host
+// ("PayReq (pay.example.com)"), so an app holding keys of several PayReq
+// services tells them apart; neither part may contain a colon (a port is
+// dropped, and an address never has one).
+func TOTPURI(secret, email, service string) string {
+	issuer := TOTPIssuer(service)
+	label := url.PathEscape(issuer) + ":" + url.PathEscape(email)
+	return fmt.Sprintf("otpauth://totp/%s?secret=%s&issuer=%s&algorithm=SHA1&digits=6&period=30", label, secret, strings.ReplaceAll(url.QueryEscape(issuer), "+", "%20"))
+}
+
+// TOTPIssuer is the issuer of the service's keys: "PayReq (<host>)".
+func TOTPIssuer(service string) string {
+	service = strings.ReplaceAll(service, ":", "")
+	if service == "" {
+		return "PayReq"
+	}
+	return "PayReq (" + service + ")"
 }
 
 // TOTPCode is the code of secret at step counter.

@@ -4,59 +4,70 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/payreq/payreq/internal/httpapi"
 )
 
-// Removing users and changing roles. Sessions need no separate revocation:
-// every signed-in request reads its user (see current); a removal deletes
-// the user and a role change steps its CredVersion, so every session of the
-// user ends on its next request.
+// A merchant's members: removing them and changing their roles. Sessions
+// need no separate revocation: every signed-in request reads the person's
+// memberships (see signedIn), so a removal or a role change acts on the
+// person's next request at that merchant, and only there.
 
-var errLastAdmin = errStatus(http.StatusBadRequest, "A merchant needs at least one administrator: make another user an administrator first.")
+var errLastAdmin = errStatus(http.StatusBadRequest, "A merchant needs at least one administrator: make another member an administrator first.")
 
-// targetUser reads the user a form names; another merchant's user, or none,
-// is 404 (the same answer, so addresses of other merchants are not revealed).
-func (h *handler) targetUser(r *http.Request, s *Session) (*User, error) {
+// targetMember reads the membership of this merchant a form names; none is
+// 404 (only this merchant's memberships are ever read).
+func (h *handler) targetMember(r *http.Request, s *Session) (*Membership, error) {
 	email, ok := NormalizeEmail(r.PostFormValue("email"))
 	if !ok {
 		return nil, errNotFound
 	}
-	u, err := h.Store.DashboardUser(r.Context(), s.MerchantID, email)
+	m, err := h.Store.Membership(r.Context(), email, s.MerchantID)
 	if h.IsNotFound(err) {
 		return nil, errNotFound
 	}
-	return u, err
+	return m, err
 }
 
-// withUsersLocked runs change holding the merchant's user-change lease, so
-// the last-admin check and the change it allows are not raced by another
-// removal or demotion (two admins demoting each other at once).
+// withUsersLocked runs change holding the merchant's member-change lease,
+// so the last-admin check and the change it allows are not raced by
+// another removal or demotion (two admins demoting each other at once).
+// Waiting for the lease stops before the request's deadline (less
+// answerReserve) or after about 10 s: the answer is then 409, "try again".
 func (h *handler) withUsersLocked(r *http.Request, merchantID string, change func() error) error {
+	ctx, cancel := countCtx(r.Context())
+	defer cancel()
 	owner := NewToken()
+	giveUp := time.Now().Add(10 * time.Second)
+	busy := errStatus(http.StatusConflict, "Another change to the members is in progress. Try again.")
 	for attempt := 0; ; attempt++ {
 		now := h.Now()
-		err := h.Store.LockUsers(r.Context(), merchantID, owner, now.Add(usersLease), now)
+		err := h.Store.LockUsers(ctx, merchantID, owner, now.Add(usersLease), now)
 		if err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			return busy
 		}
 		if !h.IsConflict(err) {
 			return err
 		}
-		if attempt == 20 { // about 10 s of waiting, within the lease
-			return errStatus(http.StatusConflict, "Another change to the users is in progress. Try again.")
+		if time.Now().After(giveUp) {
+			return busy
 		}
+		// Short, spread pauses: the holder's work takes tens of milliseconds.
 		select {
-		case <-r.Context().Done():
-			return r.Context().Err()
-		case <-time.After(time.Duration(50*(attempt+1)) * time.Millisecond):
+		case <-ctx.Done():
+			return busy
+		case <-time.After(time.Duration(20+mrand.IntN(20*min(attempt+1, 10))) * time.Millisecond):
 		}
 	}
 	defer func() {
 		// Released even when the request was cancelled: otherwise the lease
-		// would block the merchant's user changes until it runs out.
+		// would block the merchant's member changes until it runs out.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
 		if err := h.Store.UnlockUsers(ctx, merchantID, owner); err != nil {
@@ -66,28 +77,28 @@ func (h *handler) withUsersLocked(r *http.Request, merchantID string, change fun
 	return change()
 }
 
-// otherAdmins reports whether the merchant has an administrator besides
-// email, from the users' records (a consistent query of the merchant's).
+// otherAdmins reports whether the merchant has an active administrator
+// besides email, from its roster (a consistent query).
 func (h *handler) otherAdmins(r *http.Request, merchantID, email string) (bool, error) {
-	list, err := h.Store.DashboardUsers(r.Context(), merchantID)
+	list, err := h.Store.Members(r.Context(), merchantID)
 	if err != nil {
 		return false, err
 	}
-	for _, u := range list {
-		if u.Email != email && u.MerchantID == merchantID && u.Role == RoleAdmin {
+	for _, m := range list {
+		if m.Email != email && m.MerchantID == merchantID && m.Role == RoleAdmin && m.Usable() {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// changeRole makes a user an admin or a member; the last admin stays one.
+// changeRole makes a member an admin or a member; the last admin stays one.
 func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session) error {
 	role := r.PostFormValue("role")
 	if role != RoleAdmin && role != RoleMember {
 		return h.renderUsers(w, r, s, http.StatusBadRequest, map[string]any{"Error": fmt.Sprintf("The role must be %s or %s.", RoleAdmin, RoleMember)})
 	}
-	u, err := h.targetUser(r, s)
+	m, err := h.targetMember(r, s)
 	if err != nil {
 		return err
 	}
@@ -95,18 +106,15 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 	err = h.withUsersLocked(r, s.MerchantID, func() error {
 		for range 3 {
 			// Read under the lease: the check below judges the present state.
-			if u, err = h.Store.DashboardUser(r.Context(), s.MerchantID, u.Email); err != nil {
+			if m, err = h.Store.Membership(r.Context(), m.Email, s.MerchantID); err != nil {
 				return h.notFoundAs(err)
 			}
-			if u.MerchantID != s.MerchantID {
-				return errNotFound
-			}
-			from = u.Role
+			from = m.Role
 			if from == role {
 				return nil
 			}
-			if from == RoleAdmin {
-				ok, err := h.otherAdmins(r, s.MerchantID, u.Email)
+			if from == RoleAdmin && m.Usable() {
+				ok, err := h.otherAdmins(r, s.MerchantID, m.Email)
 				if err != nil {
 					return err
 				}
@@ -114,11 +122,10 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 					return errLastAdmin
 				}
 			}
-			u.Role, u.UpdatedAt = role, h.Now()
-			u.CredVersion++ // ends the user's sessions
-			// Version-conditional: a sign-in counting a failure meanwhile is
-			// not overwritten; read again and retry.
-			if err = h.Store.UpdateDashboardUser(r.Context(), u); err == nil || !h.IsConflict(err) {
+			m.Role, m.UpdatedAt = role, h.Now()
+			// Version-conditional: a concurrent change is not overwritten;
+			// read again and retry.
+			if err = h.Store.SaveMemberships(r.Context(), nil, m); err == nil || !h.IsConflict(err) {
 				return err
 			}
 		}
@@ -131,39 +138,32 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 		return err
 	}
 	if from == role {
-		return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": u.Email + " is already " + role + "."})
+		return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": m.Email + " is already " + role + "."})
 	}
-	h.auditLog(r.Context(), s, "user.role", fmt.Sprintf("%s: %s → %s", u.Email, from, role))
-	if u.Email == s.Email {
-		// Changed one's own role: this session ended with the others; the
-		// acting browser gets a new one with the new role.
-		if s, err = h.startSession(w, r, u, false); err != nil {
-			return err
-		}
-		if role != RoleAdmin {
-			http.Redirect(w, r, "/dashboard/account", http.StatusSeeOther)
-			return nil
-		}
+	h.auditLog(r.Context(), s, "user.role", fmt.Sprintf("%s: %s → %s", m.Email, from, role))
+	if m.Email == s.Email && role != RoleAdmin {
+		// Demoted oneself: the admin pages are closed from now on.
+		http.Redirect(w, r, MerchantPath(s.MerchantID, "/overview"), http.StatusSeeOther)
+		return nil
 	}
-	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": u.Email + " is now " + role + ". Their sessions have ended."})
+	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": m.Email + " is now " + role + ", from their next page on."})
 }
 
-// removeUser deletes a user; the last admin stays.
+// removeUser ends a person's membership of this merchant (their sessions
+// lose it on their next request; their other merchants are untouched); the
+// last admin stays.
 func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *Session) error {
-	u, err := h.targetUser(r, s)
+	m, err := h.targetMember(r, s)
 	if err != nil {
 		return err
 	}
 	err = h.withUsersLocked(r, s.MerchantID, func() error {
 		for range 3 {
-			if u, err = h.Store.DashboardUser(r.Context(), s.MerchantID, u.Email); err != nil {
+			if m, err = h.Store.Membership(r.Context(), m.Email, s.MerchantID); err != nil {
 				return h.notFoundAs(err)
 			}
-			if u.MerchantID != s.MerchantID {
-				return errNotFound
-			}
-			if u.Role == RoleAdmin {
-				ok, err := h.otherAdmins(r, s.MerchantID, u.Email)
+			if m.Role == RoleAdmin && m.Usable() {
+				ok, err := h.otherAdmins(r, s.MerchantID, m.Email)
 				if err != nil {
 					return err
 				}
@@ -171,11 +171,11 @@ func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *Session)
 					return errLastAdmin
 				}
 			}
-			if err = h.Store.DeleteDashboardUser(r.Context(), u); err == nil || !h.IsConflict(err) {
+			if err = h.Store.DeleteMembership(r.Context(), m); err == nil || !h.IsConflict(err) {
 				return err
 			}
 		}
-		return errors.New("remove user: too many concurrent updates")
+		return errors.New("remove member: too many concurrent updates")
 	})
 	if errors.Is(err, errLastAdmin) {
 		return h.renderUsers(w, r, s, http.StatusBadRequest, map[string]any{"Error": err.Error()})
@@ -183,15 +183,13 @@ func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *Session)
 	if err != nil {
 		return err
 	}
-	h.auditLog(r.Context(), s, "user.remove", fmt.Sprintf("%s (%s) removed", u.Email, u.Role))
-	if u.Email == s.Email {
-		// Removed oneself: this session has just ended.
-		h.endSession(r, s)
-		h.setCookie(w, h.sessionCookie(), "", -1)
-		http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
+	h.auditLog(r.Context(), s, "user.remove", fmt.Sprintf("%s (%s, %s) removed", m.Email, m.Role, m.State))
+	if m.Email == s.Email {
+		// Left this merchant: its pages are closed from now on.
+		http.Redirect(w, r, pickerPath, http.StatusSeeOther)
 		return nil
 	}
-	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": u.Email + " was removed and signed out."})
+	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": m.Email + " was removed: their access to this merchant has ended."})
 }
 
 func (h *handler) notFoundAs(err error) error {

@@ -1,12 +1,14 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -32,22 +34,24 @@ var views = map[string]view{
 	"batches":     {"Batches", viewBatches},
 	"users":       {"Users", viewUsers},
 	"audit":       {"Audit log", viewAudit},
+	"merchants":   {"Your merchants", viewMerchants},
 }
 
 func str(d map[string]any, k string) string { s, _ := d[k].(string); return s }
 func flag(d map[string]any, k string) bool  { b, _ := d[k].(bool); return b }
 
-var navItems = []struct{ href, label, page string }{
-	{"/dashboard/overview", "Overview", "overview"},
-	{"/dashboard/payments", "Payments", "payments"},
-	{"/dashboard/batches", "Batches", "batches"},
-	{"/dashboard/profile", "Profile", "profile"},
-	{"/dashboard/users", "Users", "users"},
-	{"/dashboard/audit", "Audit log", "audit"},
-	{"/dashboard/account", "Account", "account"},
+// navItems are a merchant's pages (their addresses under its base).
+var navItems = []struct{ rest, label, page string }{
+	{"/overview", "Overview", "overview"},
+	{"/payments", "Payments", "payments"},
+	{"/batches", "Batches", "batches"},
+	{"/profile", "Profile", "profile"},
+	{"/users", "Users", "users"},
+	{"/audit", "Audit log", "audit"},
 }
 
 func layout(p *pw, v view, d map[string]any) {
+	p.base = str(d, "Base")
 	p.f(`<!doctype html>
 <html lang="en" data-locale="%s">
 <head>
@@ -64,26 +68,7 @@ func layout(p *pw, v view, d map[string]any) {
 <a class="brand" href="/dashboard">PayReq dashboard</a>
 `)
 	if csrf := str(d, "CSRF"); csrf != "" {
-		s := d["Session"].(*Session)
-		page := str(d, "Page")
-		if page == "payment" || page == "refund" {
-			page = "payments"
-		}
-		p.raw(`<nav aria-label="Main"><ul>`)
-		for _, n := range navItems {
-			if (n.page == "users" || n.page == "audit") && !flag(d, "Admin") {
-				continue
-			}
-			if n.page == page {
-				p.f(`<li><a href="%s" aria-current="page">%s</a></li>`, n.href, n.label)
-			} else {
-				p.f(`<li><a href="%s">%s</a></li>`, n.href, n.label)
-			}
-		}
-		p.raw("</ul></nav>\n")
-		p.raw(`<form method="post" action="/dashboard/logout" class="logout">`)
-		p.csrf(csrf)
-		p.f(`<span class="who">%s · %s</span><button type="submit">Sign out</button></form>`, s.Email, s.MerchantID)
+		header(p, d, csrf)
 	}
 	p.raw("</header>\n<main id=\"main\">\n")
 	if n := str(d, "Notice"); n != "" {
@@ -96,18 +81,124 @@ func layout(p *pw, v view, d map[string]any) {
 	p.raw("\n</main>\n</body>\n</html>\n")
 }
 
+// header is a signed-in page's header: the merchant in use and the
+// switcher (the person's other merchants), that merchant's pages, the
+// person's account and sign-out. The switcher and sign-out are forms of
+// the person (their token may be this page's: see signedInPerson).
+func header(p *pw, d map[string]any, csrf string) {
+	s := d["Session"].(*Session)
+	merchants, _ := d["Merchants"].([]*Membership)
+	page := str(d, "Page")
+	if page == "payment" || page == "refund" {
+		page = "payments"
+	}
+	current := "Choose a merchant"
+	for _, m := range merchants {
+		if m.MerchantID == s.MerchantID {
+			current = merchantLabel(m)
+		}
+	}
+	p.raw(`<details class="switcher" id="switcher"><summary>`)
+	p.f(`<span class="current-merchant" id="current-merchant">%s</span></summary><div class="menu">`, current)
+	if len(merchants) > 1 || (len(merchants) == 1 && s.MerchantID == "") {
+		p.raw(`<form method="post" action="/dashboard/merchants/switch">`)
+		p.csrf(csrf)
+		p.raw(`<ul>`)
+		for _, m := range merchants {
+			if m.MerchantID == s.MerchantID {
+				continue
+			}
+			p.f(`<li><button type="submit" name="merchant" value="%s" class="link">%s <span class="hint">%s</span></button></li>`,
+				m.MerchantID, merchantLabel(m), m.Role)
+		}
+		p.raw(`</ul></form>`)
+	}
+	p.raw(`<p><a href="/dashboard/merchants">All your merchants</a></p></div></details>`)
+	p.raw(`<nav aria-label="Main"><ul>`)
+	if s.MerchantID != "" {
+		for _, n := range navItems {
+			if (n.page == "users" || n.page == "audit") && !flag(d, "Admin") {
+				continue
+			}
+			if n.page == page {
+				p.f(`<li><a href="%s" aria-current="page">%s</a></li>`, p.at(n.rest), n.label)
+			} else {
+				p.f(`<li><a href="%s">%s</a></li>`, p.at(n.rest), n.label)
+			}
+		}
+	}
+	if page == "account" {
+		p.raw(`<li><a href="/dashboard/account" aria-current="page">Account</a></li>`)
+	} else {
+		p.raw(`<li><a href="/dashboard/account">Account</a></li>`)
+	}
+	p.raw("</ul></nav>\n")
+	p.raw(`<form method="post" action="/dashboard/logout" class="logout">`)
+	p.csrf(csrf)
+	who := s.Email
+	if s.MerchantID != "" {
+		who += " · " + s.Role
+	}
+	p.f(`<span class="who">%s</span><button type="submit">Sign out</button></form>`, who)
+}
+
+// merchantLabel names a merchant in the picker and the switcher.
+func merchantLabel(m *Membership) string {
+	if m.MerchantName == "" {
+		return m.MerchantID
+	}
+	return m.MerchantName + " (" + m.MerchantID + ")"
+}
+
 func viewLogin(p *pw, d map[string]any) {
 	p.raw(`<h1>Sign in</h1><form method="post" action="/dashboard/login" class="narrow">`)
 	p.csrf(str(d, "LoginToken"))
-	p.f(`<label for="merchant">Merchant id</label>
-<input id="merchant" name="merchant" autocomplete="organization" spellcheck="false" required value="%s" aria-describedby="merchant-hint">
-<p class="hint" id="merchant-hint">The id of the merchant whose dashboard you use (mer_…): your set-password link's page names it.</p>
-<label for="email">E-mail</label>
+	p.f(`<label for="email">E-mail</label>
 <input id="email" name="email" type="email" autocomplete="username" required value="%s">
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button></form>
-<p class="hint">No account yet? Your operator or your merchant's administrator sends you a link to set a password.</p>`, str(d, "Merchant"), str(d, "Email"))
+<p class="hint">One sign-in for every merchant you work for: you choose the merchant next. No account yet? A merchant's administrator sends you an invitation link.</p>`, str(d, "Email"))
+}
+
+// viewMerchants is the picker: the merchants the person works for, open
+// invitations, and memberships awaiting the password that merchant knew.
+func viewMerchants(p *pw, d map[string]any) {
+	csrf := str(d, "CSRF")
+	active, _ := d["Active"].([]*Membership)
+	invited, _ := d["Invited"].([]*Membership)
+	unproven, _ := d["Unproven"].([]*Membership)
+	p.raw(`<h1>Your merchants</h1>`)
+	if len(active) == 0 {
+		p.raw(`<p>You work for no merchant yet: a merchant's administrator invites you.</p>`)
+	} else {
+		p.raw(`<p>Choose a merchant; each opens in its own address, so two tabs can hold two merchants.</p><ul class="merchants" id="merchants">`)
+		for _, m := range active {
+			p.f(`<li><a href="%s" class="merchant" data-merchant="%s">%s</a> <span class="hint">%s</span></li>`,
+				MerchantPath(m.MerchantID, "/overview"), m.MerchantID, merchantLabel(m), m.Role)
+		}
+		p.raw(`</ul>`)
+	}
+	if len(invited) > 0 {
+		p.raw(`<h2>Invitations</h2><ul class="merchants" id="invitations">`)
+		for _, m := range invited {
+			p.f(`<li><span>%s as %s</span> <span class="hint">open until %s</span> <form method="post" action="/dashboard/merchants/accept" class="inline">`,
+				merchantLabel(m), m.Role, when(m.InviteExpires))
+			p.csrf(csrf)
+			p.f(`<input type="hidden" name="merchant" value="%s"><button type="submit" aria-label="Accept: %s">Accept</button></form></li>`, m.MerchantID, merchantLabel(m))
+		}
+		p.raw(`</ul>`)
+	}
+	if len(unproven) > 0 {
+		p.raw(`<h2>Memberships to link</h2><p>You used a separate password for these merchants. Enter the one each knew to link it to your sign-in, or ask its administrator for a new invitation.</p>`)
+		for _, m := range unproven {
+			p.raw(`<form method="post" action="/dashboard/merchants/link" class="narrow link-membership">`)
+			p.csrf(csrf)
+			p.f(`<input type="hidden" name="merchant" value="%s"><label for="link-%s">Password you used for %s</label>
+<input id="link-%s" name="password" type="password" autocomplete="off" required>
+<button type="submit">Link %s</button></form>`, m.MerchantID, m.MerchantID, merchantLabel(m), m.MerchantID, merchantLabel(m))
+		}
+	}
 }
 
 func viewTOTP(p *pw, d map[string]any) {
@@ -119,16 +210,32 @@ func viewTOTP(p *pw, d map[string]any) {
 }
 
 func viewSetPassword(p *pw, d map[string]any) {
+	if m := str(d, "Merchant"); m != "" {
+		p.f(`<h1>Invitation</h1><p>For <strong>%s</strong>: join <strong>%s</strong> as %s. This link works once.</p>`, str(d, "Email"), m, str(d, "Role"))
+	} else {
+		p.f(`<h1>Set your password</h1><p>For <strong>%s</strong>. This link works once.</p>`, str(d, "Email"))
+	}
+	if signIn := str(d, "SignIn"); signIn != "" {
+		// A person with a sign-in accepts signed in: no new password.
+		if tok := str(d, "AcceptCSRF"); tok != "" {
+			p.raw(`<form method="post" action="/dashboard/merchants/accept" class="narrow">`)
+			p.csrf(tok)
+			p.f(`<input type="hidden" name="merchant" value="%s"><button type="submit" id="accept">Accept the invitation</button></form>`, str(d, "MerchantID"))
+		} else {
+			p.f(`<p>This address already signs in to the dashboard. <a href="%s" id="sign-in-to-accept">Sign in</a> with your password: the invitation waits on your list of merchants.</p>`, signIn)
+		}
+		return
+	}
 	min := d["Min"].(int)
-	p.f(`<h1>Set your password</h1><p>For <strong>%s</strong>. This link works once.</p>
-<form method="post" action="/dashboard/set-password" class="narrow">
+	p.f(`<form method="post" action="/dashboard/set-password" class="narrow">
 <input type="hidden" name="token" value="%s">
 <input type="hidden" name="username" value="%s" autocomplete="username">
 <label for="password">New password (at least %s characters)</label>
 <input id="password" name="password" type="password" autocomplete="new-password" minlength="%s" required>
 <label for="confirm">Repeat the password</label>
 <input id="confirm" name="confirm" type="password" autocomplete="new-password" minlength="%s" required>
-<button type="submit">Set password</button></form>`, str(d, "Email"), str(d, "Token"), str(d, "Email"), min, min, min)
+<button type="submit">Set password</button></form>
+<p class="hint">One password for every merchant you work for.</p>`, str(d, "Token"), str(d, "Email"), min, min, min)
 }
 
 func viewError(p *pw, d map[string]any) {
@@ -147,7 +254,7 @@ func viewProfile(p *pw, d map[string]any) {
 <section aria-labelledby="h-merchant"><h2 id="h-merchant">Merchant</h2><dl class="facts">
 <dt>Merchant id</dt><dd><code id="merchant-id">%s</code></dd><dt>Name</dt><dd>%s</dd><dt>Mode</dt><dd>%s</dd></dl></section>
 <section aria-labelledby="h-settings"><h2 id="h-settings">Notifications and checkout</h2>
-<form method="post" action="/dashboard/profile" id="settings">`, m.ID, m.Name, mode)
+<form method="post" action="%s" id="settings">`, m.ID, m.Name, mode, p.at("/profile"))
 	p.csrf(csrf)
 	format := str(d, "Format")
 	p.f(`<label for="notifyUrl">Notify URL</label><input id="notifyUrl" name="notifyUrl" type="url" value="%s"%s>
@@ -167,17 +274,32 @@ func viewProfile(p *pw, d map[string]any) {
 
 	viewMethods(p, m)
 
+	now, _ := d["Now"].(time.Time)
 	p.f(`<section aria-labelledby="h-key"><h2 id="h-key">API key</h2><p>Current key: <code id="key-prefix">%s…</code></p>`, m.APIKeyPrefix)
 	if k := str(d, "NewKey"); k != "" {
 		p.f(`<div class="secret" role="status"><p><strong>New API key, shown only now.</strong> Store it in your secret manager.</p>
-<p><code id="new-api-key">%s</code></p>
-<p id="old-key-grace">The old key <code>%s…</code> is refused from now on, except by API instances that used it in the last 30 seconds: they cache keys and accept it until %s at the latest. Switch to the new key now.</p></div>`,
-			k, str(d, "OldPrefix"), when(d["OldKeyUntil"].(time.Time)))
+<p><code id="new-api-key">%s</code></p>`, k)
+		if o, _ := d["Overlap"].(time.Duration); o > 0 {
+			p.f(`<p id="old-key-grace">The old key <code>%s…</code> keeps working until %s (%s): move your servers to the new key before then.</p></div>`,
+				str(d, "OldPrefix"), when(d["OldKeyUntil"].(time.Time)), lifetime(o))
+		} else {
+			p.f(`<p id="old-key-grace">The old key <code>%s…</code> is refused from now on, except by API instances that used it in the last %s: they cache keys and accept it until %s at the latest. Switch to the new key now.</p></div>`,
+				str(d, "OldPrefix"), lifetime(apikey.DefaultTTL), when(d["OldKeyUntil"].(time.Time)))
+		}
+	}
+	if m.PreviousAPIKeyLive(now) {
+		p.f(`<p id="previous-key">Previous key: <code>%s…</code>, works until <span id="previous-key-until">%s</span>.</p>`, m.PrevAPIKeyPrefix, when(m.PrevAPIKeyUntil))
+		if admin {
+			p.f(`<form method="post" action="%s" class="row">`, p.at("/profile/api-key"))
+			p.csrf(csrf)
+			p.raw(`<button type="submit" name="action" value="end-previous" id="end-previous-key" data-confirm="End the previous API key now? Calls with it fail from now on (within 30 seconds where an API instance had just used it).">End the previous key now</button></form>`)
+		}
 	}
 	if admin {
-		p.raw(`<form method="post" action="/dashboard/profile/api-key">`)
+		p.f(`<form method="post" action="%s" class="row">`, p.at("/profile/api-key"))
 		p.csrf(csrf)
-		p.raw(`<button type="submit" id="rotate-key" data-confirm="Rotate the API key? The old key stops working at once (within 30 seconds where it was just used).">Rotate API key</button></form>`)
+		overlapSelect(p, "key-overlap", "The old key keeps working")
+		p.raw(`<button type="submit" id="rotate-key" data-confirm="Rotate the API key? The new key is shown once; the old one works for the time you chose (a previous key still working ends now).">Rotate API key</button></form>`)
 	}
 	p.raw("</section>\n")
 
@@ -185,11 +307,22 @@ func viewProfile(p *pw, d map[string]any) {
 	if sec := str(d, "Secret"); sec != "" {
 		p.f(`<p><code id="webhook-secret">%s</code></p>`, sec)
 	}
+	if _, ok := m.PreviousWebhookSecret(now); ok {
+		p.f(`<p id="previous-secret">The previous secret signs notifications too (a second <code>webhook-signature</code> entry) until <span id="previous-secret-until">%s</span>.</p>`, when(m.PrevSecretUntil))
+		if admin {
+			p.f(`<form method="post" action="%s" class="row">`, p.at("/profile/webhook-secret"))
+			p.csrf(csrf)
+			p.raw(`<button type="submit" name="action" value="end-previous" id="end-previous-secret">Stop signing with the previous secret</button></form>`)
+		}
+	}
 	if admin {
-		p.raw(`<form method="post" action="/dashboard/profile/webhook-secret" class="row">`)
+		p.f(`<form method="post" action="%s" class="row">`, p.at("/profile/webhook-secret"))
 		p.csrf(csrf)
-		p.raw(`<button type="submit" name="action" value="reveal" id="reveal-secret">Reveal</button>
-<button type="submit" name="action" value="rotate" id="rotate-secret" data-confirm="Rotate the webhook secret? Receivers must use the new one at once.">Rotate</button></form>`)
+		p.raw(`<button type="submit" name="action" value="reveal" id="reveal-secret">Reveal</button></form>`)
+		p.f(`<form method="post" action="%s" class="row">`, p.at("/profile/webhook-secret"))
+		p.csrf(csrf)
+		overlapSelect(p, "secret-overlap", "The old secret keeps signing")
+		p.raw(`<button type="submit" name="action" value="rotate" id="rotate-secret" data-confirm="Rotate the webhook secret? Notifications carry a signature with the old one too for the time you chose.">Rotate webhook secret</button></form>`)
 	}
 	p.raw("</section>\n")
 
@@ -216,7 +349,7 @@ func viewProfile(p *pw, d map[string]any) {
 		for _, k := range keys {
 			p.f(`<li><code>%s</code>`, k)
 			if admin {
-				p.raw(` <form method="post" action="/dashboard/profile/sftp" class="inline">`)
+				p.f(` <form method="post" action="%s" class="inline">`, p.at("/profile/sftp"))
 				p.csrf(csrf)
 				p.f(`<input type="hidden" name="action" value="remove-key"><input type="hidden" name="key" value="%s"><button type="submit">Remove</button></form>`, k)
 			}
@@ -225,13 +358,13 @@ func viewProfile(p *pw, d map[string]any) {
 		p.raw("</ul>")
 	}
 	if admin {
-		p.raw(`<form method="post" action="/dashboard/profile/sftp">`)
+		p.f(`<form method="post" action="%s">`, p.at("/profile/sftp"))
 		p.csrf(csrf)
 		p.f(`<input type="hidden" name="action" value="password"><input type="hidden" name="username" value="%s" autocomplete="username">
 <label for="sftp-password">New SFTP password</label>
 <input id="sftp-password" name="password" type="password" autocomplete="new-password" minlength="%s" required>
 <button type="submit" id="set-sftp-password">Set SFTP password</button></form>`, str(d, "SFTPUser"), MinPasswordLen)
-		p.raw(`<form method="post" action="/dashboard/profile/sftp">`)
+		p.f(`<form method="post" action="%s">`, p.at("/profile/sftp"))
 		p.csrf(csrf)
 		p.raw(`<input type="hidden" name="action" value="add-key">
 <label for="sftp-key">Add an SSH public key (authorized_keys line)</label>
@@ -242,9 +375,16 @@ func viewProfile(p *pw, d map[string]any) {
 }
 
 func viewAccount(p *pw, d map[string]any) {
-	u := d["User"].(*User)
+	id := d["Identity"].(*Identity)
 	csrf := str(d, "CSRF")
-	p.f(`<h1>Account</h1><p>%s · role %s</p>`, u.Email, u.Role)
+	p.f(`<h1>Account</h1><p>Signed in as <strong id="account-email">%s</strong>: one password and one second factor for every merchant you work for.</p>`, id.Email)
+	if ms, _ := d["Memberships"].([]*Membership); len(ms) > 0 {
+		p.raw(`<h2>Your merchants</h2><ul id="account-merchants">`)
+		for _, m := range ms {
+			p.f(`<li><a href="%s">%s</a> · %s</li>`, MerchantPath(m.MerchantID, "/overview"), merchantLabel(m), m.Role)
+		}
+		p.raw(`</ul>`)
+	}
 	if m := str(d, "Message"); m != "" {
 		p.f(`<p class="notice" role="status">%s</p>`, m)
 	}
@@ -253,7 +393,7 @@ func viewAccount(p *pw, d map[string]any) {
 		p.f(`<input type="hidden" name="username" value="%s" autocomplete="username">
 <label for="%s-password">Password</label><input id="%s-password" name="password" type="password" autocomplete="current-password" required>
 <label for="%s-current">Code from your current authenticator</label><input id="%s-current" name="current" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>`,
-			u.Email, "off", "off", "off", "off")
+			id.Email, "off", "off", "off", "off")
 	}
 	if flag(d, "TOTPOn") {
 		p.raw(`<p>On. To turn it off or move it to another app, confirm with your password and a current code.</p><form method="post" action="/dashboard/account/totp" class="narrow">`)
@@ -265,13 +405,13 @@ func viewAccount(p *pw, d map[string]any) {
 		p.raw(`<p>Off.</p>`)
 	}
 	p.f(`<p>Add this key to your authenticator app, then enter the code it shows (this form works for %s).</p>
-<p>Key: <code id="totp-secret">%s</code></p><p class="hint">Or open <code class="wrap">%s</code></p>
+<p>Key: <code id="totp-secret">%s</code></p><p class="hint">Or open <code class="wrap" id="totp-uri">%s</code></p>
 <form method="post" action="/dashboard/account/totp" class="narrow">`, lifetime(enrolTTL), str(d, "Secret"), str(d, "URI"))
 	p.csrf(csrf)
 	if flag(d, "TOTPOn") {
 		p.f(`<input type="hidden" name="username" value="%s" autocomplete="username">
 <label for="re-password">Password</label><input id="re-password" name="password" type="password" autocomplete="current-password" required>
-<label for="re-current">Code from your current authenticator</label><input id="re-current" name="current" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>`, u.Email)
+<label for="re-current">Code from your current authenticator</label><input id="re-current" name="current" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>`, id.Email)
 	}
 	p.f(`<input type="hidden" name="sealed" value="%s"><label for="code">Code from the new key</label>
 <input id="code" name="code" inputmode="numeric" pattern="[0-9]{6}" maxlength="6" autocomplete="one-time-code" required>
@@ -279,9 +419,25 @@ func viewAccount(p *pw, d map[string]any) {
 	p.raw("</section>")
 }
 
+// overlapSelect offers a rotation's overlaps (merchant.Overlaps).
+func overlapSelect(p *pw, id, label string) {
+	p.f(`<div><label for="%s">%s</label><select id="%s" name="overlap">`, id, label, id)
+	for _, o := range merchant.Overlaps {
+		v, l := o.String(), "not at all: it stops now"
+		if o == 0 {
+			v = "none"
+		} else {
+			l = "for " + lifetime(o)
+		}
+		p.f(`<option value="%s"%s>%s</option>`, v, attrIf(o == time.Hour, " selected"), l)
+	}
+	p.raw(`</select></div>`)
+}
+
 func viewPayments(p *pw, d map[string]any) {
 	f := d["F"].(map[string]string)
-	p.raw(`<h1>Payments</h1><form method="get" action="/dashboard/payments" class="filters">
+	p.f(`<h1>Payments</h1><form method="get" action="%s" class="filters">`, p.at("/payments"))
+	p.raw(`
 <div><label for="status">Status</label><select id="status" name="status"><option value="">any</option>`)
 	for _, o := range []struct{ v, l string }{{"1", "paid"}, {"2", "unpaid"}, {"3", "cancelled"}} {
 		if f["status"] == o.v {
@@ -301,15 +457,15 @@ func viewPayments(p *pw, d map[string]any) {
 		f["from"], f["to"], f["ref"], str(d, "Export"))
 	rows := d["Rows"].([]paymentRow)
 	for _, r := range rows {
-		p.f(`<tr><td><a href="/dashboard/payments/%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-			r.ID, r.ID, when(r.CreatedAt), money(r.Amount, r.Unit), r.ReferenceID, r.StatusName, lastResult(r))
+		p.f(`<tr><td><a href="%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+			p.at("/payments/"+strconv.FormatInt(r.ID, 10)), r.ID, when(r.CreatedAt), money(r.Amount, r.Unit), r.ReferenceID, r.StatusName, lastResult(r))
 	}
 	if len(rows) == 0 {
 		p.raw(`<tr><td colspan="6">No payment requests match.</td></tr>`)
 	}
 	p.raw(`</tbody></table></div><p class="row">`)
 	if flag(d, "First") {
-		p.raw(`<a href="/dashboard/payments">First page</a> `)
+		p.f(`<a href="%s">First page</a> `, p.at("/payments"))
 	}
 	if n := str(d, "Next"); n != "" {
 		p.f(`<a href="%s" id="next-page">Next page</a>`, n)
@@ -345,7 +501,7 @@ func viewPayment(p *pw, d map[string]any) {
 		case t.RefundInfo != "":
 			p.f(`<span class="refund-status">%s</span>`, t.RefundInfo)
 		case t.Refundable && flag(d, "Admin"):
-			p.f(`<a href="/dashboard/payments/%s/refund?tx=%s" class="refund-link">Refund…</a>`, r.ID, t.ID)
+			p.f(`<a href="%s" class="refund-link">Refund…</a>`, p.at(fmt.Sprintf("/payments/%d/refund?tx=%d", r.ID, t.ID)))
 		}
 		p.f(`</td><td><code>%s</code><br><span class="hint">%s</span></td></tr>`, t.ID, t.Number)
 		if t.After != nil && t.After.Dispute != nil {
@@ -381,22 +537,22 @@ func viewPayment(p *pw, d map[string]any) {
 	}
 	p.raw("</tbody></table></div>")
 	if flag(d, "Notifiable") {
-		p.f(`<form method="post" action="/dashboard/payments/%s/redeliver">`, r.ID)
+		p.f(`<form method="post" action="%s">`, p.at(fmt.Sprintf("/payments/%d/redeliver", r.ID)))
 		p.csrf(str(d, "CSRF"))
 		p.raw(`<button type="submit" id="redeliver">Send the notification again</button></form>`)
 	}
-	p.raw(`<p><a href="/dashboard/payments">All payments</a></p>`)
+	p.f(`<p><a href="%s">All payments</a></p>`, p.at("/payments"))
 }
 
 func viewRefund(p *pw, d map[string]any) {
 	r := d["P"].(*payment.Request)
 	t := d["T"].(*payment.Transaction)
 	p.f(`<h1>Refund transaction %s</h1><p>Payment request %s: refund <strong>%s</strong> to the payer. This cannot be undone.</p>
-<form method="post" action="/dashboard/payments/%s/refund" class="narrow">`, t.ID, r.ID, money(t.Amount, t.Unit), r.ID)
+<form method="post" action="%s" class="narrow">`, t.ID, r.ID, money(t.Amount, t.Unit), p.at(fmt.Sprintf("/payments/%d/refund", r.ID)))
 	p.csrf(str(d, "CSRF"))
 	p.f(`<input type="hidden" name="tx" value="%s">
 <label class="inline"><input type="checkbox" name="confirm" value="yes" id="confirm" required> I want to refund %s</label>
-<button type="submit" id="do-refund">Refund</button></form><p><a href="/dashboard/payments/%s">Cancel</a></p>`, t.ID, money(t.Amount, t.Unit), r.ID)
+<button type="submit" id="do-refund">Refund</button></form><p><a href="%s">Cancel</a></p>`, t.ID, money(t.Amount, t.Unit), p.at(fmt.Sprintf("/payments/%d", r.ID)))
 }
 
 func viewBatches(p *pw, d map[string]any) {
@@ -415,7 +571,7 @@ func viewBatches(p *pw, d map[string]any) {
 			b.File, b.File, when(b.ReceivedAt), b.State, batchProgress(b), count(int64(b.Rows)), count(int64(b.Approved)), count(int64(b.Declined)),
 			count(int64(b.Pending)), count(int64(b.Rejected)), count(int64(b.Duplicate)))
 		if b.ResultKey != "" {
-			p.f(`<a href="/dashboard/batches/result?file=%s">%s</a>`, url.QueryEscape(b.ResultKey), b.ResultKey)
+			p.f(`<a href="%s">%s</a>`, p.at("/batches/result?file="+url.QueryEscape(b.ResultKey)), b.ResultKey)
 		}
 		p.raw("</td></tr>")
 	}
@@ -447,23 +603,34 @@ func viewUsers(p *pw, d map[string]any) {
 	p.raw(`<h1>Users</h1>`)
 	if l := str(d, "Link"); l != "" {
 		until, _ := d["LinkUntil"].(time.Time)
-		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the user</strong>. It works once, until <span id="invite-until">%s</span> (%s); a newer link for the same user voids it.</p>
+		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the person</strong>. It works once, until <span id="invite-until">%s</span> (%s); a newer invitation of the same address voids it. A person who already signs in to the dashboard accepts it signed in, with no new password.</p>
 <p><code id="invite-link" class="wrap">%s</code></p></div>`, when(until), lifetime(InviteTTL), l)
 	}
+	now, _ := d["Now"].(time.Time)
+	csrf := str(d, "CSRF")
 	p.raw(`<ul id="users">`)
-	for _, u := range d["Users"].([]*User) {
-		other := map[string]string{RoleAdmin: RoleMember, RoleMember: RoleAdmin}[u.Role]
-		p.f(`<li><span class="user">%s (%s)</span> <form method="post" action="/dashboard/users/role" class="inline">`, u.Email, u.Role)
-		p.csrf(str(d, "CSRF"))
+	for _, m := range d["Members"].([]*Membership) {
+		state := ""
+		switch {
+		case m.State == StateInvited && m.Pending(now):
+			state = ", invited until " + when(m.InviteExpires)
+		case m.State == StateInvited:
+			state = ", invitation lapsed"
+		case m.State == StateUnproven:
+			state = ", awaiting the password this merchant knew (or a new invitation)"
+		}
+		other := map[string]string{RoleAdmin: RoleMember, RoleMember: RoleAdmin}[m.Role]
+		p.f(`<li data-state="%s"><span class="user">%s (%s%s)</span> <form method="post" action="%s" class="inline">`, m.State, m.Email, m.Role, state, p.at("/users/role"))
+		p.csrf(csrf)
 		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" name="role" value="%s" aria-label="Make %s: %s">Make %s</button></form>`,
-			u.Email, other, other, u.Email, other)
-		p.raw(` <form method="post" action="/dashboard/users/remove" class="inline">`)
-		p.csrf(str(d, "CSRF"))
-		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" aria-label="Remove: %s" data-confirm="Remove %s? The user is signed out at once.">Remove</button></form></li>`,
-			u.Email, u.Email, u.Email)
+			m.Email, other, other, m.Email, other)
+		p.f(` <form method="post" action="%s" class="inline">`, p.at("/users/remove"))
+		p.csrf(csrf)
+		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" aria-label="Remove: %s" data-confirm="Remove %s from this merchant? Their access to it ends at once; their other merchants are not affected.">Remove</button></form></li>`,
+			m.Email, m.Email, m.Email)
 	}
-	p.raw(`</ul><h2>Invite a user</h2><form method="post" action="/dashboard/users" class="narrow">`)
-	p.csrf(str(d, "CSRF"))
+	p.f(`</ul><h2>Invite a person</h2><form method="post" action="%s" class="narrow">`, p.at("/users"))
+	p.csrf(csrf)
 	p.raw(`<label for="email">E-mail</label><input id="email" name="email" type="email" required>
 <label for="role">Role</label><select id="role" name="role"><option value="member">member (read, redeliver)</option><option value="admin">admin (settings, keys, users, refunds)</option></select>
 <button type="submit" id="invite">Create link</button></form>`)

@@ -9,8 +9,8 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 )
 
-func overviewURL(period, unit string) string {
-	return "/dashboard/overview?" + url.Values{"period": {period}, "unit": {unit}}.Encode()
+func overviewURL(p *pw, period, unit string) string {
+	return p.at("/overview?" + url.Values{"period": {period}, "unit": {unit}}.Encode())
 }
 
 // count is a whole number the page's script shows in the viewer's locale.
@@ -32,12 +32,12 @@ func viewOverview(p *pw, d map[string]any) {
 	p.raw(`<h1>Overview</h1><nav aria-label="Period" class="periods"><ul>`)
 	for _, pr := range periods {
 		if pr.key == o.Period {
-			p.f(`<li><a href="%s" aria-current="true">%s</a></li>`, overviewURL(pr.key, o.Unit), pr.label)
+			p.f(`<li><a href="%s" aria-current="true">%s</a></li>`, overviewURL(p, pr.key, o.Unit), pr.label)
 		} else {
-			p.f(`<li><a href="%s">%s</a></li>`, overviewURL(pr.key, o.Unit), pr.label)
+			p.f(`<li><a href="%s">%s</a></li>`, overviewURL(p, pr.key, o.Unit), pr.label)
 		}
 	}
-	p.raw(`</ul></nav><form method="get" action="/dashboard/overview" class="filters">`)
+	p.f(`</ul></nav><form method="get" action="%s" class="filters">`, p.at("/overview"))
 	p.f(`<input type="hidden" name="period" value="%s"><div><label for="unit">Currency</label><select id="unit" name="unit">`, o.Period)
 	for _, u := range o.Units {
 		p.f(`<option value="%s"%s>%s</option>`, u, attrIf(u == o.Unit, " selected"), u)
@@ -112,7 +112,7 @@ func viewOverview(p *pw, d map[string]any) {
 	if len(o.Running) > 0 {
 		p.raw(`<ul id="running-batches">`)
 		for _, b := range o.Running {
-			p.f(`<li><a href="/dashboard/batches">%s</a>: %s %s</li>`, b.File, b.State, batchProgress(b))
+			p.f(`<li><a href="%s">%s</a>: %s %s</li>`, p.at("/batches"), b.File, b.State, batchProgress(b))
 		}
 		p.raw(`</ul>`)
 	}

@@ -18,13 +18,14 @@ import (
 // SeedDashboardUser is the dashboard admin every local stack starts with.
 type SeedDashboardUser struct {
 	URL        string `json:"url"`
-	MerchantID string `json:"merchantId"` // the sign-in form asks for it
+	MerchantID string `json:"merchantId"` // the merchant the admin works for
 	Email      string `json:"email"`
 	Password   string `json:"password"`
 }
 
-// seedDashboardUser creates the sandbox merchant's dashboard admin with the
-// password saved in path (stable across restarts), or a new one.
+// seedDashboardUser creates the sandbox merchant's dashboard admin (an
+// identity with an active admin membership) with the password saved in
+// path (stable across restarts), or a new one.
 func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, merchantID string) (SeedDashboardUser, error) {
 	var seed SeedDashboardUser
 	if b, err := os.ReadFile(path); err == nil {
@@ -36,9 +37,9 @@ func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, 
 		seed = SeedDashboardUser{Email: "admin@sandbox.example", Password: NewSFTPPassword()}
 	}
 	seed.URL, seed.MerchantID = apiBase+"/dashboard", merchantID
-	// A state directory from before per-merchant users holds them under the
-	// old key: move them first (idempotent).
-	if _, err := store.MigrateDashboardUsers(ctx); err != nil {
+	// A state directory from before identities holds users per merchant:
+	// they become identities and memberships first (safe to run again).
+	if _, err := store.MigrateDashboardUsers(ctx, time.Now().UTC()); err != nil {
 		return seed, err
 	}
 	hash, err := sftpauth.HashPassword(seed.Password)
@@ -46,9 +47,18 @@ func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, 
 		return seed, err
 	}
 	now := time.Now().UTC()
-	u := &dashboard.User{Email: seed.Email, MerchantID: merchantID, Role: dashboard.RoleAdmin, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}
-	if err := store.CreateDashboardUser(ctx, u); err != nil && !errkind.Is(err, errkind.Exists) {
-		return seed, fmt.Errorf("seed dashboard user: %w", err)
+	id := &dashboard.Identity{Email: seed.Email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}
+	if err := store.CreateIdentity(ctx, id); err != nil && !errkind.Is(err, errkind.Exists) {
+		return seed, fmt.Errorf("seed dashboard identity: %w", err)
+	}
+	name := ""
+	if m, err := store.Merchant(ctx, merchantID); err == nil {
+		name = m.Name
+	}
+	m := &dashboard.Membership{Email: seed.Email, MerchantID: merchantID, MerchantName: name, Role: dashboard.RoleAdmin,
+		State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}
+	if err := store.SaveMemberships(ctx, nil, m); err != nil && !errkind.Is(err, errkind.Conflict) {
+		return seed, fmt.Errorf("seed dashboard membership: %w", err)
 	}
 	b, _ := json.MarshalIndent(seed, "", "  ")
 	return seed, os.WriteFile(path, b, 0o600)

@@ -19,222 +19,38 @@ import (
 
 // The merchant dashboard's records, all in the operations table:
 //
-//	pk "dashmuser#<merchantId>"  sk "<email>"    a user: an identity per merchant and address
-//	pk "dashsess#<sha256(id)>"   sk "session"    a session, expiresAt = TTL
-//	pk "dashinvite#<sha256(t)>"  sk "invite"     a set-password link, expiresAt = TTL
-//	pk "dashaudit#<merchantId>"  sk "<time>#<r>" the merchant's audit log
-//	pk "dashlock#<merchantId>"   sk "users"      lease serialising role changes and removals
+//	pk "dashid#<email>"           sk "identity"       a person: password, second factor (identities.go)
+//	pk "dashid#<email>"           sk "m#<merchantId>" the person's membership of a merchant (authoritative)
+//	pk "dashroster#<merchantId>"  sk "<email>"        the merchant's copy of it (its member list)
+//	pk "dashsess#<sha256(id)>"    sk "session"        a session, expiresAt = TTL
+//	pk "dashinvite#<sha256(t)>"   sk "invite"         an invitation or password link, expiresAt = TTL
+//	pk "dashaudit#<merchantId>"   sk "<time>#<r>"     the merchant's audit log
+//	pk "dashlock#<merchantId>"    sk "users"          lease serialising role changes and removals
 //
-// Until 2026-11 a user was keyed by address alone (pk "dashuser#<email>",
-// sk "user", one merchant per address, with an index item pk
-// "dashusers#<merchantId>" sk "<email>"); MigrateDashboardUsers moves such
-// users to the per-merchant key.
+// Users stored before identities — per merchant (pk "dashmuser#<merchantId>",
+// sk "<email>"), or earlier per address (pk "dashuser#<email>", sk "user",
+// with an index item pk "dashusers#<merchantId>") — become memberships of
+// one identity per address through MigrateDashboardUsers.
 //
 // Payment requests are listed per merchant through the payment requests
 // table's byMerchantCreated index (merchantId, createdAt).
 const (
-	dashUserPrefix    = "dashmuser#"
-	legacyUserPrefix  = "dashuser#"
-	legacyUsersPrefix = "dashusers#"
-	dashSessionPrefix = "dashsess#"
-	dashInvitePrefix  = "dashinvite#"
-	dashAuditPrefix   = "dashaudit#"
-	dashLockPrefix    = "dashlock#"
+	dashIdentityPrefix = "dashid#"
+	dashRosterPrefix   = "dashroster#"
+	legacyMUserPrefix  = "dashmuser#"
+	legacyUserPrefix   = "dashuser#"
+	legacyUsersPrefix  = "dashusers#"
+	dashSessionPrefix  = "dashsess#"
+	dashInvitePrefix   = "dashinvite#"
+	dashAuditPrefix    = "dashaudit#"
+	dashLockPrefix     = "dashlock#"
 	// MerchantCreatedIndex lists a merchant's payment requests by creation time.
 	MerchantCreatedIndex = "byMerchantCreated"
 	auditRetention       = 400 * 24 * time.Hour
 )
 
-type dashUserRecord struct {
-	PK           string    `dynamodbav:"pk"`
-	SK           string    `dynamodbav:"sk"`
-	Email        string    `dynamodbav:"email"`
-	MerchantID   string    `dynamodbav:"merchantId"`
-	Role         string    `dynamodbav:"role"`
-	PasswordHash string    `dynamodbav:"passwordHash,omitempty"`
-	SealedTOTP   string    `dynamodbav:"sealedTotp,omitempty"`
-	TOTPStep     uint64    `dynamodbav:"totpStep,omitempty"`
-	CredVersion  int64     `dynamodbav:"credVersion,omitempty"`
-	InviteHash   string    `dynamodbav:"inviteHash,omitempty"`
-	CreatedAt    time.Time `dynamodbav:"createdAt"`
-	UpdatedAt    time.Time `dynamodbav:"updatedAt"`
-	Version      int64     `dynamodbav:"version"`
-}
-
 func dashKey(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(pk), "sk": strAV(sk)}
-}
-
-func userRecord(u *dashuser.User, version int64) dashUserRecord {
-	return dashUserRecord{PK: dashUserPrefix + u.MerchantID, SK: u.Email, Email: u.Email, MerchantID: u.MerchantID, Role: u.Role,
-		PasswordHash: u.PasswordHash, SealedTOTP: u.SealedTOTP, TOTPStep: u.TOTPStep,
-		CredVersion: u.CredVersion, InviteHash: u.InviteHash, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC(), Version: version}
-}
-
-func userOf(r *dashUserRecord) *dashuser.User {
-	return &dashuser.User{Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, PasswordHash: r.PasswordHash,
-		SealedTOTP: r.SealedTOTP, TOTPStep: r.TOTPStep,
-		CredVersion: r.CredVersion, InviteHash: r.InviteHash, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version}
-}
-
-// CreateDashboardUser stores a new user of u.MerchantID; Exists when the
-// merchant has a user of the address (guard: attribute_not_exists(pk)).
-// Other merchants' users are never read: an address may be a user of
-// several merchants, each a separate identity.
-func (s *Store) CreateDashboardUser(ctx context.Context, u *dashuser.User) error {
-	u.Version = 1
-	item, err := attributevalue.MarshalMap(userRecord(u, 1))
-	if err != nil {
-		return fmt.Errorf("marshal dashboard user: %w", err)
-	}
-	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "dashboard user")
-}
-
-// DashboardUser loads merchantID's user of an e-mail address.
-func (s *Store) DashboardUser(ctx context.Context, merchantID, email string) (*dashuser.User, error) {
-	if merchantID == "" || email == "" {
-		return nil, notFound()
-	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+merchantID, email),
-		ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, fmt.Errorf("get dashboard user: %w", err)
-	}
-	if out.Item == nil {
-		return nil, notFound()
-	}
-	var r dashUserRecord
-	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
-		return nil, fmt.Errorf("unmarshal dashboard user: %w", err)
-	}
-	return userOf(&r), nil
-}
-
-// UpdateDashboardUser replaces a user if its version is still the one read
-// (guard: attribute_exists(pk) AND version = :read); Conflict otherwise
-// (two sign-ins racing on the failure counter, a password set racing a new
-// link). Every change of a user goes through it.
-func (s *Store) UpdateDashboardUser(ctx context.Context, u *dashuser.User) error {
-	prev := u.Version
-	item, err := attributevalue.MarshalMap(userRecord(u, prev+1))
-	if err != nil {
-		return fmt.Errorf("marshal dashboard user: %w", err)
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item,
-		ConditionExpression:       aws.String("attribute_exists(pk) AND version = :v"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": numberAV(prev)}})
-	if isConditionFailed(err) {
-		return conflict(err)
-	}
-	if err != nil {
-		return fmt.Errorf("update dashboard user: %w", err)
-	}
-	u.Version = prev + 1
-	return nil
-}
-
-// DashboardUsers lists a merchant's users, by address.
-func (s *Store) DashboardUsers(ctx context.Context, merchantID string) ([]*dashuser.User, error) {
-	var users []*dashuser.User
-	p := dynamodb.NewQueryPaginator(s.queryAPI(), &dynamodb.QueryInput{TableName: &s.t.Operations, ConsistentRead: aws.Bool(true),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(dashUserPrefix + merchantID)}})
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("query dashboard users: %w", err)
-		}
-		for _, it := range out.Items {
-			var r dashUserRecord
-			if err := attributevalue.UnmarshalMap(it, &r); err != nil {
-				return nil, err
-			}
-			users = append(users, userOf(&r))
-		}
-	}
-	return users, nil
-}
-
-// DeleteDashboardUser removes a user if its version is still the one read
-// (guard: attribute_exists(pk) AND version = :read; Conflict otherwise).
-func (s *Store) DeleteDashboardUser(ctx context.Context, u *dashuser.User) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: dashKey(dashUserPrefix+u.MerchantID, u.Email),
-		ConditionExpression:                 aws.String("attribute_exists(pk) AND version = :v"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": numberAV(u.Version)},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
-	if alreadyGone(err) {
-		return nil // this call's own delete, retried after its answer was lost (or another admin's)
-	}
-	if isConditionFailed(err) {
-		return conflict(err)
-	}
-	if err != nil {
-		return fmt.Errorf("delete dashboard user: %w", err)
-	}
-	return nil
-}
-
-// MigrateDashboardUsers moves users stored under the address-only key
-// (before per-merchant identities) to their merchant's key, keeping every
-// field (password, second factor, counters, CreatedAt, so their sessions
-// stay valid) and removing the old item and its index item. Each move is
-// one transaction: put the new item (guard: attribute_not_exists(pk)) and
-// delete the old one (guard: version unchanged since the scan). A user
-// already at the new key keeps it and the old item is dropped. It is
-// idempotent: run it again after a failure; it returns how many it moved.
-func (s *Store) MigrateDashboardUsers(ctx context.Context) (int, error) {
-	var legacy []dashUserRecord
-	err := s.consistentScan(ctx, s.t.Operations, "begins_with(pk, :p) AND sk = :u",
-		map[string]types.AttributeValue{":p": strAV(legacyUserPrefix), ":u": strAV("user")}, func(item map[string]types.AttributeValue) error {
-			var r dashUserRecord
-			if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-				return fmt.Errorf("unmarshal legacy dashboard user: %w", err)
-			}
-			legacy = append(legacy, r)
-			return nil
-		})
-	if err != nil {
-		return 0, err
-	}
-	moved := 0
-	for _, r := range legacy {
-		u := userOf(&r)
-		item, err := attributevalue.MarshalMap(userRecord(u, r.Version))
-		if err != nil {
-			return moved, fmt.Errorf("marshal dashboard user: %w", err)
-		}
-		oldKey := dashKey(r.PK, "user")
-		guard := map[string]types.AttributeValue{":v": numberAV(r.Version)}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Put: &types.Put{TableName: &s.t.Operations, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
-			{Delete: &types.Delete{TableName: &s.t.Operations, Key: oldKey, ConditionExpression: aws.String("version = :v"),
-				ExpressionAttributeValues: guard}},
-		}})
-		if failed, ok := cancelled(err); ok {
-			if len(failed) == 2 && failed[0] && !failed[1] {
-				// Already at the new key (a user created there since): the
-				// old item is a stale copy.
-				_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations, Key: oldKey,
-					ConditionExpression: aws.String("version = :v"), ExpressionAttributeValues: guard})
-				if isConditionFailed(err) {
-					err = nil // changed meanwhile: the next run moves it
-				}
-			} else {
-				err = nil // the old item changed meanwhile (a sign-in): the next run moves it
-				continue
-			}
-		} else if err == nil {
-			moved++
-		}
-		if err != nil {
-			return moved, fmt.Errorf("migrate dashboard user: %w", err)
-		}
-		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Operations,
-			Key: dashKey(legacyUsersPrefix+r.MerchantID, r.Email)}); err != nil {
-			return moved, fmt.Errorf("delete legacy dashboard user index: %w", err)
-		}
-	}
-	return moved, nil
 }
 
 // LockUsers takes the merchant's user-change lease for owner until until
@@ -273,8 +89,7 @@ type dashSessionRecord struct {
 	PK          string    `dynamodbav:"pk"`
 	SK          string    `dynamodbav:"sk"`
 	Email       string    `dynamodbav:"email"`
-	MerchantID  string    `dynamodbav:"merchantId"`
-	Role        string    `dynamodbav:"role"`
+	MerchantID  string    `dynamodbav:"merchantId,omitempty"` // the merchant last chosen
 	CSRF        string    `dynamodbav:"csrf"`
 	TOTPPending bool      `dynamodbav:"totpPending,omitempty"`
 	UserSince   time.Time `dynamodbav:"userSince"`
@@ -288,7 +103,7 @@ type dashSessionRecord struct {
 // PutSession creates a session; Exists on an id collision (never in practice).
 func (s *Store) PutSession(ctx context.Context, ss *dashuser.Session) error {
 	item, err := attributevalue.MarshalMap(dashSessionRecord{PK: dashSessionPrefix + ss.IDHash, SK: "session", Email: ss.Email,
-		MerchantID: ss.MerchantID, Role: ss.Role, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, UserSince: ss.UserSince.UTC(), CredVersion: ss.CredVersion, CreatedAt: ss.CreatedAt.UTC(),
+		MerchantID: ss.MerchantID, CSRF: ss.CSRF, TOTPPending: ss.TOTPPending, UserSince: ss.UserSince.UTC(), CredVersion: ss.CredVersion, CreatedAt: ss.CreatedAt.UTC(),
 		LastSeenMs: ss.LastSeen.UnixMilli(), Expires: ss.ExpiresAt.UTC(), ExpiresAt: ss.ExpiresAt.Unix()})
 	if err != nil {
 		return fmt.Errorf("marshal session: %w", err)
@@ -318,8 +133,21 @@ func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (*das
 	if r.LastSeenMs > 0 {
 		seen = time.UnixMilli(r.LastSeenMs).UTC()
 	}
-	return &dashuser.Session{IDHash: idHash, Email: r.Email, MerchantID: r.MerchantID, Role: r.Role, CSRF: r.CSRF,
+	return &dashuser.Session{IDHash: idHash, Email: r.Email, MerchantID: r.MerchantID, CSRF: r.CSRF,
 		TOTPPending: r.TOTPPending, UserSince: r.UserSince, CredVersion: r.CredVersion, CreatedAt: r.CreatedAt, LastSeen: seen, ExpiresAt: r.Expires}, nil
+}
+
+// SetSessionMerchant records the merchant a live session last chose (the
+// switcher); it never recreates a deleted session (absent is not an error).
+func (s *Store) SetSessionMerchant(ctx context.Context, idHash, merchantID string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &s.t.Operations, Key: dashKey(dashSessionPrefix+idHash, "session"),
+		UpdateExpression:          aws.String("SET merchantId = :m"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":m": strAV(merchantID)}})
+	if err != nil && !isConditionFailed(err) {
+		return fmt.Errorf("set session merchant: %w", err)
+	}
+	return nil
 }
 
 // TouchSession records that a session was used at at. It never recreates a
@@ -345,10 +173,13 @@ func (s *Store) DeleteSession(ctx context.Context, idHash string) error {
 	return nil
 }
 
-// PutInvite stores a set-password link.
+// PutInvite stores a one-time link (an invitation or a password reset).
 func (s *Store) PutInvite(ctx context.Context, inv *dashuser.Invite) error {
 	item := dashKey(dashInvitePrefix+inv.TokenHash, "invite")
-	item["email"], item["merchantId"], item["createdBy"] = strAV(inv.Email), strAV(inv.MerchantID), strAV(inv.CreatedBy)
+	item["kind"], item["email"], item["createdBy"] = strAV(inv.Kind), strAV(inv.Email), strAV(inv.CreatedBy)
+	if inv.MerchantID != "" {
+		item["merchantId"], item["role"] = strAV(inv.MerchantID), strAV(inv.Role)
+	}
 	item["expiresAt"] = numberAV(inv.ExpiresAt.Unix())
 	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "invite")
 }
@@ -391,8 +222,10 @@ func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.T
 		return nil, notFound()
 	}
 	var r struct {
+		Kind       string `dynamodbav:"kind"`
 		Email      string `dynamodbav:"email"`
 		MerchantID string `dynamodbav:"merchantId"`
+		Role       string `dynamodbav:"role"`
 		CreatedBy  string `dynamodbav:"createdBy"`
 		ExpiresAt  int64  `dynamodbav:"expiresAt"`
 	}
@@ -403,7 +236,11 @@ func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.T
 	if !now.Before(exp) {
 		return nil, notFound()
 	}
-	return &dashuser.Invite{TokenHash: tokenHash, Email: r.Email, MerchantID: r.MerchantID, CreatedBy: r.CreatedBy, ExpiresAt: exp}, nil
+	if r.Kind == "" { // a link of a per-merchant user, before identities
+		r.Kind = dashuser.LinkInvite
+	}
+	return &dashuser.Invite{TokenHash: tokenHash, Kind: r.Kind, Email: r.Email, MerchantID: r.MerchantID, Role: r.Role,
+		CreatedBy: r.CreatedBy, ExpiresAt: exp}, nil
 }
 
 // AppendAudit records a change to a merchant's settings, keys or users.
@@ -439,6 +276,9 @@ func (s *Store) AuditEntries(ctx context.Context, merchantID string, limit int32
 	return entries, nil
 }
 
+// PaymentQuery selects a merchant's payment requests, newest first.
+type PaymentQuery = payment.Query
+
 type pageCursor struct {
 	CreatedAt string `json:"c"`
 	ID        string `json:"i"`
@@ -448,7 +288,7 @@ type pageCursor struct {
 // byMerchantCreated index, newest first. The cursor carries only the last
 // item's time and id: the merchant half of the start key is always the
 // caller's, so a forged cursor cannot reach another merchant's partition.
-func (s *Store) PaymentRequestsOf(ctx context.Context, q payment.Query) ([]*payment.Request, string, error) {
+func (s *Store) PaymentRequestsOf(ctx context.Context, q PaymentQuery) ([]*payment.Request, string, error) {
 	cond := "merchantId = :m"
 	vals := map[string]types.AttributeValue{":m": strAV(q.MerchantID)}
 	names := map[string]string{}

@@ -181,14 +181,3 @@ func parenthesized(cond string) string {
 	}
 	return "(" + cond + ")"
 }
-
-// alreadyGone reports whether a conditional DeleteItem (sent with
-// ReturnValuesOnConditionCheckFailure ALL_OLD) failed because the item no
-// longer exists: for a delete whose purpose is that the item be gone, the
-// call's own earlier attempt (its answer lost) or another deleter did it.
-// Deletes that must tell one winner (a single-use link) are conditional
-// updates instead.
-func alreadyGone(err error) bool {
-	var cf *types.ConditionalCheckFailedException
-	return errors.As(err, &cf) && len(cf.Item) == 0
-}

@@ -60,7 +60,7 @@ func TestLostAnswerFaultIsReal(t *testing.T) {
 }
 
 // TestLostAnswerCreateIsItsOwnEcho: a create whose answer was lost succeeds
-// (not ErrExists) and exists once.
+// (not Exists) and exists once.
 func TestLostAnswerCreateIsItsOwnEcho(t *testing.T) {
 	s, _, _, _ := newStore(t)
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func TestLostAnswerCreateIsItsOwnEcho(t *testing.T) {
 		// Another create of the same id is still refused: only the call's
 		// own echo is recognised.
 		if err := s.CreatePaymentRequest(ctx, r); !errkind.Is(err, errkind.Exists) {
-			t.Fatalf("second create of one id: %v, want ErrExists", err)
+			t.Fatalf("second create of one id: %v, want Exists", err)
 		}
 	}
 }
@@ -132,7 +132,7 @@ func TestLostAnswerClaimIsItsOwn(t *testing.T) {
 	// Another request's claim of the same key is refused and sees the holder.
 	held, err = s.ClaimIdempotencyKey(context.Background(), newClaim(mer, "k1", "tok-2", now), now)
 	if !errkind.Is(err, errkind.Conflict) || held == nil || held.Token != "tok-1" {
-		t.Fatalf("second claim: held %+v, %v; want ErrConflict with the first holder", held, err)
+		t.Fatalf("second claim: held %+v, %v; want Conflict with the first holder", held, err)
 	}
 }
 

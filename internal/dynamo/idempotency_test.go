@@ -34,7 +34,7 @@ func TestIdempotencyRecordLifecycle(t *testing.T) {
 	}
 	// Taken: in progress with a running lease.
 	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, key, "t2", idemT0), idemT0.Add(59*time.Second)); !errkind.Is(err, errkind.Conflict) {
-		t.Fatalf("second claim: %v, want ErrConflict", err)
+		t.Fatalf("second claim: %v, want Conflict", err)
 	}
 	rec, err := s.IdempotencyRecord(ctx, mid, key)
 	if err != nil {
@@ -124,7 +124,7 @@ func TestIdempotencyLeaseTakeover(t *testing.T) {
 	}
 	at := idemT0.Add(time.Minute) // the lease ends
 	if _, err := s.ClaimIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), at); !errkind.Is(err, errkind.Conflict) {
-		t.Fatalf("a fresh claim over a lapsed one: %v (want ErrConflict: a takeover keeps the nonce)", err)
+		t.Fatalf("a fresh claim over a lapsed one: %v (want Conflict: a takeover keeps the nonce)", err)
 	}
 	held, _ := s.IdempotencyRecord(ctx, mid, "k")
 	if err := s.TakeOverIdempotencyKey(ctx, newClaim(mid, "k", "alive", at), held, at); err != nil {

@@ -33,6 +33,11 @@ type merchantRecord struct {
 	APIKeyPrefix       string    `dynamodbav:"apiKeyPrefix"`
 	SealedAPIKey       string    `dynamodbav:"sealedApiKey"`
 	SealedSecret       string    `dynamodbav:"sealedSecret,omitempty"`
+	PrevAPIKeyHash     string    `dynamodbav:"prevApiKeyHash,omitempty"`
+	PrevAPIKeyPrefix   string    `dynamodbav:"prevApiKeyPrefix,omitempty"`
+	PrevAPIKeyUntilMs  int64     `dynamodbav:"prevApiKeyUntilMs,omitempty"`
+	SealedPrevSecret   string    `dynamodbav:"sealedPrevSecret,omitempty"`
+	PrevSecretUntilMs  int64     `dynamodbav:"prevSecretUntilMs,omitempty"`
 	CreatedAt          time.Time `dynamodbav:"createdAt"`
 	UpdatedAt          time.Time `dynamodbav:"updatedAt"`
 	Version            int64     `dynamodbav:"version"`
@@ -48,8 +53,24 @@ func toMerchantRecord(m *merchant.Merchant) (merchantRecord, error) {
 		FailureURL: m.FailureURL, AllowedOrigins: m.AllowedOrigins, Methods: m.Methods, Limits: string(limits),
 		RateLimitPerMinute: m.RateLimitPerMinute, NotificationFormat: m.NotificationFormat,
 		APIKeyHash: m.APIKeyHash, APIKeyPrefix: m.APIKeyPrefix, SealedAPIKey: m.SealedAPIKey, SealedSecret: m.SealedSecret,
+		PrevAPIKeyHash: m.PrevAPIKeyHash, PrevAPIKeyPrefix: m.PrevAPIKeyPrefix, PrevAPIKeyUntilMs: unixMs(m.PrevAPIKeyUntil),
+		SealedPrevSecret: m.SealedPrevSecret, PrevSecretUntilMs: unixMs(m.PrevSecretUntil),
 		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(), Version: m.Version,
 	}, nil
+}
+
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromUnixMs(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 func (r merchantRecord) merchant() (*merchant.Merchant, error) {
@@ -58,6 +79,8 @@ func (r merchantRecord) merchant() (*merchant.Merchant, error) {
 		FailureURL: r.FailureURL, AllowedOrigins: r.AllowedOrigins, Methods: r.Methods,
 		RateLimitPerMinute: r.RateLimitPerMinute, NotificationFormat: r.NotificationFormat,
 		APIKeyHash: r.APIKeyHash, APIKeyPrefix: r.APIKeyPrefix, SealedAPIKey: r.SealedAPIKey, SealedSecret: r.SealedSecret,
+		PrevAPIKeyHash: r.PrevAPIKeyHash, PrevAPIKeyPrefix: r.PrevAPIKeyPrefix, PrevAPIKeyUntil: fromUnixMs(r.PrevAPIKeyUntilMs),
+		SealedPrevSecret: r.SealedPrevSecret, PrevSecretUntil: fromUnixMs(r.PrevSecretUntilMs),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version,
 	}
 	if r.Limits != "" {
@@ -132,7 +155,10 @@ func (s *Store) Merchant(ctx context.Context, id string) (*merchant.Merchant, er
 	return rec.merchant()
 }
 
-// MerchantByAPIKeyHash finds the merchant owning a key hash (one Query on the GSI).
+// MerchantByAPIKeyHash finds the merchant owning a key hash: its current
+// key (one Query on the GSI), else a key rotated out with an overlap (a
+// consistent read of the key's pointer item, then of the merchant, whose
+// record decides: the caller checks PrevAPIKeyHash and PrevAPIKeyUntil).
 func (s *Store) MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchant.Merchant, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.t.Merchants,
@@ -144,10 +170,48 @@ func (s *Store) MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchan
 	if err != nil {
 		return nil, fmt.Errorf("query merchant by key hash: %w", err)
 	}
-	if len(out.Items) != 1 {
+	if len(out.Items) == 1 {
+		return unmarshalMerchant(out.Items[0])
+	}
+	if len(out.Items) > 1 {
 		return nil, notFound() // two merchants can never share a 256-bit key; treat it as unknown
 	}
-	return unmarshalMerchant(out.Items[0])
+	p, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: dashKey(prevKeyPrefix+hash, "key"),
+		ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get previous key: %w", err)
+	}
+	id, _ := p.Item["merchantId"].(*types.AttributeValueMemberS)
+	if id == nil {
+		return nil, notFound()
+	}
+	m, err := s.Merchant(ctx, id.Value)
+	if err != nil {
+		return nil, err
+	}
+	if m.PrevAPIKeyHash != hash {
+		return nil, notFound() // rotated again, or ended: the pointer is stale
+	}
+	return m, nil
+}
+
+// prevKeyPrefix keys the operations table's pointer from a rotated-out
+// key's hash to its merchant.
+const prevKeyPrefix = "apikeyprev#"
+
+// PutPreviousAPIKey stores the pointer from a key being rotated out (its
+// hash) to its merchant, kept a day past the overlap's end (TTL). Written
+// before the merchant's rotation; on its own it grants nothing: the
+// merchant record's PrevAPIKeyHash and PrevAPIKeyUntil decide. An
+// unconditional put: sent twice, it writes the same item.
+func (s *Store) PutPreviousAPIKey(ctx context.Context, merchantID, hash string, until time.Time) error {
+	item := dashKey(prevKeyPrefix+hash, "key")
+	item["merchantId"], item["untilMs"] = strAV(merchantID), numberAV(until.UnixMilli())
+	item["expiresAt"] = numberAV(until.Add(24 * time.Hour).Unix())
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Operations, Item: item}); err != nil {
+		return fmt.Errorf("put previous key: %w", err)
+	}
+	return nil
 }
 
 func unmarshalMerchant(item map[string]types.AttributeValue) (*merchant.Merchant, error) {

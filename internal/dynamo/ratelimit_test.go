@@ -52,7 +52,7 @@ func TestTakeRateLimit(t *testing.T) {
 		}
 	}
 	if _, err := s.TakeRateLimit(ctx, client1, window, 3, exp); !errkind.Is(err, errkind.RateLimited) {
-		t.Fatalf("4th take: %v, want ErrLimitReached", err)
+		t.Fatalf("4th take: %v, want RateLimited", err)
 	}
 	if got := len(calls.Calls()); got != 4 {
 		t.Errorf("%d AWS calls for 4 takes, want 4: %v", got, calls.Calls())

@@ -321,10 +321,10 @@ func TestAttemptWritesTogether(t *testing.T) {
 		t.Fatalf("write-ahead transaction: %+v %v", got, err)
 	}
 
-	// The request id taken: ErrExists, the second transaction not written.
+	// The request id taken: Exists, the second transaction not written.
 	tx2 := newTx(ids.New(now), r.ID)
 	if err := s.CreateLeasedRequestWithTransaction(ctx, r, tx2, now.Add(30*time.Second)); !errkind.Is(err, errkind.Exists) {
-		t.Fatalf("request id taken: %v, want ErrExists", err)
+		t.Fatalf("request id taken: %v, want Exists", err)
 	}
 	if _, err := s.Transaction(ctx, tx2.ID); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("transaction of a refused create was written: %v", err)
@@ -332,7 +332,7 @@ func TestAttemptWritesTogether(t *testing.T) {
 	// Only the transaction id taken: ErrTransactionExists, no request.
 	r3 := newReq()
 	if err := s.CreateLeasedRequestWithTransaction(ctx, r3, newTx(tx.ID, r3.ID), now.Add(30*time.Second)); !errkind.Is(err, errkind.Conflict) {
-		t.Fatalf("transaction id taken: %v, want ErrTransactionExists", err)
+		t.Fatalf("transaction id taken: %v, want Conflict (only the transaction id taken)", err)
 	}
 	if _, err := s.PaymentRequest(ctx, r3.ID); !errkind.Is(err, errkind.NotFound) {
 		t.Fatalf("request of a refused create was written: %v", err)
@@ -358,7 +358,7 @@ func TestAttemptWritesTogether(t *testing.T) {
 	c4, s4 := commit, settle
 	c4.RequestID, c4.TransactionID, s4.TransactionID = r4.ID, tx4.ID, tx4.ID
 	if err := s.CommitAndSettle(ctx, c4, s4); !errkind.Is(err, errkind.Conflict) {
-		t.Fatalf("settled transaction: %v, want ErrConflict", err)
+		t.Fatalf("settled transaction: %v, want Conflict", err)
 	}
 	cur, lease, err := s.PaymentRequestLease(ctx, r4.ID)
 	if err != nil || cur.Status != payment.RequestUnpaid || cur.TransactionStatus != nil || lease.TransactionID != tx4.ID {
@@ -382,7 +382,7 @@ func TestAttemptWritesTogether(t *testing.T) {
 	}
 	// Done once: a second run is refused as a whole.
 	if err := s.CommitAndSettle(ctx, commit, settle); !errkind.Is(err, errkind.Conflict) {
-		t.Fatalf("second commit and settle: %v, want ErrConflict", err)
+		t.Fatalf("second commit and settle: %v, want Conflict", err)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package lockout counts password attempts and locks a login out with a
 // doubling back-off. The dashboard's sign-in (passwords and TOTP codes, one
-// counter per merchant and address) and the SFTP identity provider
+// counter per address) and the SFTP identity provider
 // (passwords, one counter per user name) share it. It has no AWS imports:
 // internal/dynamo stores the counters.
 //
@@ -246,7 +246,7 @@ func NewKeyer(secret string) (*Keyer, error) {
 	return &Keyer{key: k}, nil
 }
 
-// Key is the counter key of parts (e.g. "dashboard", merchant id, address).
+// Key is the counter key of parts (e.g. "dashboard" and an address).
 func (k *Keyer) Key(parts ...string) string {
 	m := hmac.New(sha256.New, k.key)
 	for _, p := range parts {

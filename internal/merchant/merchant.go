@@ -42,6 +42,16 @@ type Merchant struct {
 	SealedAPIKey string // the key itself, sealed: it signs notifications
 	SealedSecret string // webhook secret (Standard Webhooks, JSON variant), sealed
 
+	// The key rotated out, while it keeps working (see RotateAPIKey):
+	// its hash, its prefix, and when it stops.
+	PrevAPIKeyHash   string
+	PrevAPIKeyPrefix string
+	PrevAPIKeyUntil  time.Time
+	// The webhook secret rotated out, sealed: notifications are signed
+	// with it too until PrevSecretUntil (see RotateWebhookSecret).
+	SealedPrevSecret string
+	PrevSecretUntil  time.Time
+
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Version   int64

@@ -398,6 +398,15 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 			return delivery{}, fmt.Errorf("open webhook secret of merchant %s: %w", m.ID, err)
 		}
 	}
+	// During a secret rotation's overlap the old secret signs too.
+	var previous []string
+	if sealed, ok := m.PreviousWebhookSecret(now); ok {
+		old, err := n.Sealer.Open(sealed, m.ID)
+		if err != nil {
+			return delivery{}, fmt.Errorf("open previous webhook secret of merchant %s: %w", m.ID, err)
+		}
+		previous = append(previous, old)
+	}
 	decimals := int32(2)
 	if c, ok := currency.Lookup(req.Unit); ok {
 		decimals = c.Decimals
@@ -407,7 +416,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 		format = notify.FormatJSON
 	}
 	built, err := notify.Build(note, notify.Options{URL: target, Format: format, Decimals: decimals,
-		APIKey: apiKey, WebhookSecret: secret, EventID: ev.EventID, Now: now})
+		APIKey: apiKey, WebhookSecret: secret, PreviousWebhookSecrets: previous, EventID: ev.EventID, Now: now})
 	if err != nil {
 		return delivery{}, fmt.Errorf("build notification %s: %w", ev.EventID, err)
 	}

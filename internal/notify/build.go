@@ -42,6 +42,12 @@ type Options struct {
 	// WebhookSecret is the merchant's "whsec_..." secret: the Standard
 	// Webhooks key and, verbatim, the JSON variant's embedded signature key.
 	WebhookSecret string
+	// PreviousWebhookSecrets are secrets rotated out whose overlap has not
+	// ended: webhook-signature carries an entry for each besides the
+	// current one (Standard Webhooks lists several, space-separated, for
+	// rotation), so a receiver still on the old secret verifies. The JSON
+	// body's own signature and X-Signature use the current keys only.
+	PreviousWebhookSecrets []string
 	// EventID identifies the event and must stay the same across retries and
 	// redeliveries: receivers deduplicate on webhook-id = "msg_" + EventID.
 	// Empty means the transaction id, which is stable because a transaction
@@ -113,6 +119,13 @@ func Build(n Notification, opts Options) (Request, error) {
 	sig, err := SignStandardWebhook(msgID, now, body, opts.WebhookSecret)
 	if err != nil {
 		return Request{}, err
+	}
+	for _, prev := range opts.PreviousWebhookSecrets {
+		old, err := SignStandardWebhook(msgID, now, body, prev)
+		if err != nil {
+			return Request{}, err
+		}
+		sig += " " + old
 	}
 	h.Set("User-Agent", UserAgent)
 	h.Set(HeaderXSignature, SignXSignature(body, opts.APIKey))

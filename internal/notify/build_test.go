@@ -147,3 +147,45 @@ func TestRequestHTTPRequest(t *testing.T) {
 		t.Fatal("the built request shares its header map")
 	}
 }
+
+// During a secret rotation's overlap, webhook-signature carries one entry
+// per secret (current first), so a receiver verifies with either; X-Signature
+// and the JSON body's signature use the current keys alone.
+func TestBuildSignsWithThePreviousSecretToo(t *testing.T) {
+	now := time.Unix(1772366400, 0)
+	old, err := NewWebhookSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions(now)
+	opts.PreviousWebhookSecrets = []string{old}
+	r, err := Build(approved(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := strings.Fields(r.Header.Get(HeaderWebhookSignature))
+	cur, _ := SignStandardWebhook(r.Header.Get(HeaderWebhookID), now, r.Body, testSecret)
+	if len(entries) != 2 || entries[0] != cur {
+		t.Fatalf("webhook-signature %q: want the current secret's entry, then the previous one's", r.Header.Get(HeaderWebhookSignature))
+	}
+	for _, secret := range []string{testSecret, old} {
+		if err := VerifyStandardWebhook(r.Header, r.Body, secret, now, 0); err != nil {
+			t.Errorf("verify with %s…: %v", secret[:10], err)
+		}
+	}
+	if r.Header.Get(HeaderXSignature) != SignXSignature(r.Body, testAPIKey) {
+		t.Error("X-Signature changed with a previous webhook secret")
+	}
+	opts.Format = FormatJSON
+	j, err := Build(approved(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyJSONBody(j.Body, testSecret); err != nil {
+		t.Errorf("the JSON body's signature is not the current secret's: %v", err)
+	}
+	opts.PreviousWebhookSecrets = []string{"not a secret"}
+	if _, err := Build(approved(), opts); err == nil {
+		t.Error("a malformed previous secret was accepted")
+	}
+}

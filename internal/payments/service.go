@@ -491,7 +491,7 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 // write-ahead record, so the request and the waiting transaction are one
 // write (written); limits reserve their counters in between (the hold is
 // part of the record), so with them only the request is written here. tx
-// is the attempt's transaction, stored or to be written ahead. ErrExists
+// is the attempt's transaction, stored or to be written ahead. Exists
 // when r's id is taken (an Exists error).
 func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *payment.Request, txID int64, a Attempt, det *card.Details) (tx *payment.Transaction, written bool, err error) {
 	until := s.Now().Add(s.SyncLease)

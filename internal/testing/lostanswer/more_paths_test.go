@@ -85,7 +85,8 @@ func sftpClient(r *run) *sftp.Client {
 	return c
 }
 
-// browser is one dashboard user's browser without JavaScript.
+// browser is one person's browser without JavaScript, working in the
+// run's merchant.
 type browser struct {
 	r      *run
 	email  string
@@ -100,19 +101,34 @@ func newBrowser(r *run, email string) *browser {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-// withAdmin creates an admin user of the run's merchant.
-func withAdmin(r *run) *browser {
+// person creates an identity with dashPassword and an active membership of
+// each merchant with role.
+func person(r *run, email, role string, merchantIDs ...string) {
 	r.t.Helper()
 	hash, err := sftpauth.HashPassword(dashPassword)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	email := "admin." + strings.ToLower(r.m.ID) + "@shop.example"
 	now := time.Now()
-	testenv.Seeded(r.t, "dashboard user", testenv.PatientStore(r.t, r.st).CreateDashboardUser(context.Background(),
-		&dashboard.User{Email: email, MerchantID: r.m.ID, Role: dashboard.RoleAdmin, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+	st := testenv.PatientStore(r.t, r.st)
+	testenv.Seeded(r.t, "dashboard identity", st.CreateIdentity(context.Background(),
+		&dashboard.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+	for _, m := range merchantIDs {
+		testenv.Seeded(r.t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashboard.Membership{Email: email,
+			MerchantID: m, Role: role, State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
+	}
+}
+
+// withAdmin creates an admin of the run's merchant.
+func withAdmin(r *run) *browser {
+	r.t.Helper()
+	email := "admin." + strings.ToLower(r.m.ID) + "@shop.example"
+	person(r, email, dashboard.RoleAdmin, r.m.ID)
 	return newBrowser(r, email)
 }
+
+// at is the address of the run's merchant's page rest ("/profile").
+func at(r *run, rest string) string { return dashboard.MerchantPath(r.m.ID, rest) }
 
 type page struct {
 	status   int
@@ -154,25 +170,55 @@ func (b *browser) csrf(path string) string {
 	return m[1]
 }
 
-func (b *browser) signIn() {
+// signIn signs in with the address and password alone; a person of one
+// merchant lands on its overview, of several on their merchants (landing).
+func (b *browser) signIn(landing string) {
 	b.r.t.Helper()
-	p := b.do("POST", "/dashboard/login", url.Values{"csrf": {b.csrf("/dashboard/login")}, "merchant": {b.r.m.ID},
-		"email": {b.email}, "password": {dashPassword}})
-	if p.status != http.StatusSeeOther || p.location != "/dashboard/overview" {
-		b.r.t.Fatalf("sign-in: %d %s (a lost answer must not cost a sign-in)", p.status, p.location)
+	p := b.do("POST", "/dashboard/login", url.Values{"csrf": {b.csrf("/dashboard/login")}, "email": {b.email}, "password": {dashPassword}})
+	if p.status != http.StatusSeeOther || p.location != landing {
+		b.r.t.Fatalf("sign-in: %d %s, want %s (a lost answer must not cost a sign-in)", p.status, p.location, landing)
 	}
-	if p := b.do("GET", "/dashboard/profile", nil); p.status != http.StatusOK {
-		b.r.t.Fatalf("profile after sign-in: %d", p.status)
+	if p := b.do("GET", landing, nil); p.status != http.StatusOK {
+		b.r.t.Fatalf("%s after sign-in: %d", landing, p.status)
 	}
 }
 
 var none = want{}
 
 func TestLostAnswerDashboardSignIn(t *testing.T) {
-	sweep(t, path{name: "dashboard sign-in",
+	sweep(t, path{name: "dashboard sign-in (no merchant id)",
 		setup: func(r *run) { r.vars["email"] = withAdmin(r).email },
-		act:   func(r *run) { newBrowser(r, r.vars["email"]).signIn() },
+		act:   func(r *run) { newBrowser(r, r.vars["email"]).signIn(at(r, "/overview")) },
 		want:  none})
+}
+
+// A person of two merchants signs in to their list, then opens one (the
+// picker's link) and switches to the other in the header.
+func TestLostAnswerDashboardPickerAndSwitch(t *testing.T) {
+	var b *browser
+	sweep(t, path{name: "dashboard picker and switch merchant",
+		setup: func(r *run) {
+			other := testenv.NewMerchant(r.t)
+			r.vars["other"] = other.ID
+			email := "two." + strings.ToLower(r.m.ID) + "@shop.example"
+			person(r, email, dashboard.RoleAdmin, r.m.ID, other.ID)
+			b = newBrowser(r, email)
+		},
+		act: func(r *run) {
+			b.signIn("/dashboard/merchants")
+			if p := b.do("GET", at(r, "/overview"), nil); p.status != http.StatusOK {
+				r.t.Fatalf("the picked merchant: %d", p.status)
+			}
+			p := b.do("POST", "/dashboard/merchants/switch", url.Values{"csrf": {b.csrf(at(r, "/overview"))}, "merchant": {r.vars["other"]}})
+			to := dashboard.MerchantPath(r.vars["other"], "/overview")
+			if p.status != http.StatusSeeOther || p.location != to {
+				r.t.Fatalf("switch: %d %s (a lost answer must not fail a switch that applied)", p.status, p.location)
+			}
+			if p := b.do("GET", "/dashboard", nil); p.location != to {
+				r.t.Fatalf("/dashboard after the switch lands on %q, want %q", p.location, to)
+			}
+		},
+		want: none})
 }
 
 var linkRE = regexp.MustCompile(`/dashboard/set-password\?token=([^"<&\s]+)`)
@@ -180,9 +226,9 @@ var linkRE = regexp.MustCompile(`/dashboard/set-password\?token=([^"<&\s]+)`)
 func TestLostAnswerDashboardInvitation(t *testing.T) {
 	var admin *browser
 	sweep(t, path{name: "dashboard invitation",
-		setup: func(r *run) { admin = withAdmin(r); admin.signIn() },
+		setup: func(r *run) { admin = withAdmin(r); admin.signIn(at(r, "/overview")) },
 		act: func(r *run) {
-			p := admin.do("POST", "/dashboard/users", url.Values{"csrf": {admin.csrf("/dashboard/users")},
+			p := admin.do("POST", at(r, "/users"), url.Values{"csrf": {admin.csrf(at(r, "/users"))},
 				"email": {"new." + strings.ToLower(r.m.ID) + "@shop.example"}, "role": {dashboard.RoleMember}})
 			m := linkRE.FindStringSubmatch(p.body)
 			if p.status != http.StatusOK || m == nil {
@@ -195,11 +241,12 @@ func TestLostAnswerDashboardInvitation(t *testing.T) {
 		want: none})
 }
 
+// A new person sets their first password through an invitation's link.
 func TestLostAnswerDashboardSetPassword(t *testing.T) {
-	sweep(t, path{name: "dashboard set-password link",
+	sweep(t, path{name: "dashboard invitation link: a new person sets a password",
 		setup: func(r *run) {
 			email := "invited." + strings.ToLower(r.m.ID) + "@shop.example"
-			link, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, r.m.ID, email,
+			link, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
 				dashboard.RoleAdmin, "payctl", r.api, time.Now())
 			if err != nil {
 				r.t.Fatal(err)
@@ -216,25 +263,57 @@ func TestLostAnswerDashboardSetPassword(t *testing.T) {
 			if p := b.do("POST", "/dashboard/set-password", form); p.status != http.StatusNotFound {
 				r.t.Fatalf("the link worked twice: %d", p.status)
 			}
-			b.signIn()
+			b.signIn(at(r, "/overview"))
+		},
+		want: none})
+}
+
+// A person who already signs in (at another merchant) accepts an
+// invitation to the run's merchant, signed in: no new password.
+func TestLostAnswerDashboardAcceptAsExistingPerson(t *testing.T) {
+	var b *browser
+	sweep(t, path{name: "dashboard invitation accepted by an existing person",
+		setup: func(r *run) {
+			other := testenv.NewMerchant(r.t)
+			email := "known." + strings.ToLower(r.m.ID) + "@shop.example"
+			person(r, email, dashboard.RoleMember, other.ID)
+			if _, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
+				dashboard.RoleAdmin, "payctl", r.api, time.Now()); err != nil {
+				r.t.Fatal(err)
+			}
+			b = newBrowser(r, email)
+			b.signIn("/dashboard/merchants") // an invitation waits: the list
+		},
+		act: func(r *run) {
+			p := b.do("POST", "/dashboard/merchants/accept", url.Values{"csrf": {b.csrf("/dashboard/merchants")}, "merchant": {r.m.ID}})
+			if p.status != http.StatusSeeOther || p.location != at(r, "/overview") {
+				r.t.Fatalf("accept: %d %s (a lost answer must not fail an acceptance that applied)\n%.400s", p.status, p.location, p.body)
+			}
+			if p := b.do("GET", at(r, "/users"), nil); p.status != http.StatusOK {
+				r.t.Fatalf("the accepted merchant's admin page: %d", p.status)
+			}
 		},
 		want: none})
 }
 
 var newKeyRE = regexp.MustCompile(`<code id="new-api-key">([^<]+)</code>`)
 
+// A key rotated with a 1-hour overlap: the new key and the old one work.
 func TestLostAnswerDashboardKeyRotation(t *testing.T) {
 	var admin *browser
-	sweep(t, path{name: "API key rotation",
-		setup: func(r *run) { admin = withAdmin(r); admin.signIn() },
+	sweep(t, path{name: "API key rotation with an overlap",
+		setup: func(r *run) { admin = withAdmin(r); admin.signIn(at(r, "/overview")) },
 		act: func(r *run) {
-			p := admin.do("POST", "/dashboard/profile/api-key", url.Values{"csrf": {admin.csrf("/dashboard/profile")}})
+			p := admin.do("POST", at(r, "/profile/api-key"), url.Values{"csrf": {admin.csrf(at(r, "/profile"))}, "overlap": {"1h"}})
 			m := newKeyRE.FindStringSubmatch(p.body)
 			if p.status != http.StatusOK || m == nil {
 				r.t.Fatalf("rotate: %d", p.status)
 			}
 			if resp := testenv.Do(r.t, "POST", r.api+"/payment-requests", m[1], `{"amount":1,"unit":"EUR"}`); resp.Status != 201 {
 				r.t.Fatalf("the new key: %d %s", resp.Status, resp.Body)
+			}
+			if resp := testenv.Do(r.t, "GET", r.api+"/payment-requests/status/1", r.m.APIKey, nil); resp.Status == http.StatusUnauthorized {
+				r.t.Fatalf("the old key during its overlap: %d", resp.Status)
 			}
 		},
 		want: want{requests: 1}})
@@ -244,11 +323,12 @@ var secretRE = regexp.MustCompile(`whsec_[A-Za-z0-9_-]+`)
 
 func TestLostAnswerDashboardSecretRotation(t *testing.T) {
 	var admin *browser
-	sweep(t, path{name: "webhook secret rotation",
-		setup: func(r *run) { admin = withAdmin(r); admin.signIn() },
+	sweep(t, path{name: "webhook secret rotation with an overlap",
+		setup: func(r *run) { admin = withAdmin(r); admin.signIn(at(r, "/overview")) },
 		act: func(r *run) {
-			p := admin.do("POST", "/dashboard/profile/webhook-secret", url.Values{"csrf": {admin.csrf("/dashboard/profile")}, "action": {"rotate"}})
-			if p.status != http.StatusOK || !secretRE.MatchString(p.body) {
+			p := admin.do("POST", at(r, "/profile/webhook-secret"), url.Values{"csrf": {admin.csrf(at(r, "/profile"))}, "action": {"rotate"},
+				"overlap": {"24h"}})
+			if p.status != http.StatusOK || !secretRE.MatchString(p.body) || !strings.Contains(p.body, `id="previous-secret"`) {
 				r.t.Fatalf("rotate the webhook secret: %d", p.status)
 			}
 		},
@@ -256,3 +336,5 @@ func TestLostAnswerDashboardSecretRotation(t *testing.T) {
 }
 
 func isNotFound(err error) bool { return errkind.Is(err, errkind.NotFound) }
+
+func isConflict(err error) bool { return errkind.Is(err, errkind.Conflict) }

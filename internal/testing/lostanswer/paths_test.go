@@ -233,7 +233,8 @@ func TestLostAnswerRefund(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		},
-		want: paidOnce})
+		// The refund is notified as refund.succeeded, once.
+		want: want{requests: 1, transactions: 1, approved: 1, notified: 1, paid: true, events: []string{"refund.succeeded"}}})
 }
 
 func TestLostAnswerCancel(t *testing.T) {
