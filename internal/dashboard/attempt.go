@@ -3,9 +3,9 @@ package dashboard
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 )
 
@@ -37,8 +37,8 @@ func countCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // errCountBusy and errCountDown refuse an attempt that could not be counted:
 // its secret was not checked.
 var (
-	errCountBusy = errStatus(http.StatusTooManyRequests, "Too many sign-in attempts for this account at once. Wait a moment and try again.")
-	errCountDown = errStatus(http.StatusServiceUnavailable, "Sign-in is unavailable for a moment. Try again shortly.")
+	errCountBusy = refuse(errkind.RateLimited, "Too many sign-in attempts for this account at once. Wait a moment and try again.")
+	errCountDown = refuse(errkind.Unavailable, "Sign-in is unavailable for a moment. Try again shortly.")
 )
 
 // attemptKey names the counter of an address.
@@ -74,7 +74,7 @@ func (h *handler) settle(ctx context.Context, a lockout.Admission) error {
 // out of the counting time (many attempts at once on a slow store) is
 // "busy", 429; any other store failure is 503.
 func countErr(ctx context.Context, err error) error {
-	var se *statusError
+	var se *pageError
 	if errors.As(err, &se) {
 		return err
 	}

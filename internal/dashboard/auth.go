@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
@@ -48,7 +49,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	id, ms, ok, err := h.checkPassword(r.Context(), email, pw)
 	if err != nil {
 		st := h.refusal(w, r, err)
-		h.renderLogin(w, r, st.status, email, st.msg, "")
+		h.renderLogin(w, r, st.status(), email, st.e.Detail, "")
 		return
 	}
 	if !ok {
@@ -72,12 +73,12 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 // refusal is the answer to an attempt that could not be counted (and so was
 // not checked): 429 when other attempts kept winning the race, 503 when the
 // store failed; both ask to retry shortly.
-func (h *handler) refusal(w http.ResponseWriter, r *http.Request, err error) *statusError {
+func (h *handler) refusal(w http.ResponseWriter, r *http.Request, err error) *pageError {
 	w.Header().Set("Retry-After", "1")
-	var se *statusError
+	var se *pageError
 	if !errors.As(err, &se) {
 		httpapi.Logger(r.Context()).Error("count dashboard sign-in attempt", "error", err.Error())
-		se = errCountDown.(*statusError)
+		se = errCountDown.(*pageError)
 	}
 	return se
 }
@@ -225,7 +226,7 @@ func (h *handler) totp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !validCSRF(csrfFor(s.CSRF, ""), r.PostFormValue("csrf")) {
-		h.fail(w, r, nil, errStatus(http.StatusForbidden, "The form expired. Sign in again."))
+		h.fail(w, r, nil, refuse(errkind.Forbidden, "The form expired. Sign in again."))
 		return
 	}
 	id, ms, err := h.Store.Identity(r.Context(), s.Email)
@@ -241,7 +242,7 @@ func (h *handler) totp(w http.ResponseWriter, r *http.Request) {
 	ok, err := h.checkTOTP(r.Context(), id, r.PostFormValue("code"))
 	if err != nil {
 		st := h.refusal(w, r, err)
-		h.render(w, r, st.status, "totp", s, map[string]any{"PendingCSRF": csrfFor(s.CSRF, ""), "Error": st.msg})
+		h.render(w, r, st.status(), "totp", s, map[string]any{"PendingCSRF": csrfFor(s.CSRF, ""), "Error": st.e.Detail})
 		return
 	}
 	if !ok {
@@ -351,7 +352,7 @@ type InviteStore interface {
 
 // ErrAlreadyMember refuses an invitation of a person who is a member of
 // the merchant already.
-var ErrAlreadyMember = errStatus(http.StatusConflict, "This address is a member of the merchant already. A person who lost their password asks the operator for a new one.")
+var ErrAlreadyMember = refuse(errkind.Conflict, "This address is a member of the merchant already. A person who lost their password asks the operator for a new one.")
 
 // InviteUser invites an address to merchantID with role and returns a
 // one-time link, valid until the returned time (InviteTTL); baseURL is the
@@ -439,7 +440,7 @@ func ResetPassword(ctx context.Context, st InviteStore, isConflict func(error) b
 			return "", time.Time{}, err
 		}
 		if id == nil {
-			return "", time.Time{}, errStatus(http.StatusNotFound, email+" has no dashboard identity: invite the address to a merchant instead.")
+			return "", time.Time{}, refuse(errkind.NotFound, email+" has no dashboard identity: invite the address to a merchant instead.")
 		}
 		id.ResetHash, id.UpdatedAt = inv.TokenHash, now
 		if err = st.UpdateIdentity(ctx, id); err == nil {
@@ -526,7 +527,7 @@ func (h *handler) renderSetPassword(w http.ResponseWriter, r *http.Request, stat
 	h.render(w, r, status, "setpassword", nil, d)
 }
 
-var errLinkVoid = errStatus(http.StatusNotFound, "This link is invalid, used, replaced by a newer one or expired. Ask an administrator for a new one.")
+var errLinkVoid = refuse(errkind.NotFound, "This link is invalid, used, replaced by a newer one or expired. Ask an administrator for a new one.")
 
 func (h *handler) inviteErr(err error) error {
 	if h.IsNotFound(err) || errors.Is(err, errNotFound) {
@@ -677,7 +678,7 @@ func (h *handler) renderAccount(w http.ResponseWriter, r *http.Request, s *Sessi
 	return nil
 }
 
-var errEnrolExpired = errStatus(http.StatusBadRequest, "This form has expired (it works for 15 minutes, in the session that opened it). Reload the page for a new key.")
+var errEnrolExpired = refuse(errkind.Invalid, "This form has expired (it works for 15 minutes, in the session that opened it). Reload the page for a new key.")
 
 // enrollTOTP turns the person's TOTP on (a code proves the app has the new
 // secret), replaces it or turns it off. While TOTP is on, replacing or
@@ -722,7 +723,7 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session,
 		}
 		if err != nil {
 			st := h.refusal(w, r, err)
-			return h.renderAccount(w, r, s, id, ms, secret, st.status, st.msg)
+			return h.renderAccount(w, r, s, id, ms, secret, st.status(), st.e.Detail)
 		}
 		if !ok {
 			return h.renderAccount(w, r, s, id, ms, secret, http.StatusBadRequest,
@@ -731,7 +732,7 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session,
 	} else {
 		for try := 0; ; try++ {
 			if !change(id) {
-				return errStatus(http.StatusConflict, "Two-factor sign-in was changed meanwhile. Reload the page.")
+				return refuse(errkind.Conflict, "Two-factor sign-in was changed meanwhile. Reload the page.")
 			}
 			id.UpdatedAt = h.Now()
 			err := h.Store.UpdateIdentity(r.Context(), id) // guard: version unchanged since read

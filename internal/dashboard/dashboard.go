@@ -57,6 +57,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
@@ -123,7 +124,8 @@ type Ops interface {
 	// Redeliver queues the request's notification again; it returns the event id.
 	Redeliver(ctx context.Context, r *payment.Request) (string, error)
 	// Refund refunds an approved transaction of m through the payment
-	// service (the API's refund path); it returns the refund status.
+	// service (the API's refund path); it returns the refund status. A
+	// refusal is an error of a kind (errkind), shown with the form.
 	Refund(ctx context.Context, m *merchant.Merchant, txID int64) (string, error)
 	// Batches lists the merchant's batch files.
 	Batches(ctx context.Context, merchantID string) ([]Batch, error)
@@ -541,7 +543,7 @@ func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
 				return
 			}
-			h.fail(w, r, nil, errStatus(http.StatusUnauthorized, "Your session has ended. Sign in again."))
+			h.fail(w, r, nil, refuse(errkind.Unauthorized, "Your session has ended. Sign in again."))
 			return
 		}
 		r = withNav(r, ms)
@@ -554,11 +556,11 @@ func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 		view := *s
 		view.MerchantID, view.Role, view.CSRF = m.MerchantID, m.Role, csrfFor(s.CSRF, m.MerchantID)
 		if r.Method == http.MethodPost && !validCSRF(view.CSRF, r.PostFormValue("csrf")) {
-			h.fail(w, r, &view, errStatus(http.StatusForbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
+			h.fail(w, r, &view, refuse(errkind.Forbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
 			return
 		}
 		if admin && view.Role != RoleAdmin {
-			h.fail(w, r, &view, errStatus(http.StatusForbidden, "Only the merchant's administrators can do this."))
+			h.fail(w, r, &view, refuse(errkind.Forbidden, "Only the merchant's administrators can do this."))
 			return
 		}
 		r = httpapi.AddLogAttrs(r, slog.String("merchant_id", view.MerchantID))
@@ -605,13 +607,13 @@ func (h *handler) signedInPerson(f personFunc) http.Handler {
 				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
 				return
 			}
-			h.fail(w, r, nil, errStatus(http.StatusUnauthorized, "Your session has ended. Sign in again."))
+			h.fail(w, r, nil, refuse(errkind.Unauthorized, "Your session has ended. Sign in again."))
 			return
 		}
 		r = withNav(r, ms)
 		view := personal(s)
 		if r.Method == http.MethodPost && !h.personCSRF(s, ms, r.PostFormValue("csrf")) {
-			h.fail(w, r, view, errStatus(http.StatusForbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
+			h.fail(w, r, view, refuse(errkind.Forbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
 			return
 		}
 		if err := f(w, r, view, id, ms); err != nil {
@@ -638,25 +640,28 @@ func validCSRF(want, got string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(want), []byte(got)) == 1
 }
 
-// statusError is an error shown to the user with its status.
-type statusError struct {
-	status int
-	msg    string
-}
+// pageError is an error the dashboard shows as it is: its kind gives the
+// status, through the edge's one table (httpapi.Status), and its detail the
+// message. Any other error is a failure of the service: logged, and shown
+// as a 500 that says nothing of it.
+type pageError struct{ e *errkind.Error }
 
-func (e *statusError) Error() string { return e.msg }
+func (p *pageError) Error() string { return p.e.Detail }
+func (p *pageError) Unwrap() error { return p.e }
+func (p *pageError) status() int   { return httpapi.Status(p.e) }
 
-func errStatus(status int, msg string) error { return &statusError{status, msg} }
+// refuse is an error of kind k the page shows with msg.
+func refuse(k errkind.Kind, msg string) error { return &pageError{errkind.New(k, msg, "")} }
 
-var errNotFound = errStatus(http.StatusNotFound, "Not found.")
+var errNotFound = refuse(errkind.NotFound, "Not found.")
 
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *Session, err error) {
-	var se *statusError
+	var se *pageError
 	if !errors.As(err, &se) {
 		httpapi.Logger(r.Context()).Error("dashboard error", "error", err.Error())
-		se = &statusError{http.StatusInternalServerError, "Something went wrong. Try again later."}
+		se = &pageError{errkind.New(errkind.Unknown, "Something went wrong. Try again later.", "")}
 	}
-	h.render(w, r, se.status, "error", s, map[string]any{"Message": se.msg})
+	h.render(w, r, se.status(), "error", s, map[string]any{"Message": se.e.Detail})
 }
 
 // render writes page name with data; s (may be nil) fills the navigation and

@@ -11,6 +11,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 )
 
@@ -202,7 +203,7 @@ func pickUnit(asked string, bs []Bucket) string {
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request, s *Session) error {
 	if h.Overview == nil {
-		return errStatus(http.StatusNotFound, "The overview is not configured.")
+		return refuse(errkind.NotFound, "The overview is not configured.")
 	}
 	q := r.URL.Query()
 	period := q.Get("period")
@@ -210,12 +211,12 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, s *Session) e
 		period = "today"
 	}
 	if !slices.ContainsFunc(periods, func(p struct{ key, label string }) bool { return p.key == period }) {
-		return errStatus(http.StatusBadRequest, "Unknown period.")
+		return refuse(errkind.Invalid, "Unknown period.")
 	}
 	unit := strings.ToUpper(strings.TrimSpace(q.Get("unit")))
 	if unit != "" {
 		if _, ok := currency.Lookup(unit); !ok {
-			return errStatus(http.StatusBadRequest, "Unknown currency.")
+			return refuse(errkind.Invalid, "Unknown currency.")
 		}
 	}
 	from, to, hourly := window(period, h.Now())

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/sftpuser"
@@ -85,7 +87,7 @@ func (h *handler) updateMerchant(r *http.Request, s *Session, change func(*merch
 			return nil, err
 		}
 	}
-	return nil, errStatus(http.StatusConflict, "The settings changed concurrently too often; try again.")
+	return nil, refuse(errkind.Conflict, "The settings changed concurrently too often; try again.")
 }
 
 func (h *handler) saveProfile(w http.ResponseWriter, r *http.Request, s *Session) error {
@@ -252,7 +254,7 @@ func (h *handler) webhookSecret(w http.ResponseWriter, r *http.Request, s *Sessi
 		h.auditLog(r.Context(), s, "webhook-secret.end-previous", "previous webhook secret ended early")
 		return h.renderProfile(w, r, s, http.StatusOK, map[string]any{"Notice": "Notifications are signed with the current webhook secret alone from now on."})
 	}
-	return errStatus(http.StatusBadRequest, "Unknown action.")
+	return refuse(errkind.Invalid, "Unknown action.")
 }
 
 func (h *handler) sftp(w http.ResponseWriter, r *http.Request, s *Session) error {
@@ -275,11 +277,11 @@ func (h *handler) sftp(w http.ResponseWriter, r *http.Request, s *Session) error
 		key := r.PostFormValue("key")
 		err, detail, notice = h.Ops.RemoveSFTPKey(r.Context(), s.MerchantID, key), "SFTP key removed: "+keyLabel(key), "SSH key removed."
 	default:
-		return errStatus(http.StatusBadRequest, "Unknown action.")
+		return refuse(errkind.Invalid, "Unknown action.")
 	}
-	var se *statusError
+	var se *pageError
 	if errors.As(err, &se) {
-		return h.renderProfile(w, r, s, se.status, map[string]any{"Error": se.msg})
+		return h.renderProfile(w, r, s, se.status(), map[string]any{"Error": se.e.Detail})
 	}
 	if err != nil {
 		return err
@@ -302,7 +304,7 @@ func keyLabel(k string) string {
 
 // BadInput is an error the dashboard shows as 400 with its message (Ops
 // implementations return it for invalid keys).
-func BadInput(msg string) error { return errStatus(http.StatusBadRequest, msg) }
+func BadInput(msg string) error { return refuse(errkind.Invalid, msg) }
 
 // ---- payments ----
 
@@ -315,7 +317,7 @@ func (h *handler) paymentQuery(r *http.Request, s *Session) (PaymentQuery, map[s
 	if v := f["status"]; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 3 {
-			return pq, f, errStatus(http.StatusBadRequest, "Unknown status.")
+			return pq, f, refuse(errkind.Invalid, "Unknown status.")
 		}
 		pq.Status = n
 	}
@@ -329,7 +331,7 @@ func (h *handler) paymentQuery(r *http.Request, s *Session) (PaymentQuery, map[s
 		}
 		t, err := time.Parse("2006-01-02", d.v)
 		if err != nil {
-			return pq, f, errStatus(http.StatusBadRequest, "Dates look like 2026-01-31.")
+			return pq, f, refuse(errkind.Invalid, "Dates look like 2026-01-31.")
 		}
 		if d.end {
 			t = t.Add(24*time.Hour - time.Nanosecond)
@@ -375,7 +377,7 @@ func (h *handler) payments(w http.ResponseWriter, r *http.Request, s *Session) e
 	}
 	reqs, next, err := h.Store.PaymentRequestsOf(r.Context(), pq)
 	if err != nil && h.IsNotFound(err) {
-		return errStatus(http.StatusBadRequest, "This page link is invalid; start from the first page.")
+		return refuse(errkind.Invalid, "This page link is invalid; start from the first page.")
 	}
 	if err != nil {
 		return err
@@ -578,9 +580,11 @@ func (h *handler) refund(w http.ResponseWriter, r *http.Request, s *Session) err
 		return err
 	}
 	st, err := h.Ops.Refund(r.Context(), m, t.ID)
-	var se *statusError
-	if errors.As(err, &se) {
-		return h.renderDetail(w, r, s, se.status, map[string]any{"Error": se.msg})
+	// The payments core says why it refuses a refund in kinds (not
+	// refundable, already refunded, …): shown with the form. A failure
+	// (5xx) is the error page's.
+	if e, ok := errkind.As(err); ok && httpapi.Status(e) < http.StatusInternalServerError {
+		return h.renderDetail(w, r, s, httpapi.Status(e), map[string]any{"Error": e.Detail})
 	}
 	if err != nil {
 		return err
@@ -642,9 +646,9 @@ func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) err
 		base = "https://" + r.Host
 	}
 	link, until, err := InviteUser(r.Context(), h.Store, h.IsNotFound, h.IsConflict, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
-	var se *statusError
+	var se *pageError
 	if errors.As(err, &se) {
-		return h.renderUsers(w, r, s, se.status, map[string]any{"Error": err.Error()})
+		return h.renderUsers(w, r, s, se.status(), map[string]any{"Error": err.Error()})
 	}
 	if err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // The person's own pages: their merchants (the picker, with invitations
@@ -69,13 +71,13 @@ func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request, s *Se
 		return nil
 	}
 	if !m.Pending(h.Now()) {
-		return errStatus(http.StatusNotFound, "This invitation was withdrawn, replaced or has expired. Ask the merchant's administrator for a new one.")
+		return refuse(errkind.NotFound, "This invitation was withdrawn, replaced or has expired. Ask the merchant's administrator for a new one.")
 	}
 	next := *m
 	next.State, next.InviteHash, next.InviteExpires, next.UpdatedAt = StateActive, "", time.Time{}, h.Now()
 	if err := h.Store.SaveMemberships(r.Context(), nil, &next); err != nil {
 		if h.IsConflict(err) {
-			return errStatus(http.StatusConflict, "The invitation changed meanwhile. Reload the page.")
+			return refuse(errkind.Conflict, "The invitation changed meanwhile. Reload the page.")
 		}
 		return err
 	}
@@ -105,7 +107,7 @@ func (h *handler) linkMembership(w http.ResponseWriter, r *http.Request, s *Sess
 	ok, err := h.proveOne(r.Context(), id.Email, m, r.PostFormValue("password"))
 	if err != nil {
 		st := h.refusal(w, r, err)
-		return h.renderPicker(w, r, s, ms, st.status, map[string]any{"Error": st.msg})
+		return h.renderPicker(w, r, s, ms, st.status(), map[string]any{"Error": st.e.Detail})
 	}
 	if !ok {
 		return h.renderPicker(w, r, s, ms, http.StatusUnauthorized, map[string]any{"Error": "That is not the password this merchant knew, or the account is locked for a while after repeated failures."})

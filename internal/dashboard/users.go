@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 )
 
@@ -16,7 +17,7 @@ import (
 // memberships (see signedIn), so a removal or a role change acts on the
 // person's next request at that merchant, and only there.
 
-var errLastAdmin = errStatus(http.StatusBadRequest, "A merchant needs at least one administrator: make another member an administrator first.")
+var errLastAdmin = refuse(errkind.Invalid, "A merchant needs at least one administrator: make another member an administrator first.")
 
 // targetMember reads the membership of this merchant a form names; none is
 // 404 (only this merchant's memberships are ever read).
@@ -42,7 +43,7 @@ func (h *handler) withUsersLocked(r *http.Request, merchantID string, change fun
 	defer cancel()
 	owner := NewToken()
 	giveUp := time.Now().Add(10 * time.Second)
-	busy := errStatus(http.StatusConflict, "Another change to the members is in progress. Try again.")
+	busy := refuse(errkind.Conflict, "Another change to the members is in progress. Try again.")
 	for attempt := 0; ; attempt++ {
 		now := h.Now()
 		err := h.Store.LockUsers(ctx, merchantID, owner, now.Add(usersLease), now)

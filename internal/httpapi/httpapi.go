@@ -170,6 +170,11 @@ func ErrorAt(w http.ResponseWriter, r *http.Request, err error, instance string)
 	problem.Write(w, r, p)
 }
 
+// Status is err's status in the one table (problem.From): what Error
+// would answer. The dashboard, whose answers are pages, not problems, takes
+// its statuses from here.
+func Status(err error) int { return problem.From(err).Status }
+
 // BadIdempotencyKey is the error of an Idempotency-Key header that cannot
 // be a key (repeated, empty, too long): detail for the problem, why for
 // its field error.

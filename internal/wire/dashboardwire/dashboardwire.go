@@ -29,7 +29,6 @@ import (
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
-	"github.com/payreq/payreq/internal/problem"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -111,9 +110,6 @@ func (o *dashOps) Redeliver(ctx context.Context, r *payment.Request) (string, er
 
 func (o *dashOps) Refund(ctx context.Context, m *merchant.Merchant, txID int64) (string, error) {
 	v, err := o.svc.Refund(ctx, m, txID)
-	if e, ok := errkind.As(err); ok && problem.From(e).Status < 500 {
-		return "", dashboard.BadInput(e.Detail)
-	}
 	if err != nil {
 		return "", err
 	}
