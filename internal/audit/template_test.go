@@ -17,7 +17,7 @@ func TestTemplateAlarmWatchesTheAuditMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Namespace != MetricNamespace || a.MetricName != MetricName || a.Threshold != 1 ||
+	if a.Namespace != MetricNamespace || a.MetricName != MetricViolations || a.Threshold != 1 ||
 		a.ComparisonOperator != "GreaterThanOrEqualToThreshold" || len(a.Dimensions) != 0 {
 		t.Fatalf("alarm %+v", a)
 	}

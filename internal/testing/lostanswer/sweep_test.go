@@ -328,12 +328,11 @@ func distinct(ns []notice) int {
 func auditClean(t *testing.T) {
 	t.Helper()
 	st := testenv.Stack(t)
-	d, err := testenv.PatientStore(t, st).AuditData(context.Background())
+	rep, err := testenv.PatientStore(t, st).Audit().Sweep(context.Background(), true, time.Now().Add(audit.DefaultGrace+time.Second),
+		audit.DefaultGrace, 4, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SandboxAcquirer = true
-	rep := audit.Check(d, time.Now().Add(audit.DefaultGrace+time.Second), audit.DefaultGrace)
 	for _, v := range rep.Violations {
 		t.Errorf("audit: %+v", v)
 	}
