@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 
 # Lambda functions: directory under functions/ and template logical id.
-FUNCTIONS := merchantapi checkout notifier reconciler payments callbacks sandbox batch sftpauth dashboard
+FUNCTIONS := merchantapi checkout notifier reconciler payments callbacks sandbox batch sftpauth dashboard audit
 
 GO_LAMBDA_BUILD := GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid="
 # SAM passes ARTIFACTS_DIR to build-<LogicalId>; `make build` uses bin/<function>/.
@@ -118,3 +118,6 @@ build-BatchFunction:
 
 build-SftpAuthFunction:
 	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sftpauth
+
+build-AuditFunction:
+	$(GO_LAMBDA_BUILD) -o $(ARTIFACTS_DIR)/bootstrap ./functions/audit

@@ -220,7 +220,7 @@ func TestBatchJobPastLease(t *testing.T) {
 
 func TestRunMetricsLine(t *testing.T) {
 	var buf bytes.Buffer
-	m := RunMetrics{At: now, OpenViolations: 1, UncheckedAge: 90 * time.Second, PassAge: time.Hour, PassPercent: 42.5, Judged: 7}
+	m := RunMetrics{At: now, OpenViolations: 1, UncheckedAge: 90 * time.Second, PassAge: time.Hour, PassLate: time.Minute, PassPercent: 42.5, Judged: 7}
 	if err := m.Publish(&buf); err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +236,7 @@ func TestRunMetricsLine(t *testing.T) {
 		Violations int     `json:"AuditViolations"`
 		Unchecked  int64   `json:"AuditUncheckedAge"`
 		PassAge    int64   `json:"AuditFullPassAge"`
+		PassLate   int64   `json:"AuditFullPassLate"`
 		Progress   float64 `json:"AuditFullPassProgress"`
 		Judged     int     `json:"AuditChecksJudged"`
 	}
@@ -243,7 +244,7 @@ func TestRunMetricsLine(t *testing.T) {
 		t.Fatalf("%v: %s", err, buf.Bytes())
 	}
 	cw := line.AWS.CloudWatchMetrics
-	if line.Violations != 1 || line.Unchecked != 90 || line.PassAge != 3600 || line.Progress != 42.5 || line.Judged != 7 ||
+	if line.Violations != 1 || line.Unchecked != 90 || line.PassAge != 3600 || line.PassLate != 60 || line.Progress != 42.5 || line.Judged != 7 ||
 		line.AWS.Timestamp != now.UnixMilli() || len(cw) != 1 || cw[0].Namespace != "PayReq" || len(cw[0].Metrics) != len(ScheduledMetrics) {
 		t.Fatalf("metric line %s", buf.Bytes())
 	}

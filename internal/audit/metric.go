@@ -26,6 +26,10 @@ const (
 	// MetricPassAge is how old, in seconds, the full pass's assurance is
 	// (Pass.Age): it grows past its period when the pass stalls.
 	MetricPassAge = "AuditFullPassAge"
+	// MetricPassLate is how many seconds the full pass's assurance is older
+	// than its period plus a day's slack (0 while on time): its alarm is a
+	// stalled pass.
+	MetricPassLate = "AuditFullPassLate"
 	// MetricPassProgress is how far the running full pass has got, in
 	// percent (100 between passes).
 	MetricPassProgress = "AuditFullPassProgress"
@@ -35,7 +39,7 @@ const (
 
 // ScheduledMetrics are the metrics the scheduled run publishes on every
 // run (a template test holds their alarms to TreatMissingData: breaching).
-var ScheduledMetrics = []string{MetricViolations, MetricUncheckedAge, MetricPassAge, MetricPassProgress, MetricJudged}
+var ScheduledMetrics = []string{MetricViolations, MetricUncheckedAge, MetricPassAge, MetricPassLate, MetricPassProgress, MetricJudged}
 
 // RunMetrics are one run's values.
 type RunMetrics struct {
@@ -43,6 +47,7 @@ type RunMetrics struct {
 	OpenViolations int
 	UncheckedAge   time.Duration
 	PassAge        time.Duration
+	PassLate       time.Duration
 	PassPercent    float64
 	Judged         int
 }
@@ -53,11 +58,12 @@ func (m RunMetrics) Line() ([]byte, error) {
 	line := map[string]any{
 		"_aws": emf.Directives(m.At, []emf.Metric{
 			{Name: MetricViolations, Unit: "Count"}, {Name: MetricUncheckedAge, Unit: "Seconds"},
-			{Name: MetricPassAge, Unit: "Seconds"}, {Name: MetricPassProgress, Unit: "Percent"},
+			{Name: MetricPassAge, Unit: "Seconds"}, {Name: MetricPassLate, Unit: "Seconds"}, {Name: MetricPassProgress, Unit: "Percent"},
 			{Name: MetricJudged, Unit: "Count"}}),
 		MetricViolations:   m.OpenViolations,
 		MetricUncheckedAge: int64(m.UncheckedAge / time.Second),
 		MetricPassAge:      int64(m.PassAge / time.Second),
+		MetricPassLate:     int64(m.PassLate / time.Second),
 		MetricPassProgress: m.PassPercent,
 		MetricJudged:       m.Judged,
 		"message":          "audit metrics",

@@ -49,7 +49,12 @@ type Pass struct {
 	// started (the tables' item counts, refreshed by DynamoDB every few
 	// hours): the denominator of Percent.
 	Estimate int64
-	Cursors  []Cursor
+	// Since: the pass judges the records written since (and every open
+	// transaction): a record unchanged since the previous pass began was
+	// judged by it, and the stream judged each change in between. Zero
+	// (the first pass, payctl audit): every record.
+	Since   time.Time
+	Cursors []Cursor
 	// The last finished pass.
 	LastStartedAt, LastFinishedAt time.Time
 	LastScanned                   int64
@@ -116,8 +121,10 @@ var ErrPassMoved = errors.New("audit: the full pass was moved on by another invo
 // Scanner reads the audited tables page by page.
 type Scanner interface {
 	// ScanPage reads the page of c's segment (of segments) after c.Key,
-	// at most limit items.
-	ScanPage(ctx context.Context, c Cursor, segments, limit int) (Page, error)
+	// at most limit items; since (zero: all) drops the subjects of records
+	// last written before it, except open transactions, which a deadline
+	// can break without a write.
+	ScanPage(ctx context.Context, c Cursor, segments, limit int, since time.Time) (Page, error)
 	// UnfinishedBatchJobs are the batch jobs not finished yet.
 	UnfinishedBatchJobs(ctx context.Context) ([]Subject, error)
 	// EstimateItems is the tables' item count as DynamoDB last counted it.
@@ -164,6 +171,10 @@ func (p *Passer) Step(ctx context.Context, now, until time.Time, settle func(Ver
 	if !st.Running && (st.LastStartedAt.IsZero() || !now.Before(st.LastStartedAt.Add(p.Every))) {
 		next := Pass{ID: now.UnixMilli(), StartedAt: now.UTC(), Running: true, Segments: p.Segments,
 			LastStartedAt: st.LastStartedAt, LastFinishedAt: st.LastFinishedAt, LastScanned: st.LastScanned}
+		if !st.LastStartedAt.IsZero() {
+			// Writers' clocks may lag: an hour's margin before the last start.
+			next.Since = st.LastStartedAt.Add(-p.Judge.Grace - time.Hour)
+		}
 		if next.Estimate, err = p.Store.EstimateItems(ctx, p.Tables); err != nil {
 			return st, err
 		}
@@ -240,7 +251,7 @@ func (p *Passer) advance(ctx context.Context, st *Pass, now, until time.Time, se
 				c := st.Cursors[i]
 				mu.Unlock()
 				for !c.Done && time.Now().Before(until) && ctx.Err() == nil {
-					page, err := p.Store.ScanPage(ctx, c, st.Segments, p.PageSize)
+					page, err := p.Store.ScanPage(ctx, c, st.Segments, p.PageSize, st.Since)
 					if err == nil {
 						err = judgeAll(ctx, p.Judge, page.Subjects, now, p.JudgeConcurrency, settle)
 					}
@@ -332,7 +343,7 @@ func Sweep(ctx context.Context, sc Scanner, j *Judge, tables []string, segments,
 			defer wg.Done()
 			for c := range cursors {
 				for !c.Done {
-					page, err := sc.ScanPage(ctx, c, segments, pageSize)
+					page, err := sc.ScanPage(ctx, c, segments, pageSize, time.Time{})
 					if err == nil {
 						err = judgeAll(ctx, j, page.Subjects, now, 4, collect)
 					}

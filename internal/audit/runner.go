@@ -27,6 +27,10 @@ type Runner struct {
 	DueBatch, Concurrency int
 }
 
+// PassSlack is how much longer than its period the full pass's assurance
+// may grow before it counts as late (a pass takes hours at volume).
+const PassSlack = 24 * time.Hour
+
 // RunStats is what one run did and saw.
 type RunStats struct {
 	At time.Time
@@ -96,6 +100,9 @@ func (r *Runner) Run(ctx context.Context, now time.Time, publish func(RunMetrics
 	}
 	m := RunMetrics{At: now, OpenViolations: st.OpenViolations, UncheckedAge: st.UncheckedAge(),
 		PassAge: st.Pass.Age(now), PassPercent: st.Pass.Percent(), Judged: st.Judged}
+	if r.Pass != nil {
+		m.PassLate = max(0, m.PassAge-r.Pass.Every-PassSlack)
+	}
 	if err := publish(m); err != nil {
 		errs = append(errs, err)
 	}

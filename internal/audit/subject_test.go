@@ -91,13 +91,21 @@ func hasID(txs []Transaction, id int64) bool {
 	return slices.ContainsFunc(txs, func(t Transaction) bool { return t.ID == id })
 }
 
-// items of a table in a stable order, with the subjects each names.
-func (f *tables) items(table string) [][]Subject {
-	var out [][]Subject
+// item is a stored item as a scan sees it: the subjects it names, when it
+// was last written, and whether it is an open transaction.
+type item struct {
+	subjects []Subject
+	at       time.Time
+	open     bool
+}
+
+// items of a table in a stable order.
+func (f *tables) items(table string) []item {
+	var out []item
 	switch table {
 	case TableTransactions:
 		for _, t := range f.d.Transactions {
-			out = append(out, []Subject{RequestSubject(t.PaymentRequestID)})
+			out = append(out, item{[]Subject{RequestSubject(t.PaymentRequestID)}, t.UpdatedAt, t.Open()})
 		}
 	case TableRequests:
 		for _, r := range f.d.Requests {
@@ -111,7 +119,7 @@ func (f *tables) items(table string) [][]Subject {
 					s = append(s, RequestSubject(r.ID))
 				}
 			}
-			out = append(out, s)
+			out = append(out, item{s, r.UpdatedAt, false})
 		}
 	case TableLedger:
 		for _, e := range f.d.Ledger {
@@ -119,16 +127,15 @@ func (f *tables) items(table string) [][]Subject {
 			if e.Taken() {
 				s = append(s, ChargeSubject(e.Reference))
 			}
-			out = append(out, s)
+			out = append(out, item{s, e.UpdatedAt, false})
 		}
 	}
 	return out
 }
 
-func (f *tables) ScanPage(_ context.Context, c Cursor, segments, limit int) (Page, error) {
-	all := f.items(c.Table)
-	var mine [][]Subject
-	for i, it := range all {
+func (f *tables) ScanPage(_ context.Context, c Cursor, segments, limit int, since time.Time) (Page, error) {
+	var mine []item
+	for i, it := range f.items(c.Table) {
 		if i%segments == c.Segment {
 			mine = append(mine, it)
 		}
@@ -142,8 +149,10 @@ func (f *tables) ScanPage(_ context.Context, c Cursor, segments, limit int) (Pag
 	if !p.Done {
 		p.Next = strconv.Itoa(to)
 	}
-	for _, s := range mine[from:to] {
-		p.Subjects = append(p.Subjects, s...)
+	for _, it := range mine[from:to] {
+		if since.IsZero() || !it.at.Before(since) || it.open {
+			p.Subjects = append(p.Subjects, it.subjects...)
+		}
 	}
 	return p, nil
 }
@@ -727,5 +736,52 @@ func TestFullPassContinuesAcrossInvocations(t *testing.T) {
 	}
 	if f.advances != pages {
 		t.Fatalf("%d cursor moves for %d pages: a page was counted twice", f.advances, pages)
+	}
+}
+
+// After the first pass, a pass judges what was written since the previous
+// one began, and every open transaction: a record unchanged since was
+// judged then.
+func TestLaterPassesJudgeWhatChangedAndWhatIsOpen(t *testing.T) {
+	ctx := context.Background()
+	f := &tables{d: healthy()}
+	m := newMem()
+	st := &Settler{Findings: m, Checks: m, Log: quiet}
+	_, _ = st.Load(ctx)
+	p := &Passer{Store: f, Judge: judgeOf(f), Tables: PassTables(true), Segments: 2, Every: 24 * time.Hour, PageSize: 10, Workers: 2, JudgeConcurrency: 2}
+	step := func(at time.Time) Pass {
+		t.Helper()
+		for i := 0; i < 50; i++ {
+			ps, err := p.Step(ctx, at, time.Now().Add(time.Second), func(v Verdict) error { return st.Settle(ctx, v, at) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ps.Running {
+				return ps
+			}
+		}
+		t.Fatal("pass did not finish")
+		return Pass{}
+	}
+	if ps := step(now); !ps.Since.IsZero() || len(m.kept) != 0 {
+		t.Fatalf("first pass: %+v %+v", ps, m.kept)
+	}
+	next := now.Add(25 * time.Hour)
+	// Broken before the first pass began and never written since: judged then.
+	f.d.Ledger[3] = LedgerEntry{Reference: "ptx_404", Charge: true, Approved: true, UpdatedAt: now.Add(-48 * time.Hour)}
+	// Broken after it: a charge without its transaction.
+	f.d.Ledger = append(f.d.Ledger, LedgerEntry{Reference: "ptx_405", Charge: true, Approved: true, UpdatedAt: now.Add(time.Hour)})
+	// Open, unchanged, and now past its deadline.
+	f.d.Transactions[2].RecoverAfter = now.Add(time.Hour)
+	step(next)
+	var got []string
+	for _, v := range m.kept {
+		got = append(got, v.Invariant+" "+v.Reference+strconv.FormatInt(v.TransactionID, 10))
+	}
+	sort.Strings(got)
+	// The running batch job is judged by every pass (jobs are few).
+	want := []string{BatchJobNotStuck + " 0", LedgerChargeHasApprovedTx + " ptx_4050", TransactionNotStuck + " 20"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("second pass found %v, want %v", got, want)
 	}
 }

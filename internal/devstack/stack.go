@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	payreq "github.com/payreq/payreq"
@@ -258,6 +259,23 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 		s.pollers.Add(1)
 		go func() { defer s.pollers.Done(); PollSQS(pollCtx, sqsClient, src, h, log) }()
+	}
+	streams, err := s.Resources.StreamSources()
+	if err != nil {
+		return nil, err
+	}
+	// DynamoDB Streams is served at DynamoDB's own endpoint (DynamoDB
+	// Local, LocalStack).
+	streamsClient := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) {
+		o.BaseEndpoint = aws.String(s.Info.Endpoints.DynamoDB)
+	})
+	for _, src := range streams {
+		h, err := s.build(ctx, src.FunctionID, opts, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.pollers.Add(1)
+		go func() { defer s.pollers.Done(); PollStream(pollCtx, streamsClient, sqsClient, src, h, log) }()
 	}
 	schedules, err := s.Resources.Schedules()
 	if err != nil {

@@ -37,6 +37,7 @@ type passItem struct {
 	Running        bool   `dynamodbav:"running"`
 	Segments       int    `dynamodbav:"segments"`
 	Estimate       int64  `dynamodbav:"estimate"`
+	Since          int64  `dynamodbav:"since,omitempty"`
 	Cursors        int    `dynamodbav:"cursors"`
 	LastStartedAt  int64  `dynamodbav:"lastStartedAt,omitempty"`
 	LastFinishedAt int64  `dynamodbav:"lastFinishedAt,omitempty"`
@@ -71,7 +72,7 @@ func (a *AuditStore) LoadPass(ctx context.Context) (audit.Pass, error) {
 	if err := attributevalue.UnmarshalMap(item, &p); err != nil {
 		return audit.Pass{}, fmt.Errorf("unmarshal audit pass: %w", err)
 	}
-	out := audit.Pass{ID: p.ID, StartedAt: msTime(p.StartedAt), Running: p.Running, Segments: p.Segments, Estimate: p.Estimate,
+	out := audit.Pass{ID: p.ID, StartedAt: msTime(p.StartedAt), Running: p.Running, Segments: p.Segments, Estimate: p.Estimate, Since: msTime(p.Since),
 		LastStartedAt: msTime(p.LastStartedAt), LastFinishedAt: msTime(p.LastFinishedAt), LastScanned: p.LastScanned}
 	for i := 0; i < p.Cursors; i++ {
 		var c cursorItem
@@ -91,7 +92,7 @@ func (a *AuditStore) LoadPass(ctx context.Context) (audit.Pass, error) {
 // still prev (its id and whether it runs): ErrPassMoved otherwise.
 func (a *AuditStore) SavePass(ctx context.Context, prev, next audit.Pass) error {
 	item, err := attributevalue.MarshalMap(passItem{PK: auditPassPK, SK: auditStateSK, ID: next.ID, StartedAt: timeMs(next.StartedAt),
-		Running: next.Running, Segments: next.Segments, Estimate: next.Estimate, Cursors: len(next.Cursors),
+		Running: next.Running, Segments: next.Segments, Estimate: next.Estimate, Since: timeMs(next.Since), Cursors: len(next.Cursors),
 		LastStartedAt: timeMs(next.LastStartedAt), LastFinishedAt: timeMs(next.LastFinishedAt), LastScanned: next.LastScanned})
 	if err != nil {
 		return fmt.Errorf("marshal audit pass: %w", err)
@@ -199,15 +200,17 @@ func decodeScanKey(s string) (map[string]types.AttributeValue, error) {
 
 // ScanPage reads one page of c's segment (eventually consistent: each
 // subject found is judged on its own consistent reads) and turns it into
-// the subjects worth judging:
+// the subjects worth judging, of the records written since `since` (zero:
+// all):
 //
-//   - transactions: each names its request (once per page);
+//   - transactions: each names its request (once per page); an open one
+//     whenever it was written (a deadline breaks it without a write);
 //   - requests: a paid request whose named transaction is its own is
 //     judged through that transaction already; the others (naming none, a
 //     missing one, another request's) are subjects;
 //   - ledger (the operations table, filtered to the sandbox ledger): each
 //     charge that took money.
-func (a *AuditStore) ScanPage(ctx context.Context, c audit.Cursor, segments, limit int) (audit.Page, error) {
+func (a *AuditStore) ScanPage(ctx context.Context, c audit.Cursor, segments, limit int, since time.Time) (audit.Page, error) {
 	table, err := a.scanTable(c.Table)
 	if err != nil {
 		return audit.Page{}, err
@@ -220,9 +223,10 @@ func (a *AuditStore) ScanPage(ctx context.Context, c audit.Cursor, segments, lim
 		Limit: aws.Int32(int32(limit)), ExclusiveStartKey: start}
 	switch c.Table {
 	case audit.TableTransactions:
-		in.ProjectionExpression = aws.String("id, paymentRequestId")
+		in.ProjectionExpression = aws.String("id, paymentRequestId, #s, refund.#s, updatedAt")
+		in.ExpressionAttributeNames = map[string]string{"#s": "status"}
 	case audit.TableRequests:
-		in.ProjectionExpression = aws.String("id, #s, transactionId, expiresAt")
+		in.ProjectionExpression = aws.String("id, #s, transactionId, expiresAt, updatedAt")
 		in.ExpressionAttributeNames = map[string]string{"#s": "status"}
 	case audit.TableLedger:
 		in.FilterExpression = aws.String("begins_with(pk, :l)")
@@ -245,9 +249,18 @@ func (a *AuditStore) ScanPage(ctx context.Context, c audit.Cursor, segments, lim
 		for _, item := range out.Items {
 			var t struct {
 				RequestID int64 `dynamodbav:"paymentRequestId"`
+				Status    int   `dynamodbav:"status"`
+				Refund    *struct {
+					Status string `dynamodbav:"status"`
+				} `dynamodbav:"refund"`
+				UpdatedAt time.Time `dynamodbav:"updatedAt"`
 			}
 			if err := attributevalue.UnmarshalMap(item, &t); err != nil {
 				return audit.Page{}, fmt.Errorf("audit pass: transaction: %w", err)
+			}
+			open := !payment.TransactionStatus(t.Status).Final() || (t.Refund != nil && t.Refund.Status == payment.RefundProcessing)
+			if !open && t.UpdatedAt.Before(since) {
+				continue
 			}
 			if t.RequestID != 0 && !seen[t.RequestID] {
 				seen[t.RequestID] = true
@@ -262,14 +275,15 @@ func (a *AuditStore) ScanPage(ctx context.Context, c audit.Cursor, segments, lim
 				continue
 			}
 			var r struct {
-				ID     int64 `dynamodbav:"id"`
-				Status int   `dynamodbav:"status"`
-				TxID   int64 `dynamodbav:"transactionId"`
+				ID        int64     `dynamodbav:"id"`
+				Status    int       `dynamodbav:"status"`
+				TxID      int64     `dynamodbav:"transactionId"`
+				UpdatedAt time.Time `dynamodbav:"updatedAt"`
 			}
 			if err := attributevalue.UnmarshalMap(item, &r); err != nil {
 				return audit.Page{}, fmt.Errorf("audit pass: request: %w", err)
 			}
-			if payment.RequestStatus(r.Status) != payment.RequestPaid {
+			if payment.RequestStatus(r.Status) != payment.RequestPaid || r.UpdatedAt.Before(since) {
 				continue
 			}
 			if r.TxID == 0 {
@@ -307,7 +321,7 @@ func (a *AuditStore) ScanPage(ctx context.Context, c audit.Cursor, segments, lim
 			if err != nil {
 				return audit.Page{}, err
 			}
-			if e.Taken() && !expired(item, now) {
+			if e.Taken() && !expired(item, now) && !e.UpdatedAt.Before(since) {
 				page.Subjects = append(page.Subjects, audit.ChargeSubject(e.Reference))
 			}
 		}
