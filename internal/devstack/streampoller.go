@@ -269,9 +269,19 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, start stypes
 				iter = out.ShardIterator
 				return true
 			}
-			var gone *stypes.ResourceNotFoundException
+			var (
+				gone    *stypes.ResourceNotFoundException
+				trimmed *stypes.TrimmedDataAccessException
+			)
 			if errors.As(err, &gone) {
 				return false // the shard was trimmed away
+			}
+			if errors.As(err, &trimmed) && in.SequenceNumber != nil {
+				// The records after the checkpoint are gone (older than the
+				// stream keeps): on from the oldest left, as Lambda does.
+				p.log.Error("stream records lost past the checkpoint", "shard", shard, "after", lastSeq)
+				in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeTrimHorizon, nil
+				continue
 			}
 			p.log.Warn("get shard iterator failed", "shard", shard, "error", err.Error())
 			sleep(ctx, src.PollInterval)
@@ -285,9 +295,22 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, start stypes
 		closed := iter == nil
 		if !closed {
 			out, err := p.api.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(min(1000, src.BatchSize-len(buf))))})
-			var expired *stypes.ExpiredIteratorException
+			var (
+				expired *stypes.ExpiredIteratorException
+				trimmed *stypes.TrimmedDataAccessException
+			)
 			switch {
 			case errors.As(err, &expired):
+				if !newIterator() {
+					return
+				}
+				continue
+			case errors.As(err, &trimmed):
+				// The iterator points before the shard's oldest record. AWS
+				// answers so for records trimmed away; DynamoDB Local for
+				// a TRIM_HORIZON iterator taken while the shard was still
+				// empty. Either way a new one starts at what is there.
+				sleep(ctx, src.PollInterval)
 				if !newIterator() {
 					return
 				}
