@@ -26,6 +26,8 @@ const (
 	BatchAfterRowCharge = "batch-after-row-charge" // batch: a row charged, not checkpointed
 	BatchAfterPart      = "batch-after-part"       // batch: a result part written
 	BatchBeforeDone     = "batch-before-done"      // batch: result assembled, job not closed
+	InRefundEvent       = "in-refund-event"        // a refund's final status stored, its notification not queued
+	InLateVoid          = "in-late-void"           // a late charge recorded (voiding), the void not asked yet
 )
 
 // EnvVar selects the crash point in a crashtest build.

@@ -36,6 +36,13 @@ type OverviewSource interface {
 	NotificationProblems(ctx context.Context, merchantID string) (failing, dlq int, err error)
 }
 
+// DisputeSource lists a merchant's disputes (open, and closed within 180
+// days); an OverviewSource that has it shows the open ones with their
+// evidence deadline and counts them.
+type DisputeSource interface {
+	Disputes(ctx context.Context, merchantID string, now time.Time) ([]payment.DisputeEntry, error)
+}
+
 // Periods of the overview.
 var periods = []struct{ key, label string }{{"today", "Today"}, {"7d", "7 days"}, {"30d", "30 days"}}
 
@@ -75,6 +82,10 @@ type overviewData struct {
 	NotifyFail   int
 	NotifyDLQ    int
 	Running      []Batch
+	// Disputes are the open ones, the nearest evidence deadline first;
+	// Disputes nil with DisputesShown false: no dispute source.
+	Disputes      []payment.DisputeEntry
+	DisputesShown bool
 }
 
 // window is the period's first and last bucket and whether they are hours.
@@ -220,6 +231,32 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request, s *Session) e
 	}
 	if d.NotifyFail, d.NotifyDLQ, err = h.Overview.NotificationProblems(ctx, s.MerchantID); err != nil {
 		return err
+	}
+	if ds, ok := h.Overview.(DisputeSource); ok {
+		all, err := ds.Disputes(ctx, s.MerchantID, h.Now())
+		if err != nil {
+			return err
+		}
+		d.DisputesShown = true
+		for _, e := range all {
+			if payment.DisputeOpen(e.Status) {
+				d.Disputes = append(d.Disputes, e)
+			}
+		}
+		slices.SortFunc(d.Disputes, func(a, b payment.DisputeEntry) int {
+			switch {
+			case a.EvidenceDueBy.IsZero() != b.EvidenceDueBy.IsZero():
+				if a.EvidenceDueBy.IsZero() {
+					return 1
+				}
+				return -1
+			case a.EvidenceDueBy.Before(b.EvidenceDueBy):
+				return -1
+			case b.EvidenceDueBy.Before(a.EvidenceDueBy):
+				return 1
+			}
+			return int(a.TransactionID - b.TransactionID)
+		})
 	}
 	batches, err := h.Ops.Batches(ctx, s.MerchantID)
 	if err != nil {

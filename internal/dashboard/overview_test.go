@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,10 +14,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/shopspring/decimal"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -316,5 +319,52 @@ func TestOverviewShowsFailingNotifications(t *testing.T) {
 			t.Fatal("the failing notification is not on the overview")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The overview counts a merchant's open disputes and lists them, the
+// nearest evidence deadline first, with a link to Stripe's Dashboard where
+// the evidence is submitted; a closed one is neither counted nor listed.
+// The payment's page shows its dispute.
+func TestOverviewShowsOpenDisputes(t *testing.T) {
+	m := testenv.NewMerchant(t)
+	u := newUser(t, m, dashboard.RoleMember)
+	u.mustSignIn()
+	if p := u.get("/dashboard/overview"); !strings.Contains(p.body, `id="kpi-disputes"><data class="count" value="0">`) {
+		t.Fatalf("a new merchant has open disputes:\n%.3000s", p.body)
+	}
+	a := payCard(t, m, "30", "EUR", cardApproved)
+	b := payCard(t, m, "31", "EUR", cardApproved)
+	st := testenv.Stack(t).Store
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	due := now.Add(9 * 24 * time.Hour)
+	for _, e := range []payment.DisputeEntry{
+		{TransactionID: a.TxID, PaymentRequestID: a.RequestID, DisputeID: "dp_open", Status: "needs_response", Reason: "fraudulent",
+			Amount: decimal.RequireFromString("30"), Unit: "EUR", EvidenceDueBy: due, UpdatedAt: now, Rev: 1},
+		{TransactionID: b.TxID, PaymentRequestID: b.RequestID, DisputeID: "dp_won", Status: "won", Reason: "general",
+			Amount: decimal.RequireFromString("31"), Unit: "EUR", UpdatedAt: now, Rev: 1},
+	} {
+		if err := st.PutDisputeEntry(ctx, m.ID, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.WriteAfter(ctx, a.TxID, 0, payment.After{Dispute: &payment.Dispute{ID: "dp_open", Status: "needs_response",
+		Reason: "fraudulent", Amount: decimal.RequireFromString("30"), Unit: "EUR", EvidenceDueBy: due}}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	p := u.get("/dashboard/overview")
+	for _, want := range []string{`id="kpi-disputes"><data class="count" value="1">`, due.Format("2006-01-02 15:04") + " UTC",
+		`href="https://dashboard.stripe.com/test/disputes/dp_open"`, "fraudulent"} {
+		if !strings.Contains(p.body, want) {
+			t.Fatalf("overview lacks %q:\n%.4000s", want, p.body)
+		}
+	}
+	if strings.Contains(p.body, "dp_won") {
+		t.Fatal("a closed dispute is listed as open")
+	}
+	detail := u.get(fmt.Sprintf("/dashboard/payments/%d", a.RequestID))
+	if !strings.Contains(detail.body, `class="dispute-status">needs_response`) || !strings.Contains(detail.body, "evidence due "+due.Format("2006-01-02 15:04")) {
+		t.Fatalf("the payment's page does not show its dispute:\n%.4000s", detail.body)
 	}
 }

@@ -428,6 +428,14 @@ func (h *handler) renderDetail(w http.ResponseWriter, r *http.Request, s *Sessio
 		if t.Refund != nil {
 			tr.RefundInfo = t.Refund.Status
 		}
+		if a := t.After; a != nil {
+			for _, rf := range a.Refunds {
+				// Made in Stripe's Dashboard: recorded, and the service's
+				// full refund is no longer offered.
+				tr.RefundInfo = strings.TrimSpace(tr.RefundInfo + " " + rf.Status + " in Stripe (" + rf.Amount.String() + " " + rf.Unit + ")")
+				tr.Refundable = false
+			}
+		}
 		rows = append(rows, tr)
 	}
 	dl, err := h.Ops.Deliveries(r.Context(), p.ID)

@@ -348,6 +348,19 @@ func viewPayment(p *pw, d map[string]any) {
 			p.f(`<a href="/dashboard/payments/%s/refund?tx=%s" class="refund-link">Refund…</a>`, r.ID, t.ID)
 		}
 		p.f(`</td><td><code>%s</code><br><span class="hint">%s</span></td></tr>`, t.ID, t.Number)
+		if t.After != nil && t.After.Dispute != nil {
+			dp := t.After.Dispute
+			due := "no evidence asked for"
+			if !dp.EvidenceDueBy.IsZero() {
+				due = "evidence due " + dp.EvidenceDueBy.UTC().Format("2006-01-02 15:04") + " UTC"
+			}
+			p.f(`<tr class="dispute"><td colspan="7">Disputed: <strong class="dispute-status">%s</strong> (%s, %s), %s. <a href="%s" rel="noopener noreferrer" target="_blank">Respond in Stripe's Dashboard</a></td></tr>`,
+				dp.Status, dp.Reason, money(dp.Amount, dp.Unit), due, dp.DashboardURL())
+		}
+		if t.After != nil && t.After.LateCharge != nil {
+			l := t.After.LateCharge
+			p.f(`<tr class="late-charge"><td colspan="7">A charge of %s succeeded after this attempt was declined; it was returned (%s).</td></tr>`, money(l.Amount, l.Unit), l.Status)
+		}
 	}
 	if len(txs) == 0 {
 		p.raw(`<tr><td colspan="7">No attempt yet.</td></tr>`)

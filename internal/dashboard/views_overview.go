@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/payment"
 )
 
 func overviewURL(period, unit string) string {
@@ -54,8 +56,9 @@ func viewOverview(p *pw, d map[string]any) {
 <li><span class="kpi-label">Payments</span><span class="kpi" id="kpi-count">%s</span></li>
 <li><span class="kpi-label">Approval rate</span><span class="kpi" id="kpi-rate">%s</span><span class="hint">%s approved, %s declined</span></li>
 <li><span class="kpi-label">Refunds</span><span class="kpi" id="kpi-refunds">%s</span><span class="hint" id="kpi-refund-volume">%s</span></li>
-</ul>`, money(o.Gross, o.Unit), count(o.Approved), permille(o.RatePermille), count(o.Approved), count(o.Declined),
-		count(o.Refunds), money(o.RefundVolume, o.Unit))
+%s</ul>`, money(o.Gross, o.Unit), count(o.Approved), permille(o.RatePermille), count(o.Approved), count(o.Declined),
+		count(o.Refunds), money(o.RefundVolume, o.Unit), disputeKPI(o))
+	viewDisputes(p, o)
 
 	// Volume over the period: chart and its table.
 	p.raw(`<section aria-labelledby="h-volume"><h2 id="h-volume">Volume</h2>`)
@@ -114,4 +117,36 @@ func viewOverview(p *pw, d map[string]any) {
 		p.raw(`</ul>`)
 	}
 	p.raw(`</section>`)
+}
+
+// disputeKPI is the overview's count of open disputes (all currencies).
+func disputeKPI(o overviewData) markup {
+	if !o.DisputesShown {
+		return ""
+	}
+	return markup(`<li><span class="kpi-label">Open disputes</span><span class="kpi" id="kpi-disputes">` + string(count(int64(len(o.Disputes)))) + `</span><span class="hint">all currencies</span></li>`)
+}
+
+// viewDisputes lists the open disputes, the nearest evidence deadline
+// first; the evidence is submitted in Stripe's Dashboard.
+func viewDisputes(p *pw, o overviewData) {
+	if !o.DisputesShown {
+		return
+	}
+	p.raw(`<section aria-labelledby="h-disputes"><h2 id="h-disputes">Open disputes</h2>`)
+	p.raw(`<p class="hint">A cardholder disputes a payment with their bank. Submit your evidence in Stripe's Dashboard before the deadline; the payment stays paid until the dispute is lost.</p>`)
+	p.raw(`<div class="scroll" tabindex="0" role="region" aria-label="Open disputes table"><table id="disputes"><thead><tr><th scope="col">Evidence due</th><th scope="col">Payment</th><th scope="col">Amount</th><th scope="col">Reason</th><th scope="col">Status</th><th scope="col">Evidence</th></tr></thead><tbody>`)
+	for _, e := range o.Disputes {
+		due := "not asked"
+		if !e.EvidenceDueBy.IsZero() {
+			due = e.EvidenceDueBy.UTC().Format("2006-01-02 15:04") + " UTC"
+		}
+		d := payment.Dispute{ID: e.DisputeID, Live: e.Live}
+		p.f(`<tr><td>%s</td><td><a href="/dashboard/payments/%d">%d</a></td><td>%s</td><td>%s</td><td>%s</td><td><a href="%s" rel="noopener noreferrer" target="_blank">Respond in Stripe</a></td></tr>`,
+			due, e.PaymentRequestID, e.PaymentRequestID, money(e.Amount, e.Unit), e.Reason, e.Status, d.DashboardURL())
+	}
+	if len(o.Disputes) == 0 {
+		p.raw(`<tr><td colspan="6">No open dispute.</td></tr>`)
+	}
+	p.raw(`</tbody></table></div></section>`)
 }

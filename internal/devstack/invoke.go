@@ -45,3 +45,24 @@ func InvokeBytes(ctx context.Context, h lambda.Handler, functionID string, timeo
 // Timeout is a function's template Timeout (its own, else the Globals',
 // else Lambda's default of 3 s).
 func (r *Resources) Timeout(id string) time.Duration { return r.functionTimeout(id) }
+
+// RunScheduled invokes a scheduled function of the stack once, as its
+// schedule would (EventBridge's event, the function's timeout): a test
+// runs a reconciler pass when it wants one.
+func (s *Stack) RunScheduled(ctx context.Context, functionID string) error {
+	schedules, err := s.Resources.Schedules()
+	if err != nil {
+		return err
+	}
+	for _, src := range schedules {
+		if src.FunctionID != functionID {
+			continue
+		}
+		h, ok := s.handlers[functionID]
+		if !ok {
+			return fmt.Errorf("function %s is not running in this stack", functionID)
+		}
+		return Invoke(ctx, h, functionID, src.Timeout, ScheduledEvent(src.Rule, time.Now()), nil)
+	}
+	return fmt.Errorf("function %s has no schedule", functionID)
+}

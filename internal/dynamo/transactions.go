@@ -64,6 +64,12 @@ type refundRecord struct {
 	Code        string     `dynamodbav:"code,omitempty"`
 	CreatedAt   time.Time  `dynamodbav:"createdAt"`
 	CompletedAt *time.Time `dynamodbav:"completedAt,omitempty"`
+	// After the first answer (after.go).
+	Origin         string `dynamodbav:"origin,omitempty"`
+	AcquirerStatus string `dynamodbav:"acquirerStatus,omitempty"`
+	FailureReason  string `dynamodbav:"failureReason,omitempty"`
+	Notified       string `dynamodbav:"notified,omitempty"`
+	Rev            int64  `dynamodbav:"rev,omitempty"`
 }
 
 func toRefundRecord(r *payment.Refund) *refundRecord {
@@ -71,7 +77,8 @@ func toRefundRecord(r *payment.Refund) *refundRecord {
 		return nil
 	}
 	return &refundRecord{ID: r.ID, Status: r.Status, Amount: number(r.Amount), Unit: r.Unit, ProviderRef: r.ProviderRef,
-		Code: r.Code, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt}
+		Code: r.Code, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt,
+		Origin: r.Origin, AcquirerStatus: r.AcquirerStatus, FailureReason: r.FailureReason, Notified: r.Notified, Rev: r.Rev}
 }
 
 func (r *refundRecord) refund() *payment.Refund {
@@ -79,7 +86,8 @@ func (r *refundRecord) refund() *payment.Refund {
 		return nil
 	}
 	return &payment.Refund{ID: r.ID, Status: r.Status, Amount: decimal.Decimal(r.Amount), Unit: r.Unit, ProviderRef: r.ProviderRef,
-		Code: r.Code, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt}
+		Code: r.Code, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt,
+		Origin: r.Origin, AcquirerStatus: r.AcquirerStatus, FailureReason: r.FailureReason, Notified: r.Notified, Rev: r.Rev}
 }
 
 type transactionRecord struct {
@@ -107,6 +115,8 @@ type transactionRecord struct {
 	PendingUntil     int64               `dynamodbav:"pendingUntil,omitempty"` // unix ms
 	Limits           *limitHoldRecord    `dynamodbav:"limits,omitempty"`
 	Refund           *refundRecord       `dynamodbav:"refund,omitempty"`
+	RecoverTries     int                 `dynamodbav:"recoverTries,omitempty"`
+	After            *afterRecord        `dynamodbav:"after,omitempty"`
 	CreatedAt        time.Time           `dynamodbav:"createdAt"`
 	UpdatedAt        time.Time           `dynamodbav:"updatedAt"`
 	SettledAt        *time.Time          `dynamodbav:"settledAt,omitempty"`
@@ -120,6 +130,7 @@ func toTransactionRecord(t *payment.Transaction) transactionRecord {
 		Channel: string(t.Channel), Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, UPIID: t.UPIID,
 		ProviderRef: t.ProviderRef, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
+		RecoverTries: t.RecoverTries, After: toAfterRecord(t.After),
 	}
 	if !t.CreatedAt.IsZero() {
 		rec.ExpiresAt = t.CreatedAt.Add(RecordRetention).Unix()
@@ -151,6 +162,7 @@ func (rec transactionRecord) transaction() *payment.Transaction {
 		Card: rec.Card, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Reference: rec.Reference,
 		ThreeDS: rec.ThreeDS, Refund: rec.Refund.refund(),
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, SettledAt: rec.SettledAt,
+		RecoverTries: rec.RecoverTries, After: rec.After.after(),
 	}
 	if p := rec.Payer; p != nil {
 		t.Payer = &payment.TxPayer{Name: p.Name, Email: p.Email, Phone: p.Phone, Country: p.Country}

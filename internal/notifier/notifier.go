@@ -345,7 +345,18 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 	// What is signed comes from the store: the event's own statuses are
 	// only routing.
 	ev = payment.EventOf(ev, tx.ID, tx.Status, req.Status, tx.Code, tx.Message)
-	if n.Overview != nil && ev.Attempts == 0 && ev.DueAt.IsZero() {
+	note := Notification(req, ev)
+	if ev.Type != "" {
+		// A refund's or a dispute's notification: its record decides.
+		e, ok := EventOf(tx, ev)
+		if !ok {
+			log.Error("notification of a refund or dispute the transaction does not hold dropped", "transaction_id", ev.TransactionID,
+				"type", ev.Type, "object_id", ev.ObjectID, "metric", "NotificationsDropped")
+			return delivery{}, nil
+		}
+		note.Event = e
+	}
+	if n.Overview != nil && ev.Attempts == 0 && ev.DueAt.IsZero() && ev.Type == "" {
 		// Before the delivery: should this write fail, SQS retries the
 		// message and the merchant is not notified twice for it.
 		if _, err := n.Overview.AggregateSettled(ctx, tx, now); err != nil {
@@ -396,7 +407,7 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 	if m.NotificationFormat == "json" {
 		format = notify.FormatJSON
 	}
-	built, err := notify.Build(Notification(req, ev), notify.Options{URL: target, Format: format, Decimals: decimals,
+	built, err := notify.Build(note, notify.Options{URL: target, Format: format, Decimals: decimals,
 		APIKey: apiKey, WebhookSecret: secret, EventID: ev.EventID, Now: now})
 	if err != nil {
 		return delivery{}, fmt.Errorf("build notification %s: %w", ev.EventID, err)
@@ -516,6 +527,32 @@ func Notification(r *payment.Request, ev payment.NotifyEvent) notify.Notificatio
 		n.ClientID, n.ClientName, n.ClientEmail, n.ClientPhone, n.ClientMemberID = c.ID, c.Name, c.Email, c.Phone, c.MemberID
 	}
 	return n
+}
+
+// EventOf is the refund's or dispute's part of ev's notification, from the
+// record tx holds (ok false when it holds none): the type and event id are
+// the event's, everything else is stored. A refund's status is the one its
+// type reports (a refund that failed after it succeeded is notified twice,
+// each in its own words).
+func EventOf(tx *payment.Transaction, ev payment.NotifyEvent) (*notify.Event, bool) {
+	e := &notify.Event{Type: ev.Type, EventID: ev.EventID, ObjectID: ev.ObjectID}
+	if strings.HasPrefix(ev.Type, "refund.") {
+		r := tx.RefundByID(ev.ObjectID)
+		if r == nil {
+			return nil, false
+		}
+		e.Amount, e.Status = r.Amount, payment.RefundRefunded
+		if ev.Type == payment.EventRefundFailed {
+			e.Status, e.Reason = payment.RefundFailed, r.FailureReason
+		}
+		return e, true
+	}
+	if tx.After == nil || tx.After.Dispute == nil || tx.After.Dispute.ID != ev.ObjectID {
+		return nil, false
+	}
+	d := tx.After.Dispute
+	e.Status, e.Reason, e.Amount, e.EvidenceDueBy, e.DashboardURL = d.Status, d.Reason, d.Amount, d.EvidenceDueBy, d.DashboardURL()
+	return e, true
 }
 
 // redactURL keeps scheme, host and path: a query string may hold a secret.

@@ -55,6 +55,9 @@ type Notification struct {
 	ClientMemberID         string          `json:"clientMemberId"`
 	Message                string          `json:"message"`
 	Code                   codes.Code      `json:"code"`
+	// Event, when set, makes this a refund's or a dispute's notification
+	// (event.go): its own type and fields after the payment's.
+	Event *Event `json:"event,omitempty"`
 }
 
 // Validate rejects a notification the spec does not allow to be sent.
@@ -84,6 +87,11 @@ func (n Notification) Validate() error {
 	}{{"grossAmount", n.GrossAmount}, {"fee", n.Fee}, {"netAmount", n.NetAmount}} {
 		if a.v.IsNegative() {
 			errs = append(errs, fmt.Errorf("%s must not be negative", a.name))
+		}
+	}
+	if n.Event != nil {
+		if err := n.Event.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -146,6 +154,9 @@ func (n Notification) FormBody(decimals int32) []byte {
 		b.WriteString(FormFields[i])
 		b.WriteByte('=')
 		b.WriteString(url.QueryEscape(v))
+	}
+	if n.Event != nil {
+		n.Event.appendForm(&b, decimals)
 	}
 	return []byte(b.String())
 }
@@ -258,6 +269,9 @@ func (j JSONNotification) SigningString() []byte {
 // webhookSecret is the merchant's "whsec_..." secret, used verbatim as the
 // HMAC key.
 func (n Notification) JSONBody(decimals int32, now time.Time, webhookSecret string) []byte {
+	if n.Event != nil {
+		return n.eventJSON(decimals, now, webhookSecret)
+	}
 	j := n.JSON(decimals, now)
 	j.Signature = SignHex(j.SigningString(), webhookSecret)
 	b, err := json.Marshal(j)
@@ -269,6 +283,12 @@ func (n Notification) JSONBody(decimals int32, now time.Time, webhookSecret stri
 
 // VerifyJSONBody parses a JSON variant body and checks its embedded signature.
 func VerifyJSONBody(body []byte, webhookSecret string) (JSONNotification, error) {
+	if isJSONEvent(body) {
+		// A refund's or dispute's notification: its own signing string.
+		e, err := VerifyJSONEventBody(body, webhookSecret)
+		return JSONNotification{PaymentRequestID: e.PaymentRequestID, Status: e.Type, TransactionID: e.TransactionID,
+			Amount: e.Amount, Currency: e.Currency, Timestamp: e.Timestamp, Signature: e.Signature}, err
+	}
 	var j JSONNotification
 	if err := json.Unmarshal(body, &j); err != nil {
 		return JSONNotification{}, fmt.Errorf("notify: JSON body: %w", err)

@@ -28,6 +28,12 @@ type NotifyEvent struct {
 	// Channel routes the event to its queue (interactive or batch); it is
 	// the transaction's own, copied when the transaction settles.
 	Channel Channel `json:"channel,omitempty" dynamodbav:"channel,omitempty"`
+	// Type is set on the notification of a refund or a dispute
+	// (EventRefundSucceeded, EventDisputeCreated, …), never on a payment's;
+	// ObjectID names the refund or dispute. The notifier builds such a
+	// notification from the stored record, in its own words.
+	Type     string `json:"type,omitempty" dynamodbav:"type,omitempty"`
+	ObjectID string `json:"objectId,omitempty" dynamodbav:"objectId,omitempty"`
 
 	// Delivery state, carried between attempts in the queue message.
 	Attempts int       `json:"attempts,omitempty" dynamodbav:"-"`

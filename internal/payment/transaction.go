@@ -46,9 +46,15 @@ type Transaction struct {
 	PendingUntil time.Time     // while pending: when the attempt is given up
 	Limits       *LimitHold    // counters to release if the attempt ends declined
 	Refund       *Refund
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	SettledAt    *time.Time
+	// RecoverTries counts the recoveries that left the attempt open: its
+	// next one waits longer each time (a bounded back-off).
+	RecoverTries int
+	// After holds what the acquirer reported after the first answer
+	// (acquirer refunds, a dispute, a late charge); nil when nothing.
+	After     *After
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	SettledAt *time.Time
 }
 
 // Values of Transaction.ThreeDS.
@@ -100,6 +106,17 @@ type Refund struct {
 	Code        string
 	CreatedAt   time.Time
 	CompletedAt *time.Time
+	// Origin is RefundByService or RefundByAcquirer.
+	Origin string
+	// AcquirerStatus is the acquirer's own status (Stripe: pending,
+	// requires_action, succeeded, failed, canceled) once it answered;
+	// FailureReason its reason for a failure.
+	AcquirerStatus string
+	FailureReason  string
+	// Notified is the Status whose merchant notification was queued.
+	Notified string
+	// Rev counts the writes after the refund began (each is guarded by it).
+	Rev int64
 }
 
 // NewRefund returns a refund in processing.

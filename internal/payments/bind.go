@@ -15,17 +15,28 @@ import (
 // (metric UnboundProviderResults).
 var ErrUnbound = errors.New("provider result is not bound to the transaction")
 
-// UnboundError says why a provider result was refused. It is ErrUnbound.
+// ErrBindLater: an acquirer event names a transaction that has no acquirer
+// object id yet and is still open (the event came before the answer to the
+// service's own call was stored). Nothing changed; the event is refused so
+// that the acquirer sends it again (Stripe retries for up to 3 days), and
+// it binds once the id is stored. It is also ErrUnbound.
+var ErrBindLater = errors.New("provider result cannot be bound yet")
+
+// UnboundError says why a provider result was refused. It is ErrUnbound,
+// and ErrBindLater when Later.
 type UnboundError struct {
 	TransactionID int64
 	Reason        string
+	Later         bool
 }
 
 func (e *UnboundError) Error() string {
 	return fmt.Sprintf("provider result refused for transaction %d: %s", e.TransactionID, e.Reason)
 }
 
-func (e *UnboundError) Is(target error) bool { return target == ErrUnbound }
+func (e *UnboundError) Is(target error) bool {
+	return target == ErrUnbound || (e.Later && target == ErrBindLater)
+}
 
 // Bind decides whether a provider result may change transaction tx. A
 // result binds when:
@@ -48,7 +59,9 @@ func Bind(tx *payment.Transaction, providerRef string, f *provider.ChargeFacts, 
 	}
 	switch {
 	case event && tx.ProviderRef == "":
-		return refuse("the transaction has no acquirer object id yet")
+		err := refuse("the transaction has no acquirer object id yet").(*UnboundError)
+		err.Later = !tx.Status.Final()
+		return err
 	case tx.ProviderRef != "" && providerRef != tx.ProviderRef:
 		return refuse("acquirer object %q is not the transaction's %q", providerRef, tx.ProviderRef)
 	case f == nil && event:
@@ -71,7 +84,12 @@ const MetricUnbound = "UnboundProviderResults"
 // bind is Bind, logging a refusal with its reason (ids and amounts, never
 // card data) and counting it in MetricUnbound.
 func (s *Service) bind(tx *payment.Transaction, providerRef string, f *provider.ChargeFacts, event bool, source string) error {
-	err := Bind(tx, providerRef, f, event)
+	return s.logUnbound(tx, Bind(tx, providerRef, f, event), source)
+}
+
+// logUnbound logs and counts err when it is an *UnboundError, and returns
+// it.
+func (s *Service) logUnbound(tx *payment.Transaction, err error, source string) error {
 	var ue *UnboundError
 	if errors.As(err, &ue) {
 		s.Log.Warn("provider result refused: not bound to the transaction", append([]any{"transaction_id", tx.ID,

@@ -112,7 +112,7 @@ func TestFastConcurrentRefundsRefundOnce(t *testing.T) {
 	}
 }
 
-// A refund a crash left in processing (the store lost CompleteRefund's
+// A refund a crash left in processing (the store lost the write of its
 // answer before it was written) is finished by the reconciler with the
 // same refund id.
 func TestFastRefundLeftInProcessingIsFinished(t *testing.T) {
@@ -121,7 +121,7 @@ func TestFastRefundLeftInProcessingIsFinished(t *testing.T) {
 	e.svc.Provider = rec
 	ctx := context.Background()
 	res := e.approved(t, "8.00")
-	e.store.Fail("CompleteRefund", 1, errInjected)
+	e.store.Fail("WriteRefund", 1, errInjected)
 	if _, err := e.svc.Refund(ctx, e.m, res.TransactionID); err == nil {
 		t.Fatal("refund reported done although its completion was not stored")
 	}

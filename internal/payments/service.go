@@ -589,7 +589,8 @@ func (s *Service) SupersedeGrace() time.Duration { return s.ChallengeWindow / 10
 // until it can be superseded (0: it cannot).
 func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attempt, now time.Time) (bool, time.Duration, error) {
 	ab, ok := s.Provider.(provider.ChallengeAbandoner)
-	if !ok || !a.CardholderPresent || holder == 0 {
+	pc, closer := s.Provider.(provider.PendingCloser)
+	if (!ok && !closer) || !a.CardholderPresent || holder == 0 {
 		return false, 0, nil
 	}
 	tx, err := s.Store.Transaction(ctx, holder)
@@ -604,6 +605,14 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 	}
 	if left := tx.CreatedAt.Add(s.SupersedeGrace()).Sub(now); left > 0 {
 		return false, left, nil
+	}
+	if !ok {
+		// An acquirer's challenge (Stripe): closed there, then booked.
+		if closed, err := s.supersedeAtAcquirer(ctx, pc, tx); err != nil || !closed {
+			return false, 0, err
+		}
+		s.Log.Info("3-D Secure challenge superseded by a new attempt", "transaction_id", tx.ID, "payment_request_id", tx.PaymentRequestID)
+		return true, 0, nil
 	}
 	if _, err := ab.AbandonChallenge(ctx, tx.Reference); err != nil {
 		if errors.Is(err, provider.ErrUnknownChallenge) {
@@ -775,7 +784,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 	out, err := s.Provider.Charge(ctx, provider.ChargeRequest{
 		Reference: tx.Reference, TransactionID: tx.ID, PaymentRequestID: req.ID, Amount: req.Amount, Unit: req.Unit,
 		Method: a.Method, Selector: a.Selector, Card: det, CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
-		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo,
+		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo, AttemptStart: tx.CreatedAt,
 	})
 	if errors.Is(err, provider.ErrNotProcessed) {
 		return Result{}, s.notProcessed(ctx, req, tx, err)
@@ -827,7 +836,17 @@ func (s *Service) notProcessed(ctx context.Context, req *payment.Request, tx *pa
 // lookup asks the provider what became of tx's charge. A reference it never
 // charged is closed there and becomes a decline (001): no money moved.
 func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider.Outcome, error) {
-	out, err := s.Provider.Lookup(ctx, tx.Reference)
+	var (
+		out provider.Outcome
+		err error
+	)
+	if cl, ok := s.Provider.(provider.ChargeLooker); ok {
+		// Everything stored helps: the acquirer's id (read directly) and
+		// when the attempt began (where a list starts).
+		out, err = cl.LookupCharge(ctx, provider.LookupQuery{Reference: tx.Reference, ProviderRef: tx.ProviderRef, Since: tx.CreatedAt})
+	} else {
+		out, err = s.Provider.Lookup(ctx, tx.Reference)
+	}
 	if errors.Is(err, provider.ErrUnknownReference) {
 		return provider.Final(provider.Declined, codes.BankSystemError, ""), nil
 	}
@@ -887,7 +906,7 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 		p.Message = provider.Message(provider.Pending, "")
 	}
 	if out.NextAction != nil {
-		p.NextAction = &payment.TxNextAction{Type: out.NextAction.Type, QRPayload: out.NextAction.QRPayload, Reference: out.NextAction.Reference}
+		p.NextAction = &payment.TxNextAction{Type: ActionTypeOf(tx.Method, out.NextAction.Type), QRPayload: out.NextAction.QRPayload, Reference: out.NextAction.Reference}
 		if out.NextAction.Type == provider.ActionThreeDSRedirect {
 			p.ThreeDS = payment.ThreeDSChallenge
 			p.NextAction.Reference = ThreeDSID(tx.ID)
@@ -915,6 +934,21 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 		s.schedule(ctx, st, out, now)
 	}
 	return req, st, nil
+}
+
+// ActionTypeOf is the nextAction type an attempt of method shows for an
+// acquirer's action of type t: one contract per operation, whatever the
+// acquirer's method behind it. A QR attempt always answers "qr" with its
+// payload (an INR QR goes through UPI at Stripe, whose own step is a UPI
+// collect with a QR), and UPI's own operation keeps "upi_collect".
+func ActionTypeOf(method, t string) string {
+	switch {
+	case method == string(provider.MethodQR) && t == provider.ActionUPICollect:
+		return provider.ActionQR
+	case method == string(provider.MethodUPI) && t == provider.ActionQR:
+		return provider.ActionUPICollect
+	}
+	return t
 }
 
 func cvvOf(a Attempt) string {
@@ -993,7 +1027,7 @@ func (s *Service) nextAction(tx *payment.Transaction, baseURL, returnTo string) 
 	if tx.Status != payment.TxPending || tx.NextAction == nil {
 		return nil
 	}
-	na := &provider.NextAction{Type: tx.NextAction.Type, QRPayload: tx.NextAction.QRPayload, Reference: tx.NextAction.Reference}
+	na := &provider.NextAction{Type: ActionTypeOf(tx.Method, tx.NextAction.Type), QRPayload: tx.NextAction.QRPayload, Reference: tx.NextAction.Reference}
 	if na.Type == provider.ActionThreeDSRedirect {
 		na.URL = s.ChallengeURL(baseURL, tx.ID, returnTo)
 	}

@@ -61,6 +61,12 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 		return Settled{}, ErrMismatch
 	}
 	if tx.Status.Final() {
+		if r.Facts != nil {
+			// An acquirer's success for a declined transaction: voided.
+			if st, ok, err := s.lateSuccess(ctx, tx, r.Status, r.ProviderRef); ok {
+				return st, err
+			}
+		}
 		// The request commit always precedes the settle, so nothing is left
 		// to do: a duplicate (or a result for an attempt already closed).
 		return Settled{Duplicate: true, Transaction: tx}, nil

@@ -21,6 +21,9 @@ func (s *Service) SettleChallengeReturn(ctx context.Context, tx *payment.Transac
 	if err := s.bind(tx, out.ProviderRef, out.Facts, false, "3-D Secure return"); err != nil {
 		return Settled{}, false, nil
 	}
+	if st, late, err := s.lateSuccess(ctx, tx, out.Status, out.ProviderRef); late {
+		return st, true, err // succeeded after the attempt was declined: voided
+	}
 	tds := payment.ThreeDSFailed
 	if out.Status == provider.Approved {
 		tds = payment.ThreeDSAuthenticated

@@ -36,9 +36,14 @@ type TransactionView struct {
 	NextAction          *provider.NextAction      `json:"nextAction,omitempty"`
 	ThreeDS             *ThreeDSView              `json:"threeDS,omitempty"`
 	Refund              *RefundView               `json:"refund,omitempty"`
-	CreatedAt           time.Time                 `json:"createdAt"`
-	UpdatedAt           time.Time                 `json:"updatedAt"`
-	SettledAt           *time.Time                `json:"settledAt,omitempty"`
+	// Refunds made at the acquirer (Stripe's Dashboard), recorded from its
+	// events.
+	Refunds    []RefundView    `json:"refunds,omitempty"`
+	Dispute    *DisputeView    `json:"dispute,omitempty"`
+	LateCharge *LateChargeView `json:"lateCharge,omitempty"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+	SettledAt  *time.Time      `json:"settledAt,omitempty"`
 }
 
 // ThreeDSView is GET /payments/threeds/status/{transaction3dsId}.
@@ -63,6 +68,40 @@ type RefundView struct {
 	Code              codes.Code     `json:"code,omitempty"`
 	CreatedAt         time.Time      `json:"createdAt"`
 	CompletedAt       *time.Time     `json:"completedAt,omitempty"`
+	// Origin is "service" (the API or the dashboard) or "acquirer" (made in
+	// Stripe's Dashboard); AcquirerRefundID the acquirer's id once it
+	// answered; FailureReason the acquirer's reason for a failure.
+	Origin           string `json:"origin,omitempty"`
+	AcquirerRefundID string `json:"acquirerRefundId,omitempty"`
+	FailureReason    string `json:"failureReason,omitempty"`
+}
+
+// DisputeView is a transaction's dispute (GET /transactions/{id}).
+type DisputeView struct {
+	ID              string         `json:"id"`
+	Status          string         `json:"status"`
+	Reason          string         `json:"reason,omitempty"`
+	Amount          payment.Amount `json:"amount"`
+	Unit            string         `json:"unit"`
+	EvidenceDueBy   *time.Time     `json:"evidenceDueBy,omitempty"`
+	FundsWithdrawn  bool           `json:"fundsWithdrawn"`
+	FundsReinstated bool           `json:"fundsReinstated"`
+	// DashboardURL is where the evidence is submitted (Stripe's Dashboard).
+	DashboardURL string    `json:"dashboardUrl"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// LateChargeView is a charge that succeeded after its transaction was
+// declined, voided at once.
+type LateChargeView struct {
+	Status      string         `json:"status"` // voiding | voided | failed
+	ProviderRef string         `json:"providerRef"`
+	RefundRef   string         `json:"refundRef,omitempty"`
+	Amount      payment.Amount `json:"amount"`
+	Unit        string         `json:"unit"`
+	SeenAt      time.Time      `json:"seenAt"`
+	VoidedAt    *time.Time     `json:"voidedAt,omitempty"`
 }
 
 // ViewOf renders a transaction; baseURL signs a fresh 3-D Secure URL while
@@ -84,6 +123,25 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 		rv := refundView(tx)
 		v.Refund = &rv
 	}
+	if a := tx.After; a != nil {
+		for i := range a.Refunds {
+			v.Refunds = append(v.Refunds, refundViewOf(tx, &a.Refunds[i]))
+		}
+		if d := a.Dispute; d != nil {
+			dv := DisputeView{ID: d.ID, Status: d.Status, Reason: d.Reason, Amount: payment.DisplayAmount(d.Amount, d.Unit), Unit: d.Unit,
+				FundsWithdrawn: d.FundsWithdrawn, FundsReinstated: d.FundsReinstated, DashboardURL: d.DashboardURL(),
+				CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC()}
+			if !d.EvidenceDueBy.IsZero() {
+				due := d.EvidenceDueBy.UTC()
+				dv.EvidenceDueBy = &due
+			}
+			v.Dispute = &dv
+		}
+		if l := a.LateCharge; l != nil {
+			v.LateCharge = &LateChargeView{Status: l.Status, ProviderRef: l.ProviderRef, RefundRef: l.RefundRef,
+				Amount: payment.DisplayAmount(l.Amount, l.Unit), Unit: l.Unit, SeenAt: l.SeenAt.UTC(), VoidedAt: l.VoidedAt}
+		}
+	}
 	return v
 }
 
@@ -96,11 +154,17 @@ func (s *Service) ThreeDSView(tx *payment.Transaction, baseURL string) ThreeDSVi
 	return v
 }
 
-func refundView(tx *payment.Transaction) RefundView {
-	r := tx.Refund
-	return RefundView{RefundID: r.ID, Status: r.Status, TransactionID: tx.ID, TransactionNumber: tx.Number,
+func refundView(tx *payment.Transaction) RefundView { return refundViewOf(tx, tx.Refund) }
+
+func refundViewOf(tx *payment.Transaction, r *payment.Refund) RefundView {
+	v := RefundView{RefundID: r.ID, Status: r.Status, TransactionID: tx.ID, TransactionNumber: tx.Number,
 		PaymentRequestID: tx.PaymentRequestID, Amount: payment.DisplayAmount(r.Amount, r.Unit), Unit: r.Unit,
-		Code: codes.Code(r.Code), CreatedAt: r.CreatedAt.UTC(), CompletedAt: r.CompletedAt}
+		Code: codes.Code(r.Code), CreatedAt: r.CreatedAt.UTC(), CompletedAt: r.CompletedAt,
+		Origin: "service", AcquirerRefundID: r.ProviderRef, FailureReason: r.FailureReason}
+	if r.Origin == payment.RefundByAcquirer {
+		v.Origin, v.RefundID = "acquirer", r.ProviderRef
+	}
+	return v
 }
 
 func txNotFound(ref string) *errkind.Error {
@@ -146,6 +210,9 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		if tx.Status != payment.TxApproved {
 			return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d is not approved; only approved transactions can be refunded.", id), "")
 		}
+		if n, total := acquirerRefunded(tx); n > 0 {
+			return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d was refunded at the acquirer already (%s %s in %d refunds, in Stripe's Dashboard); the service refunds in full only.", id, total, tx.Unit, n), "")
+		}
 		if rc, ok := s.Provider.(provider.RefundChecker); ok && !s.Sandbox {
 			if err := rc.CheckRefund(provider.Method(tx.Method), tx.Selector, tx.Unit); err != nil {
 				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
@@ -162,42 +229,15 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		}
 		tx = got
 	}
-	if tx.Refund.Status == payment.RefundProcessing {
+	if tx.Refund.Status == payment.RefundProcessing && tx.Refund.ProviderRef == "" {
+		// Not answered yet (first call, or a crash): ask. A refund the
+		// acquirer answered pending is settled by its events, never asked
+		// for again.
 		if tx, err = s.finishRefund(ctx, tx); err != nil {
 			return RefundView{}, err
 		}
 	}
 	return refundView(tx), nil
-}
-
-// finishRefund asks the provider for tx's processing refund (first call, or
-// one a crash cut short: asking again with the same refund id cannot refund
-// twice) and records its answer.
-func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*payment.Transaction, error) {
-	out, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: tx.Refund.ID, TransactionID: tx.ID,
-		ChargeReference: tx.Reference, ProviderRef: tx.ProviderRef, Amount: tx.Refund.Amount, Unit: tx.Refund.Unit,
-		Reason: "merchant refund"})
-	if err != nil {
-		return nil, fmt.Errorf("refund transaction %d: %w", tx.ID, err)
-	}
-	status := payment.RefundProcessing
-	switch out.Status {
-	case provider.Approved:
-		status = payment.RefundRefunded
-	case provider.Declined:
-		status = payment.RefundFailed
-	}
-	if status == payment.RefundProcessing {
-		return tx, nil
-	}
-	got, err := s.Store.CompleteRefund(ctx, tx.ID, tx.Refund.ID, status, out.ProviderRef, out.Code, s.Now())
-	if errors.Is(err, payment.ErrConflict) {
-		got, err = s.Store.Transaction(ctx, tx.ID)
-	}
-	if err == nil {
-		s.aggregateRefund(ctx, got)
-	}
-	return got, err
 }
 
 // refundAggregator keeps the dashboard's overview (*dynamo.Store has it).

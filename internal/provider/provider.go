@@ -95,6 +95,42 @@ type ChallengeAbandoner interface {
 	AbandonChallenge(ctx context.Context, reference string) (Outcome, error)
 }
 
+// LookupQuery is what the service stored of a charge, for ChargeLooker.
+type LookupQuery struct {
+	Reference string
+	// ProviderRef is the acquirer's object id when the service stored one:
+	// the charge is then read by id (one read, no search).
+	ProviderRef string
+	// Since is when the attempt began (its write-ahead record was written):
+	// no charge with Reference can be older.
+	Since time.Time
+}
+
+// ChargeLooker is a Provider that looks a charge up with everything the
+// service stored of it, not only its reference. It keeps Lookup's contract
+// (ErrUnknownReference only for a reference that never charged and never
+// will while the acquirer remembers it).
+type ChargeLooker interface {
+	LookupCharge(ctx context.Context, q LookupQuery) (Outcome, error)
+}
+
+// PendingCloser is a Provider that can close a pending charge at the
+// acquirer (a 3-D Secure challenge or a QR code nobody answered, an intent
+// waiting for a step the service cannot show): afterwards it can never
+// succeed. ClosePending returns the charge's outcome: declined 013 when it
+// closed it, what the charge became meanwhile when it had already ended
+// (approved included), or Pending when the acquirer cannot close it yet
+// (it is processing). It moves no money.
+type PendingCloser interface {
+	ClosePending(ctx context.Context, reference, providerRef string) (Outcome, error)
+}
+
+// RefundReader reads a refund's current state at the acquirer, by the
+// acquirer's refund id (no money moves).
+type RefundReader interface {
+	RefundStatus(ctx context.Context, providerRef string) (RefundOutcome, error)
+}
+
 // MethodServer is implemented by a provider that serves only some methods
 // (a connector is tenant configuration: Stripe takes cards only). The
 // service refuses the other methods with 400 045 before anything is
@@ -176,6 +212,10 @@ type ChargeRequest struct {
 	CardholderPresent bool
 	Email             string
 	ReturnURL         string // where the payer comes back after a redirect
+	// AttemptStart is when the attempt's write-ahead record was written: no
+	// charge with Reference is older (a provider that must find one by
+	// listing looks from there).
+	AttemptStart time.Time
 }
 
 // NextAction tells the payer what to do while the attempt is pending.
@@ -203,6 +243,11 @@ type Outcome struct {
 	// Window, when set, is how long the pending attempt may wait for the
 	// payer (a QR code's validity); 0: the service's own window.
 	Window time.Duration
+	// Closable marks a pending charge that waits for a step (the payer's
+	// challenge or QR code, or one the service cannot show): once its
+	// window passed, a PendingCloser closes it (declined 013). A charge
+	// the network is processing is not closable: it waits for its result.
+	Closable bool
 	// Facts, when set, are what the provider's own record says the charge
 	// is (a charge it found rather than the answer to this service's own
 	// call: a lookup, a 3-D Secure return, an event). The service applies

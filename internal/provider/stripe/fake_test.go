@@ -30,6 +30,8 @@ type fakeStripe struct {
 	calls     int
 	n         int
 	searchLag bool          // the search index has not caught up
+	searchOff bool          // search is not offered (an account in India)
+	fail500   int           // the next confirmed creates answer a saved 500 and create nothing
 	delay     time.Duration // answer slowly (timeouts)
 	params    []url.Values  // every POST body, in order
 }
@@ -127,7 +129,17 @@ func (f *fakeStripe) route(r *http.Request, form url.Values) (int, any) {
 	case r.Method == "POST" && p == "/v1/payment_intents":
 		return f.createIntent(form)
 	case r.Method == "GET" && p == "/v1/payment_intents/search":
+		if f.searchOff {
+			return 400, map[string]any{"error": map[string]any{"type": "invalid_request_error", "message": "Search is not available for your account."}}
+		}
 		return f.search(r.URL.Query().Get("query"))
+	case r.Method == "GET" && p == "/v1/payment_intents":
+		// Lists are consistent (no search delay); newest first.
+		data := []any{}
+		for i := len(f.order) - 1; i >= 0; i-- {
+			data = append(data, f.intents[f.order[i]])
+		}
+		return 200, map[string]any{"object": "list", "data": data, "has_more": false, "url": "/v1/payment_intents"}
 	case r.Method == "GET" && strings.HasPrefix(p, "/v1/payment_intents/"):
 		if pi, ok := f.intents[strings.TrimPrefix(p, "/v1/payment_intents/")]; ok {
 			return 200, pi
@@ -156,10 +168,14 @@ func (f *fakeStripe) route(r *http.Request, form url.Values) (int, any) {
 }
 
 func (f *fakeStripe) createIntent(form url.Values) (int, any) {
+	if form.Get("confirm") == "true" && f.fail500 > 0 {
+		f.fail500--
+		return 500, map[string]any{"error": map[string]any{"type": "api_error", "message": "An unknown error occurred"}}
+	}
 	var amount int64
 	fmt.Sscan(form.Get("amount"), &amount)
 	pi := map[string]any{"id": f.id("pi"), "object": "payment_intent", "amount": amount, "currency": form.Get("currency"),
-		"status": "requires_payment_method", "metadata": metadataOf(form)}
+		"status": "requires_payment_method", "metadata": metadataOf(form), "created": time.Now().Unix()}
 	f.intents[pi["id"].(string)] = pi
 	f.order = append(f.order, pi["id"].(string))
 	if form.Get("confirm") != "true" {

@@ -18,7 +18,9 @@ import (
 //	processing                         → 3 pending, settled by webhook
 //	requires_action + redirect_to_url  → 3 pending, 3-D Secure redirect
 //	requires_action + a QR or app step → 3 pending, nextAction qr (upi_collect for UPI), settled by webhook
-//	requires_action, any other action  → 2 declined 004 (cannot be completed server-side)
+//	requires_action, any other action  → 3 pending, no next action: the connector cancels it
+//	                                     before declining (Charge), recovery closes it (never
+//	                                     declined while it can still succeed)
 //	requires_payment_method            → 2 declined, code from last_payment_error (DeclineCode)
 //	requires_confirmation              → 2 declined 001 (the confirm never happened)
 //	canceled                           → 2 declined 012
@@ -35,6 +37,7 @@ func OutcomeOf(pi *sg.PaymentIntent) provider.Outcome {
 			o := provider.Final(provider.Pending, "", pi.ID)
 			o.Message = "Pending: 3-D Secure authentication required"
 			o.NextAction = &provider.NextAction{Type: provider.ActionThreeDSRedirect, URL: u, Reference: pi.ID}
+			o.Closable = true
 			return o
 		}
 		if a, left := qrAction(pi); a != nil {
@@ -43,10 +46,16 @@ func OutcomeOf(pi *sg.PaymentIntent) provider.Outcome {
 			if a.Type == provider.ActionUPICollect {
 				o.Message = "Pending: waiting for the payer to approve the UPI collect request"
 			}
-			o.NextAction, o.Window = a, left
+			o.NextAction, o.Window, o.Closable = a, left, true
 			return o
 		}
-		return provider.Final(provider.Declined, codes.ThreeDSDecline, pi.ID)
+		// A step the service cannot show: never a decline while Stripe may
+		// still complete it; the intent is cancelled first (Provider.outcome,
+		// ClosePending).
+		o := provider.Final(provider.Pending, "", pi.ID)
+		o.Message = "Pending: the acquirer asks for a step this service cannot show"
+		o.Closable = true
+		return o
 	case sg.PaymentIntentStatusRequiresPaymentMethod:
 		var code, decline string
 		if e := pi.LastPaymentError; e != nil {

@@ -25,7 +25,9 @@ func TestOutcomeOfTable(t *testing.T) {
 		{sg.PaymentIntentStatusRequiresCapture, nil, nil, provider.Approved, "", false},
 		{sg.PaymentIntentStatusProcessing, nil, nil, provider.Pending, "", false},
 		{sg.PaymentIntentStatusRequiresAction, redirect, nil, provider.Pending, "", true},
-		{sg.PaymentIntentStatusRequiresAction, &sg.PaymentIntentNextAction{Type: "use_stripe_sdk"}, nil, provider.Declined, codes.ThreeDSDecline, false},
+		// A step the service cannot show stays pending: never declined while
+		// Stripe may still complete it (the connector cancels it first).
+		{sg.PaymentIntentStatusRequiresAction, &sg.PaymentIntentNextAction{Type: "use_stripe_sdk"}, nil, provider.Pending, "", false},
 		{sg.PaymentIntentStatusRequiresPaymentMethod, nil, &sg.Error{Code: "card_declined", DeclineCode: "insufficient_funds"}, provider.Declined, codes.InsufficientFunds, false},
 		{sg.PaymentIntentStatusRequiresPaymentMethod, nil, &sg.Error{Code: "payment_intent_authentication_failure"}, provider.Declined, codes.ThreeDSDecline, false},
 		{sg.PaymentIntentStatusRequiresPaymentMethod, nil, nil, provider.Declined, codes.DeclinedContactIssuer, false},

@@ -96,9 +96,10 @@ type Options struct {
 
 // Provider implements provider.Provider on Stripe. Safe for concurrent use.
 type Provider struct {
-	c           *sg.Client
-	opts        Options
-	rateLimited atomic.Int64
+	c                   *sg.Client
+	opts                Options
+	rateLimited         atomic.Int64
+	savedErrorsResolved atomic.Int64
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -233,9 +234,10 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 	if err != nil {
 		var se *sg.Error
 		if errors.As(err, &se) && se.Type == sg.ErrorTypeIdempotency {
-			// The reference was spent by Lookup (or charged with other
-			// parameters): answer with what became of it, charge nothing.
-			out, err := p.find(ctx, req.Reference, true)
+			// The reference was spent by Lookup, or holds a result Stripe
+			// saved (a 500 included): answer with what became of it,
+			// charge nothing.
+			out, err := p.findUsed(ctx, req.Reference, req.AttemptStart, true)
 			if errors.Is(err, provider.ErrNotProcessed) {
 				// The search was rate limited, not the charge: the key was
 				// used, so the outcome is unknown, never "not processed".
@@ -304,15 +306,30 @@ func (p *Provider) cardPaymentMethod(ctx context.Context, req provider.ChargeReq
 	return pm.ID, provider.Outcome{}, nil
 }
 
-// outcome is OutcomeOf, except that a challenge nobody can answer is
-// cancelled and declined 004.
+// outcome is OutcomeOf, except that an intent waiting for a step nobody
+// will take (a challenge without a cardholder, a next action the service
+// cannot show) is cancelled before the attempt is declined 004; an intent
+// Stripe will not cancel any more answers with what it became, and one
+// whose cancel got no answer stays pending (recovery closes it).
 func (p *Provider) outcome(ctx context.Context, pi *sg.PaymentIntent, cardholderPresent bool) provider.Outcome {
 	out := OutcomeOf(pi)
-	if out.Status == provider.Pending && out.NextAction != nil && out.NextAction.Type == provider.ActionThreeDSRedirect && !cardholderPresent {
-		p.cancel(ctx, pi.ID, pi.Metadata[MetaReference])
+	if out.Status != provider.Pending || pi.Status != sg.PaymentIntentStatusRequiresAction {
+		return out
+	}
+	challenge := out.NextAction != nil && out.NextAction.Type == provider.ActionThreeDSRedirect
+	if out.NextAction != nil && (!challenge || cardholderPresent) {
+		return out
+	}
+	closed, err := p.ClosePending(ctx, pi.Metadata[MetaReference], pi.ID)
+	if err != nil {
+		return out // unanswered cancel: pending, closed by recovery
+	}
+	if closed.Status == provider.Declined && closed.Code == codes.AuthenticationTimeout {
+		// Cancelled by this call: the issuer's step could not be taken.
 		return provider.Final(provider.Declined, codes.ThreeDSDecline, pi.ID)
 	}
-	return out
+	closed.Facts = nil // this call's own intent
+	return closed
 }
 
 // cardError turns a declined card (HTTP 402) into a declined outcome. The
@@ -366,35 +383,10 @@ func (p *Provider) cancel(ctx context.Context, id, ref string) {
 }
 
 // Lookup reports what became of reference; see the package doc for how it
-// makes sure a reference it reports unknown can never be charged.
+// makes sure a reference it reports unknown can never be charged, and
+// LookupCharge (lookup.go) for a charge whose key holds a saved error.
 func (p *Provider) Lookup(ctx context.Context, reference string) (provider.Outcome, error) {
-	if err := checkRef(reference); err != nil {
-		return provider.Outcome{}, err
-	}
-	params := &sg.PaymentIntentCreateParams{
-		Amount: sg.Int64(closeAmountMinor), Currency: sg.String(closeCurrency),
-		PaymentMethodTypes: []*string{sg.String("card")},
-		Metadata:           map[string]string{MetaReference: reference, MetaClosed: "1"},
-		Description:        sg.String("payreq: reference closed unused, never confirmed"),
-	}
-	params.SetIdempotencyKey(p.chargeKey(reference))
-	var pi *sg.PaymentIntent
-	err := p.do(ctx, func(ctx context.Context) (err error) { pi, err = p.c.V1PaymentIntents.Create(ctx, params); return })
-	if err == nil {
-		// Stripe accepted these parameters under the key, so no charge used
-		// it (a charge's parameters differ): the key now belongs to this
-		// inert intent, fresh or replayed from an earlier Lookup.
-		p.cancel(ctx, pi.ID, reference)
-		return provider.Outcome{}, provider.ErrUnknownReference
-	}
-	var se *sg.Error
-	if errors.As(err, &se) && se.Type == sg.ErrorTypeIdempotency {
-		return p.find(ctx, reference, false)
-	}
-	if errors.Is(err, provider.ErrNotProcessed) {
-		return provider.Outcome{}, err
-	}
-	return provider.Outcome{}, fmt.Errorf("stripe: close reference: %w", redact(err))
+	return p.LookupCharge(ctx, provider.LookupQuery{Reference: reference})
 }
 
 // ErrNotYetVisible: Stripe says the reference was used, but its intent is
@@ -492,8 +484,11 @@ func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (prov
 	if piID == "" {
 		return provider.RefundOutcome{}, fmt.Errorf("%w: refund without a charge", provider.ErrInvalidRequest)
 	}
-	rp := &sg.RefundCreateParams{PaymentIntent: sg.String(piID), Amount: sg.Int64(amount),
-		Metadata: map[string]string{MetaRefundID: req.RefundID, MetaReference: req.ChargeReference}}
+	md := map[string]string{MetaRefundID: req.RefundID, MetaReference: req.ChargeReference}
+	if req.TransactionID > 0 {
+		md[MetaTransactionID] = strconv.FormatInt(req.TransactionID, 10)
+	}
+	rp := &sg.RefundCreateParams{PaymentIntent: sg.String(piID), Amount: sg.Int64(amount), Metadata: md}
 	if req.Void {
 		rp.Reason = sg.String(string(sg.RefundReasonRequestedByCustomer))
 	}

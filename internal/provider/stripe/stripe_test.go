@@ -137,17 +137,58 @@ func TestLookupUnknownClosesReference(t *testing.T) {
 	}
 }
 
-func TestLookupBeforeSearchCatchesUpIsNotUnknown(t *testing.T) {
-	f, base := newFake(t)
-	p, _ := newProvider(t, base)
-	req := chargeReq("4242424242424242", true)
-	if _, err := p.Charge(context.Background(), req); err != nil {
-		t.Fatal(err)
+// TestLookupBeforeSearchCatchesUpListsIt: a charge that search does not
+// show yet (or an account without search) is found by listing the intents
+// created since the attempt began (lists have no search delay), never
+// taken for unknown.
+func TestLookupBeforeSearchCatchesUpListsIt(t *testing.T) {
+	for _, india := range []bool{false, true} {
+		f, base := newFake(t)
+		p, _ := newProvider(t, base)
+		req := chargeReq("4242424242424242", true)
+		req.AttemptStart = time.Now()
+		if _, err := p.Charge(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		f.searchLag, f.searchOff = true, india
+		out, err := p.LookupCharge(context.Background(), provider.LookupQuery{Reference: req.Reference, Since: req.AttemptStart})
+		if err != nil || out.Status != provider.Approved || out.Facts == nil || out.Facts.Reference != req.Reference {
+			t.Fatalf("lookup while search lags (search off: %v): %+v %v, want the approved charge", india, out, err)
+		}
 	}
-	f.searchLag = true
-	_, err := p.Lookup(context.Background(), req.Reference)
-	if !errors.Is(err, ErrNotYetVisible) {
-		t.Fatalf("lookup while the search index lags: %v, want ErrNotYetVisible (never unknown)", err)
+}
+
+// TestSavedServerErrorIsResolvedByList: Stripe saved a 500 for the charge's
+// key (docs.stripe.com/api/idempotent_requests: 500s are replayed), and it
+// created no intent. The lookup's close request is refused
+// (idempotency_error), search finds nothing, and a complete list of the
+// intents created since the attempt began proves nothing was charged: the
+// reference is unknown (never "not yet visible" for a day), and the charge
+// sent again with the key gets the saved 500, never money.
+func TestSavedServerErrorIsResolvedByList(t *testing.T) {
+	for _, india := range []bool{false, true} {
+		f, base := newFake(t)
+		f.searchOff = india
+		p, _ := newProvider(t, base)
+		req := chargeReq("4242424242424242", true)
+		req.AttemptStart = time.Now()
+		f.fail500 = 1
+		if _, err := p.Charge(context.Background(), req); err == nil {
+			t.Fatal("a saved 500 must not be an outcome")
+		}
+		_, err := p.LookupCharge(context.Background(), provider.LookupQuery{Reference: req.Reference, Since: req.AttemptStart})
+		if !errors.Is(err, provider.ErrUnknownReference) {
+			t.Fatalf("lookup of a key with a saved 500 and no intent (search off: %v): %v, want ErrUnknownReference", india, err)
+		}
+		if _, err := p.Charge(context.Background(), req); err == nil {
+			t.Fatal("the key's saved 500 must be replayed")
+		}
+		if n := f.moneyCharged(req.Reference); n != 0 {
+			t.Fatalf("charged %d times", n)
+		}
+		if p.SavedErrorsResolved() != 1 {
+			t.Fatalf("saved errors resolved: %d", p.SavedErrorsResolved())
+		}
 	}
 }
 

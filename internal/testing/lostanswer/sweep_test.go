@@ -18,7 +18,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +28,6 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -64,6 +61,7 @@ type receiver struct {
 
 // notice is one notification as the merchant received it.
 type notice struct {
+	typ       string // "" for a payment's; refund.*, dispute.* for their own events
 	webhookID string
 	requestID string
 	txID      string
@@ -85,7 +83,7 @@ func notifications(t *testing.T) *receiver {
 			f, _ := url.ParseQuery(string(b))
 			recv.mu.Lock()
 			mer := strings.TrimPrefix(r.URL.Path, "/n/")
-			recv.got[mer] = append(recv.got[mer], notice{webhookID: r.Header.Get("webhook-id"), requestID: f.Get("id"),
+			recv.got[mer] = append(recv.got[mer], notice{typ: f.Get("type"), webhookID: r.Header.Get("webhook-id"), requestID: f.Get("id"),
 				txID: f.Get("transactionId"), txStatus: f.Get("transactionStatusId"), reqStatus: f.Get("paymentRequestStatusId"), at: time.Now()})
 			recv.mu.Unlock()
 			w.WriteHeader(http.StatusNoContent)
@@ -103,6 +101,7 @@ func (rv *receiver) of(merchantID string) []notice {
 // run is one execution of a path: its merchant and what it made.
 type run struct {
 	t   *testing.T
+	stg *stage
 	m   testenv.Merchant
 	st  *devstack.Stack
 	api string
@@ -130,27 +129,30 @@ type want struct {
 	approved     int // approved transactions per request (0 or 1)
 	notified     int // distinct notifications per request (final transactions)
 	paid         bool
+	// events are the merchant's own events each request must have got
+	// once (refund.succeeded, dispute.created).
+	events []string
 }
 
-func newRun(t *testing.T) *run {
-	st := testenv.Stack(t)
+func newRun(t *testing.T, stg *stage) *run {
 	rv := notifications(t)
-	var m testenv.Merchant
-	m = testenv.NewMerchant(t, func(mm *merchant.Merchant) {
+	m := stg.newMerchant(t, func(mm *merchant.Merchant) {
 		mm.RateLimitPerMinute = 1_000_000
 		mm.NotifyURL = rv.srv.URL + "/n/" + mm.ID
 	})
-	return &run{t: t, m: m, st: st, api: st.Info.APIBase, vars: map[string]string{}}
+	return &run{t: t, stg: stg, m: m, st: stg.st, api: stg.st.Info.APIBase, vars: map[string]string{}}
 }
 
 // sweep runs p once to count its writes, then once per write with that
 // write's answer lost, checking the path's records after each run and the
 // audit at the end.
-func sweep(t *testing.T, p path) {
-	faults := testenv.Faults(t)
+func sweep(t *testing.T, p path) { sweepOn(t, sandbox(t), p) }
+
+func sweepOn(t *testing.T, stg *stage, p path) {
+	faults := stg.faults
 	var writes []devstack.Write
 	t.Run("no fault", func(t *testing.T) {
-		r := newRun(t)
+		r := newRun(t, stg)
 		p.setup(r)
 		faults.Record()
 		p.act(r)
@@ -173,7 +175,7 @@ func sweep(t *testing.T, p path) {
 		seen[kind]++
 		nth := seen[kind]
 		t.Run(fmt.Sprintf("write %d of %d lost (%s)", n, len(writes), w.Op), func(t *testing.T) {
-			r := newRun(t)
+			r := newRun(t, stg)
 			p.setup(r)
 			faults.Record()
 			armed, err := faults.Arm(devstack.Fault{Kind: devstack.FaultLoseAnswer, Op: w.Op, Tables: w.Tables, Nth: nth})
@@ -203,7 +205,7 @@ func sweep(t *testing.T, p path) {
 		}
 	}
 	t.Logf("%s: %d writes, each lost in turn", p.name, len(writes))
-	auditClean(t)
+	auditClean(t, stg)
 }
 
 // check holds the run's records to w.
@@ -237,7 +239,7 @@ func check(r *run, w want) {
 		var txs []*payment.Transaction
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			problems, req, txs = judge(t, store, q.ID, w)
+			problems, req, txs = judge(t, r.stg, store, q.ID, w)
 			if len(problems) == 0 || time.Now().After(deadline) {
 				break
 			}
@@ -247,11 +249,12 @@ func check(r *run, w want) {
 			t.Error(p)
 		}
 		checkNotified(r, req, txs, w.notified)
+		checkEvents(r, req.ID, w.events)
 	}
 }
 
 // judge reads one request's records and says how they differ from w.
-func judge(t *testing.T, store *dynamo.Store, id int64, w want) ([]string, *payment.Request, []*payment.Transaction) {
+func judge(t *testing.T, stg *stage, store *dynamo.Store, id int64, w want) ([]string, *payment.Request, []*payment.Transaction) {
 	t.Helper()
 	ctx := context.Background()
 	var problems []string
@@ -274,9 +277,7 @@ func judge(t *testing.T, store *dynamo.Store, id int64, w want) ([]string, *paym
 		if tx.Status == payment.TxApproved {
 			approved++
 		}
-		if e, err := store.LedgerEntry(ctx, tx.Reference); err == nil && e.Kind == sandboxledger.KindCharge && e.Status == provider.Approved && !e.Abandoned {
-			taken++
-		}
+		taken += stg.charged(ctx, store, tx)
 	}
 	if approved != w.approved || taken != w.approved {
 		problems = append(problems, fmt.Sprintf("request %d: %d approved transactions, %d ledger charges; want %d of each", id, approved, taken, w.approved))
@@ -289,13 +290,12 @@ func judge(t *testing.T, store *dynamo.Store, id int64, w want) ([]string, *paym
 func checkNotified(r *run, req *payment.Request, txs []*payment.Transaction, want int) {
 	t := r.t
 	t.Helper()
-	id := strconv.FormatInt(req.ID, 10)
 	var mine []notice
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		mine = mine[:0]
-		for _, n := range notifications(t).of(r.m.ID) {
-			if n.requestID == id {
+		for _, n := range r.stg.notices(r, req.ID) {
+			if n.typ == "" {
 				mine = append(mine, n)
 			}
 		}
@@ -309,10 +309,54 @@ func checkNotified(r *run, req *payment.Request, txs []*payment.Transaction, wan
 	}
 	paid := false
 	for _, n := range mine {
+		if n.typ != "" {
+			continue // a refund's or a dispute's own event says so in its own words
+		}
 		if paid && (n.reqStatus != "1" || n.txStatus != "1") {
 			t.Errorf("request %d: after \"approved, paid\" came %+v", req.ID, n)
 		}
 		paid = paid || n.reqStatus == "1"
+	}
+}
+
+// checkEvents waits for the request's own events (refund, dispute) and
+// checks each came once.
+func checkEvents(r *run, requestID int64, want []string) {
+	t := r.t
+	t.Helper()
+	count := func() map[string]map[string]bool {
+		got := map[string]map[string]bool{}
+		for _, n := range r.stg.notices(r, requestID) {
+			if n.typ != "" {
+				if got[n.typ] == nil {
+					got[n.typ] = map[string]bool{}
+				}
+				got[n.typ][n.webhookID] = true
+			}
+		}
+		return got
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, done := count(), true
+		for _, typ := range want {
+			done = done && len(got[typ]) >= 1
+		}
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := count()
+	for _, typ := range want {
+		if len(got[typ]) != 1 {
+			t.Errorf("request %d: %d distinct %s notifications, want 1", requestID, len(got[typ]), typ)
+		}
+	}
+	for typ := range got {
+		if !slices.Contains(want, typ) {
+			t.Errorf("request %d: unexpected %s notifications %v", requestID, typ, got[typ])
+		}
 	}
 }
 
@@ -324,11 +368,10 @@ func distinct(ns []notice) int {
 	return len(ids)
 }
 
-// auditClean runs the invariant audit over the stack's tables.
-func auditClean(t *testing.T) {
+// auditClean runs the invariant audit over the stage's tables.
+func auditClean(t *testing.T, stg *stage) {
 	t.Helper()
-	st := testenv.Stack(t)
-	rep, err := testenv.PatientStore(t, st).Audit().Sweep(context.Background(), true, time.Now().Add(audit.DefaultGrace+time.Second),
+	rep, err := testenv.PatientStore(t, stg.st).Audit().Sweep(context.Background(), stg.front == nil, time.Now().Add(audit.DefaultGrace+time.Second),
 		audit.DefaultGrace, 4, 4, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -53,6 +53,18 @@ var (
 	_ contractStore = (*dynamo.Store)(nil)
 )
 
+// afterContract is the store after a charge's first answer
+// (payments.AfterStore) and the merchants' dispute lists.
+type afterContract interface {
+	payments.AfterStore
+	Disputes(ctx context.Context, merchantID string, now time.Time) ([]payment.DisputeEntry, error)
+}
+
+var (
+	_ afterContract = (*memstore.Store)(nil)
+	_ afterContract = (*dynamo.Store)(nil)
+)
+
 // TestStoreContract runs the same assertions against the in-memory fake and
 // against the DynamoDB store on the emulator (that half needs the stack, so
 // it is skipped under -short; make test runs it on both backends). A
@@ -466,6 +478,83 @@ func runContract(t *testing.T, open func(*testing.T) contractStore) {
 		open, _ = s.OpenAttempts(ctx, int(uint64(tx.ID)%payment.OpenShards), time.Now(), 1000)
 		if containsTx(open, tx.ID) {
 			t.Fatalf("a completed refund is still open")
+		}
+	})
+
+	t.Run("after the first answer", func(t *testing.T) {
+		s := open(t)
+		as := s.(afterContract)
+		r := newRequest(t, s, merchantID())
+		tx := newTx(r, payment.TxWaiting, time.Time{})
+		ok(t, "create tx", s.CreateTransaction(ctx, tx))
+		_, st := final(r, tx, payment.TxApproved)
+		_, err := s.SettleTransaction(ctx, st)
+		ok(t, "settle", err)
+		_, err = as.WriteRefund(ctx, tx.ID, 0, payment.NewRefund("rf_x", decimal.RequireFromString("5"), "EUR", time.Now()), time.Time{})
+		is(t, "refund write without a refund", err, payment.ErrConflict)
+		begun, err := s.BeginRefund(ctx, tx.ID, r.MerchantID, payment.NewRefund("rf_a", decimal.RequireFromString("12.5"), "EUR", time.Now()), time.Now().Add(time.Hour))
+		ok(t, "begin refund", err)
+		won := concurrently(30, func(i int) error {
+			rf := *begun.Refund
+			rf.AcquirerStatus, rf.ProviderRef = "pending", fmt.Sprintf("re_%d", i)
+			_, err := as.WriteRefund(ctx, tx.ID, 0, rf, time.Time{})
+			return err
+		})
+		if won != 1 {
+			t.Fatalf("%d refund writes at one revision succeeded, want 1", won)
+		}
+		got, _ := s.Transaction(ctx, tx.ID)
+		if got.Refund.Rev != 1 || got.Refund.AcquirerStatus != "pending" {
+			t.Fatalf("refund after the writes %+v", got.Refund)
+		}
+		won = concurrently(30, func(i int) error {
+			a := payment.After{Dispute: &payment.Dispute{ID: "dp_1", Status: "needs_response", Amount: tx.Amount, Unit: "EUR",
+				LastEventID: fmt.Sprintf("evt_%d", i)}}
+			_, err := as.WriteAfter(ctx, tx.ID, 0, a, time.Now().Add(-time.Second))
+			return err
+		})
+		if won != 1 {
+			t.Fatalf("%d after writes at one revision succeeded, want 1", won)
+		}
+		got, _ = s.Transaction(ctx, tx.ID)
+		if got.After == nil || got.After.Rev != 1 || got.After.Dispute == nil || got.After.Dispute.ID != "dp_1" {
+			t.Fatalf("after record %+v", got.After)
+		}
+		shard := int(uint64(tx.ID) % payment.OpenShards)
+		due, _ := s.OpenAttempts(ctx, shard, time.Now(), 1000)
+		if !containsTx(due, tx.ID) {
+			t.Fatal("a write that opens the transaction did not list it for the reconciler")
+		}
+		next := time.Now().Add(-time.Millisecond * 500)
+		is(t, "back-off from a stale look", as.DeferRecovery(ctx, tx.ID, got.RecoverAfter.Add(-time.Second), next, 1), payment.ErrConflict)
+		ok(t, "back-off", as.DeferRecovery(ctx, tx.ID, got.RecoverAfter, next, 1))
+		if fresh, _ := s.OpenAttempts(ctx, shard, time.Now(), 1000); containsTx(fresh, tx.ID) {
+			t.Fatal("a backed-off attempt is still in its fresh shard")
+		}
+		back, _ := s.OpenAttempts(ctx, payment.OpenShards+shard, time.Now(), 1000)
+		if !containsTx(back, tx.ID) {
+			t.Fatal("a backed-off attempt is not in its back-off shard")
+		}
+		cur, _ := s.Transaction(ctx, tx.ID)
+		if cur.RecoverTries != 1 {
+			t.Fatalf("recover tries %d", cur.RecoverTries)
+		}
+		is(t, "close a look that is no longer current", as.CloseOpen(ctx, tx.ID, next.Add(-time.Second)), payment.ErrConflict)
+		ok(t, "close", as.CloseOpen(ctx, tx.ID, cur.RecoverAfter))
+		ok(t, "close again", as.CloseOpen(ctx, tx.ID, cur.RecoverAfter))
+		if back, _ := s.OpenAttempts(ctx, payment.OpenShards+shard, time.Now(), 1000); containsTx(back, tx.ID) {
+			t.Fatal("a closed transaction is still open")
+		}
+		e := payment.DisputeEntry{TransactionID: tx.ID, PaymentRequestID: r.ID, DisputeID: "dp_1", Status: "under_review",
+			Amount: tx.Amount, Unit: "EUR", UpdatedAt: time.Now().UTC().Truncate(time.Second), Rev: 2}
+		ok(t, "dispute entry", as.PutDisputeEntry(ctx, r.MerchantID, e))
+		stale := e
+		stale.Status, stale.Rev = "needs_response", 1
+		ok(t, "stale dispute entry", as.PutDisputeEntry(ctx, r.MerchantID, stale))
+		ds, err := as.Disputes(ctx, r.MerchantID, time.Now())
+		ok(t, "disputes", err)
+		if len(ds) != 1 || ds[0].Status != "under_review" || ds[0].Rev != 2 {
+			t.Fatalf("disputes %+v", ds)
 		}
 	})
 

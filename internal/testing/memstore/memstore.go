@@ -43,6 +43,8 @@ type txRow struct {
 	// lease compares it exactly).
 	outbox      *payment.NotifyEvent
 	outboxDueAt string
+	// backoff: the attempt sits in its back-off shard (after.go).
+	backoff bool
 }
 
 // Store is an in-memory payments.Store. The zero value is not usable: New.
@@ -58,10 +60,12 @@ type Store struct {
 	faults     faults.Plan
 
 	// The batch processor's records (batch.go).
-	jobs    map[string]*jobRow          // merchantId#jobId
-	rows    map[string]*batch.RowRecord // merchantId#key
-	open    map[string]int64            // open-job markers: merchantId#jobId → since (unix ms)
-	latency atomic.Int64                // ns each call waits before it runs
+	jobs map[string]*jobRow          // merchantId#jobId
+	rows map[string]*batch.RowRecord // merchantId#key
+	open map[string]int64            // open-job markers: merchantId#jobId → since (unix ms)
+	// disputes are the merchants' dispute lists (after.go).
+	disputes map[string]map[int64]payment.DisputeEntry
+	latency  atomic.Int64 // ns each call waits before it runs
 }
 
 // New returns an empty store.
@@ -69,7 +73,8 @@ func New() *Store {
 	return &Store{requests: map[int64]*requestRow{}, txs: map[int64]*txRow{},
 		limits: map[string]map[string]decimal.Decimal{}, merchants: map[string]*merchant.Merchant{},
 		deliveries: map[int64][]payment.DeliveryAttempt{},
-		jobs:       map[string]*jobRow{}, rows: map[string]*batch.RowRecord{}, open: map[string]int64{}}
+		jobs:       map[string]*jobRow{}, rows: map[string]*batch.RowRecord{}, open: map[string]int64{},
+		disputes: map[string]map[int64]payment.DisputeEntry{}}
 }
 
 // Fail makes the next n-th call of method (1: the next one) return err
@@ -601,6 +606,7 @@ func applySettle(row *txRow, st payment.Settlement) {
 	now := st.Now.UTC()
 	t.Status, t.Message, t.UpdatedAt, t.SettledAt = st.Status, st.Message, now, &now
 	t.NextAction, t.PendingUntil, t.RecoverAfter, row.open = nil, time.Time{}, time.Time{}, false
+	row.backoff = false
 	if st.Code != "" {
 		t.Code = st.Code
 	}
@@ -649,7 +655,11 @@ func (s *Store) OpenAttempts(_ context.Context, shard int, cutoff time.Time, lim
 	}
 	var rows []*txRow
 	for id, row := range s.txs {
-		if row.open && int(uint64(id)%payment.OpenShards) == shard && row.t.RecoverAfter.UnixMilli() < cutoff.UnixMilli() {
+		sh := int(uint64(id) % payment.OpenShards)
+		if row.backoff {
+			sh += payment.OpenShards
+		}
+		if row.open && sh == shard && row.t.RecoverAfter.UnixMilli() < cutoff.UnixMilli() {
 			rows = append(rows, row)
 		}
 	}
@@ -682,6 +692,7 @@ func (s *Store) BeginRefund(_ context.Context, txID int64, merchantID string, r 
 	rc.CreatedAt = rc.CreatedAt.UTC()
 	row.t.Refund, row.t.UpdatedAt = &rc, r.CreatedAt.UTC()
 	row.open, row.t.RecoverAfter = true, msTime(recoverAfter)
+	row.backoff = false
 	return s.txOut(row), after
 }
 
@@ -703,6 +714,7 @@ func (s *Store) CompleteRefund(_ context.Context, txID int64, refundID, status, 
 	rf := row.t.Refund
 	rf.Status, rf.ProviderRef, rf.Code, rf.CompletedAt = status, providerRef, string(code), &now
 	row.t.UpdatedAt, row.open, row.t.RecoverAfter = now, false, time.Time{}
+	row.backoff = false
 	return s.txOut(row), after
 }
 

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,14 @@ type Front struct {
 	Lookups atomic.Int64
 	// Confirmed counts confirmed PaymentIntent creates forwarded to stripe-mock.
 	Confirmed atomic.Int64
+	// RefundPosts counts refund requests (POST /v1/refunds) received,
+	// replays and rate-limited ones included; RefundReads refund reads.
+	RefundPosts atomic.Int64
+	RefundReads atomic.Int64
+	// IntentReads counts PaymentIntent reads (GET /v1/payment_intents/{id}).
+	IntentReads atomic.Int64
+
+	st *state // KeepState: what "Stripe" remembers (state.go); nil: stateless
 }
 
 // NewFront starts a Front before target (stripe-mock's base URL).
@@ -121,6 +131,14 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, proxy *httputil.Re
 	if r.URL.Path == "/v1/payment_intents/search" || form.Get("metadata[payreq_closed]") == "1" {
 		f.Lookups.Add(1)
 	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/refunds":
+		f.RefundPosts.Add(1)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/refunds/"):
+		f.RefundReads.Add(1)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/payment_intents/pi_"):
+		f.IntentReads.Add(1)
+	}
 	if ok, ra := f.admit(); !ok {
 		f.Limited.Add(1)
 		w.Header().Set("Content-Type", "application/json")
@@ -142,7 +160,26 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, proxy *httputil.Re
 		f.charges[pr][r.Header.Get("Idempotency-Key")]++
 		f.mu.Unlock()
 	}
-	proxy.ServeHTTP(w, r)
+	f.mu.Lock()
+	stateful := f.st != nil
+	f.mu.Unlock()
+	if !stateful {
+		proxy.ServeHTTP(w, r)
+		return
+	}
+	body := []byte(form.Encode())
+	f.serveStateful(w, r, form, func() (int, http.Header, []byte) {
+		rec := httptest.NewRecorder()
+		up := r.Clone(r.Context())
+		if r.Method == http.MethodPost {
+			up.Body, up.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			up.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		// stripe-mock keeps no keys: the front's idempotency layer answers.
+		up.Header.Del("Idempotency-Key")
+		proxy.ServeHTTP(rec, up)
+		return rec.Code, rec.Header(), rec.Body.Bytes()
+	})
 }
 
 // Charges returns, per payment request id, how many distinct

@@ -5,7 +5,11 @@
 // stripe-mock validates every request against Stripe's OpenAPI description
 // and answers from fixtures; it keeps no state. Patch lets a test replace a
 // resource's fixture (a succeeded PaymentIntent, say) to reach an outcome the
-// bundled fixtures do not produce.
+// bundled fixtures do not produce. Front stands before it and plays what
+// Stripe does that stripe-mock does not: its rate limiter (front.go) and,
+// with KeepState, what it remembers after its first answer (state.go):
+// saved results per Idempotency-Key, intents and refunds, disputes, and
+// events signed as Stripe signs them.
 package stripemock
 
 import (

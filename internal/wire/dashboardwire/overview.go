@@ -2,11 +2,11 @@ package dashboardwire
 
 import (
 	"context"
-	"github.com/payreq/payreq/internal/payment"
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/payment"
 )
 
 // dashOverview reads the dashboard's aggregates from the store.
@@ -29,4 +29,9 @@ func (o dashOverview) NotificationProblems(ctx context.Context, merchantID strin
 		}
 	}
 	return failing, dlq, nil
+}
+
+// Disputes lists the merchant's disputes (the overview's open ones).
+func (o dashOverview) Disputes(ctx context.Context, merchantID string, now time.Time) ([]payment.DisputeEntry, error) {
+	return o.store.Disputes(ctx, merchantID, now)
 }
