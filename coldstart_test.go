@@ -29,6 +29,7 @@ var firstEvents = map[string]string{
 	"CheckoutFunction": "http-api.json", "NotifierFunction": "sqs.json", "SandboxFunction": "sqs.json",
 	"ReconcilerFunction": "eventbridge-schedule.json", "BatchFunction": "s3-object-created.json",
 	"SftpAuthFunction": "transfer-identity-provider.json", "DashboardFunction": "http-api.json",
+	"AuditFunction": "dynamodb-stream.json",
 }
 
 // runtimeAPI is a minimal Lambda Runtime API: it hands out one event and

@@ -100,6 +100,7 @@ var layerOf = map[string]int{
 	"internal/wire":                 layerWiring, // shared: config, AWS, store, sealer, handler shapes
 	"internal/wire/guardwire":       layerWiring,
 	"internal/wire/paywire":         layerWiring,
+	"internal/wire/auditwire":       layerWiring,
 	"internal/wire/batchwire":       layerWiring,
 	"internal/wire/callbackswire":   layerWiring,
 	"internal/wire/checkoutwire":    layerWiring,
@@ -116,6 +117,7 @@ var layerOf = map[string]int{
 	"cmd/payctl":                    layerEntry,
 	"cmd/paydev":                    layerEntry,
 	"docs":                          layerEntry,
+	"functions/audit":               layerEntry,
 	"functions/batch":               layerEntry,
 	"functions/callbacks":           layerEntry,
 	"functions/checkout":            layerEntry,

@@ -32,6 +32,8 @@ var linkable = map[string][]string{
 // is forbidden in its binary; every entry here must be linked (a stale
 // table fails too, so it stays exact).
 var uses = map[string][]string{
+	// Archives expired payment records (S3); no provider, no queue.
+	"audit": {"s3"},
 	// Charges rows (provider), reads and writes files (S3), continues and
 	// notifies (SQS).
 	"batch": {"stripe", "payments", "sandbox", "s3", "sqs"},

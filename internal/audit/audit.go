@@ -20,7 +20,6 @@
 package audit
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,12 +128,16 @@ type Data struct {
 	// are not judged on the records that may have expired (zero: kept).
 	LedgerRetention   time.Duration
 	DeliveryRetention time.Duration
+	// RecordRetention is how long requests and transactions are kept (TTL):
+	// within RetentionMargin of it a record is no longer judged on a partner
+	// that may have expired first (zero: kept for ever).
+	RecordRetention time.Duration
 }
 
-// Source reads the snapshot (internal/dynamo's Store).
-type Source interface {
-	AuditData(ctx context.Context) (Data, error)
-}
+// RetentionMargin is how long before the end of RecordRetention the audit
+// stops judging a request or transaction on the records it names: a
+// payment's records expire one by one, days apart (TTL deletes lazily).
+const RetentionMargin = 30 * 24 * time.Hour
 
 // Counts are how many records were checked.
 type Counts struct {
@@ -166,20 +169,30 @@ type Report struct {
 // OK reports whether no invariant is broken.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
-// Run reads the snapshot from src and checks it at now with DefaultGrace.
-// sandboxAcquirer says whether the stage charges through the sandbox.
-func Run(ctx context.Context, src Source, now time.Time, sandboxAcquirer bool) (Report, error) {
-	d, err := src.AuditData(ctx)
-	if err != nil {
-		return Report{}, fmt.Errorf("audit: read records: %w", err)
-	}
-	d.SandboxAcquirer = sandboxAcquirer
-	return Check(d, now, DefaultGrace), nil
-}
-
 // Check judges d at now.
 func Check(d Data, now time.Time, grace time.Duration) Report {
-	c := checker{d: d, now: now, grace: grace}
+	return check(d, now, grace, allRules, 0)
+}
+
+// rule selects the invariants a check judges: all of them over a
+// snapshot, those of one subject over its records (CheckSubject).
+type rule uint
+
+const (
+	ruleOneApproved rule = 1 << iota
+	rulePaidRequest
+	ruleApprovedTx
+	ruleNotified
+	ruleChargeHasTx
+	ruleTxHasCharge
+	ruleTxStuck
+	ruleJobStuck
+	allRules = ruleOneApproved | rulePaidRequest | ruleApprovedTx | ruleNotified | ruleChargeHasTx |
+		ruleTxHasCharge | ruleTxStuck | ruleJobStuck
+)
+
+func check(d Data, now time.Time, grace time.Duration, rules rule, request int64) Report {
+	c := checker{d: d, now: now, grace: grace, rules: rules, request: request}
 	c.index()
 	c.oneApprovedPerRequest()
 	c.paidRequests()
@@ -191,6 +204,16 @@ func Check(d Data, now time.Time, grace time.Duration) Report {
 	if v == nil {
 		v = []Violation{}
 	}
+	sortViolations(v)
+	return Report{
+		CheckedAt: now.UTC(), GraceSeconds: int64(grace / time.Second), Violations: v,
+		Checked: Counts{Requests: len(d.Requests), Transactions: len(d.Transactions), LedgerEntries: len(d.Ledger),
+			Deliveries: len(d.Deliveries), BatchJobs: len(d.BatchJobs)},
+	}
+}
+
+// sortViolations orders a report's violations by invariant, then record.
+func sortViolations(v []Violation) {
 	slices.SortStableFunc(v, func(a, b Violation) int {
 		if c := strings.Compare(a.Invariant, b.Invariant); c != 0 {
 			return c
@@ -203,11 +226,6 @@ func Check(d Data, now time.Time, grace time.Duration) Report {
 		}
 		return strings.Compare(a.Reference+a.BatchJob, b.Reference+b.BatchJob)
 	})
-	return Report{
-		CheckedAt: now.UTC(), GraceSeconds: int64(grace / time.Second), Violations: v,
-		Checked: Counts{Requests: len(d.Requests), Transactions: len(d.Transactions), LedgerEntries: len(d.Ledger),
-			Deliveries: len(d.Deliveries), BatchJobs: len(d.BatchJobs)},
-	}
 }
 
 func cmpInt(a, b int64) int {
@@ -224,7 +242,12 @@ type checker struct {
 	d     Data
 	now   time.Time
 	grace time.Duration
-	out   []Violation
+	rules rule
+	// request, when set, is the one request a subject check judges: a
+	// transaction of another request (one the request names) is read for
+	// the paid-request rule only.
+	request int64
+	out     []Violation
 
 	requests  map[int64]Request
 	txs       map[int64]Transaction
@@ -234,6 +257,28 @@ type checker struct {
 }
 
 func (c *checker) add(v Violation) { c.out = append(c.out, v) }
+
+func (c *checker) judges(r rule) bool { return c.rules&r != 0 }
+
+// judged are the transactions the rules judge.
+func (c *checker) judged() []Transaction {
+	if c.request == 0 {
+		return c.d.Transactions
+	}
+	var out []Transaction
+	for _, t := range c.d.Transactions {
+		if t.PaymentRequestID == c.request {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// expiring reports whether a record last written at t may outlive a record
+// it names by less than RetentionMargin (see Data.RecordRetention).
+func (c *checker) expiring(t time.Time) bool {
+	return c.d.RecordRetention > 0 && t.Before(c.now.Add(-(c.d.RecordRetention - RetentionMargin)))
+}
 
 // recent reports whether t is within the grace period before now: a record
 // changed that recently may be mid-way through a payment.
@@ -265,8 +310,11 @@ func (c *checker) index() {
 // At most one approved transaction per payment request: a second one is a
 // double charge of the payer.
 func (c *checker) oneApprovedPerRequest() {
+	if !c.judges(ruleOneApproved) {
+		return
+	}
 	approved := map[int64][]int64{}
-	for _, t := range c.d.Transactions {
+	for _, t := range c.judged() {
 		if t.Status == payment.TxApproved {
 			approved[t.PaymentRequestID] = append(approved[t.PaymentRequestID], t.ID)
 		}
@@ -285,8 +333,11 @@ func (c *checker) oneApprovedPerRequest() {
 // is committed before its transaction settles, so an open transaction is
 // the normal in-between state (judged by the stuck rule instead).
 func (c *checker) paidRequests() {
+	if !c.judges(rulePaidRequest) {
+		return
+	}
 	for _, r := range c.d.Requests {
-		if r.Status != payment.RequestPaid {
+		if r.Status != payment.RequestPaid || c.expiring(r.UpdatedAt) {
 			continue
 		}
 		v := Violation{Invariant: PaidRequestHasApprovedTx, PaymentRequestID: r.ID, TransactionID: r.TransactionID}
@@ -312,8 +363,11 @@ func (c *checker) paidRequests() {
 
 // Every approved transaction has its request paid, naming it.
 func (c *checker) approvedTransactions() {
-	for _, t := range c.d.Transactions {
-		if t.Status != payment.TxApproved {
+	if !c.judges(ruleApprovedTx) {
+		return
+	}
+	for _, t := range c.judged() {
+		if t.Status != payment.TxApproved || c.expiring(t.CreatedAt) {
 			continue
 		}
 		v := Violation{Invariant: ApprovedTxHasPaidRequest, PaymentRequestID: t.PaymentRequestID, TransactionID: t.ID}
@@ -341,7 +395,10 @@ func (c *checker) approvedTransactions() {
 // transaction's event; between the two the event is in flight for less
 // than one notifier run (Grace). Attempts expire after DeliveryRetention.
 func (c *checker) notifications() {
-	for _, t := range c.d.Transactions {
+	if !c.judges(ruleNotified) {
+		return
+	}
+	for _, t := range c.judged() {
 		if !t.Status.Final() || t.OutboxEventID != "" || c.recent(t.UpdatedAt) {
 			continue
 		}
@@ -376,6 +433,9 @@ func (c *checker) ledger() {
 		return
 	}
 	for ref, e := range c.charges {
+		if !c.judges(ruleChargeHasTx) {
+			break
+		}
 		t, ok := c.txByRef[ref]
 		v := Violation{Invariant: LedgerChargeHasApprovedTx, Reference: ref}
 		switch {
@@ -392,8 +452,8 @@ func (c *checker) ledger() {
 		}
 		c.add(v)
 	}
-	for _, t := range c.d.Transactions {
-		if t.Status != payment.TxApproved {
+	for _, t := range c.judged() {
+		if t.Status != payment.TxApproved || !c.judges(ruleTxHasCharge) {
 			continue
 		}
 		if c.d.LedgerRetention > 0 && t.CreatedAt.Before(c.now.Add(-c.d.LedgerRetention)) {
@@ -413,8 +473,8 @@ func (c *checker) ledger() {
 // last change: the next continuation takes it).
 func (c *checker) stuck() {
 	limit := c.now.Add(-c.grace)
-	for _, t := range c.d.Transactions {
-		if !t.Open() {
+	for _, t := range c.judged() {
+		if !t.Open() || !c.judges(ruleTxStuck) {
 			continue
 		}
 		v := Violation{Invariant: TransactionNotStuck, PaymentRequestID: t.PaymentRequestID, TransactionID: t.ID}
@@ -433,7 +493,7 @@ func (c *checker) stuck() {
 		c.add(v)
 	}
 	for _, j := range c.d.BatchJobs {
-		if j.Finished {
+		if j.Finished || !c.judges(ruleJobStuck) {
 			continue
 		}
 		deadline := j.UpdatedAt

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -219,19 +218,10 @@ func TestBatchJobPastLease(t *testing.T) {
 	}
 }
 
-type fakeSource Data
-
-func (f fakeSource) AuditData(context.Context) (Data, error) { return Data(f), nil }
-
-func TestRunAndMetricLine(t *testing.T) {
-	d := healthy()
-	d.Ledger[0].Approved = true
-	r, err := Run(context.Background(), fakeSource(d), now, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestRunMetricsLine(t *testing.T) {
 	var buf bytes.Buffer
-	if err := PublishMetric(&buf, r); err != nil {
+	m := RunMetrics{At: now, OpenViolations: 1, UncheckedAge: 90 * time.Second, PassAge: time.Hour, PassLate: time.Minute, PassPercent: 42.5, Judged: 7}
+	if err := m.Publish(&buf); err != nil {
 		t.Fatal(err)
 	}
 	var line struct {
@@ -243,16 +233,25 @@ func TestRunAndMetricLine(t *testing.T) {
 				Metrics    []struct{ Name, Unit string }
 			}
 		} `json:"_aws"`
-		Violations int      `json:"AuditViolations"`
-		Invariants []string `json:"invariants"`
+		Violations int     `json:"AuditViolations"`
+		Unchecked  int64   `json:"AuditUncheckedAge"`
+		PassAge    int64   `json:"AuditFullPassAge"`
+		PassLate   int64   `json:"AuditFullPassLate"`
+		Progress   float64 `json:"AuditFullPassProgress"`
+		Judged     int     `json:"AuditChecksJudged"`
 	}
 	if err := json.Unmarshal(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), &line); err != nil {
 		t.Fatalf("%v: %s", err, buf.Bytes())
 	}
-	m := line.AWS.CloudWatchMetrics
-	if line.Violations != 1 || line.AWS.Timestamp != now.UnixMilli() || len(m) != 1 || m[0].Namespace != "PayReq" ||
-		len(m[0].Metrics) != 1 || m[0].Metrics[0].Name != "AuditViolations" || len(line.Invariants) != 1 {
+	cw := line.AWS.CloudWatchMetrics
+	if line.Violations != 1 || line.Unchecked != 90 || line.PassAge != 3600 || line.PassLate != 60 || line.Progress != 42.5 || line.Judged != 7 ||
+		line.AWS.Timestamp != now.UnixMilli() || len(cw) != 1 || cw[0].Namespace != "PayReq" || len(cw[0].Metrics) != len(ScheduledMetrics) {
 		t.Fatalf("metric line %s", buf.Bytes())
+	}
+	for i, name := range ScheduledMetrics {
+		if cw[0].Metrics[i].Name != name {
+			t.Errorf("metric %d is %s, want %s", i, cw[0].Metrics[i].Name, name)
+		}
 	}
 	if bytes.Count(buf.Bytes(), []byte("\n")) != 1 {
 		t.Fatalf("want one log line: %q", buf.Bytes())

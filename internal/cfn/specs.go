@@ -46,6 +46,9 @@ type TableSpec struct {
 	Keys       []Key
 	Indexes    []Index
 	TTL        string // TTL attribute name, if enabled
+	// StreamViewType is the table's stream (NEW_AND_OLD_IMAGES, …); "" when
+	// it has none.
+	StreamViewType string
 }
 
 // QueueSpec is an SQS queue of the template.
@@ -142,11 +145,15 @@ func (t *Template) Tables(r *Resolver) ([]TableSpec, error) {
 				AttributeName string `yaml:"AttributeName"`
 				Enabled       bool   `yaml:"Enabled"`
 			} `yaml:"TimeToLiveSpecification"`
+			Stream struct {
+				ViewType string `yaml:"StreamViewType"`
+			} `yaml:"StreamSpecification"`
 		}
 		if err := props.Decode(&p); err != nil {
 			return nil, fmt.Errorf("table %s: %w", res.LogicalID, err)
 		}
-		spec := TableSpec{LogicalID: res.LogicalID, Name: name, Attributes: p.Attributes, Keys: p.Keys, Indexes: p.Indexes}
+		spec := TableSpec{LogicalID: res.LogicalID, Name: name, Attributes: p.Attributes, Keys: p.Keys, Indexes: p.Indexes,
+			StreamViewType: p.Stream.ViewType}
 		if p.TTL.Enabled {
 			spec.TTL = p.TTL.AttributeName
 		}

@@ -130,6 +130,16 @@ func TestGoldenEventsDriveTheEntryPoints(t *testing.T) {
 	})
 	t.Run("eventbridge-schedule", func(t *testing.T) {
 		invoke(t, "ReconcilerFunction", "eventbridge-schedule.json")
+		invoke(t, "AuditFunction", "eventbridge-schedule.json")
+	})
+	t.Run("dynamodb-stream", func(t *testing.T) {
+		var resp events.DynamoDBEventResponse
+		if err := json.Unmarshal(invoke(t, "AuditFunction", "dynamodb-stream.json"), &resp); err != nil {
+			t.Fatalf("not a stream batch response: %v", err)
+		}
+		if len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("the golden transaction change was refused: %+v", resp)
+		}
 	})
 	t.Run("transfer-identity-provider", func(t *testing.T) {
 		var resp sftpauth.Response

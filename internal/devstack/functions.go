@@ -13,6 +13,7 @@ import (
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/auditwire"
 	"github.com/payreq/payreq/internal/wire/batchwire"
 	"github.com/payreq/payreq/internal/wire/callbackswire"
 	"github.com/payreq/payreq/internal/wire/checkoutwire"
@@ -55,6 +56,7 @@ var Functions = map[string]Function{
 	"BatchFunction":       {Entry: batchwire.BatchLambda, Build: fromWire(batchwire.BatchLambda)},
 	"SftpAuthFunction":    {Entry: sftpauthwire.SFTPAuthLambda, Build: fromWire(sftpauthwire.SFTPAuthLambda)},
 	"DashboardFunction":   {Entry: dashboardwire.DashboardLambda, Build: fromWire(dashboardwire.DashboardLambda), Routes: dashboard.Routes},
+	"AuditFunction":       {Entry: auditwire.AuditLambda, Build: fromWire(auditwire.AuditLambda)},
 }
 
 func fromWire[H any](entry func(context.Context, config.Getenv, wire.Options) (H, error)) func(context.Context, config.Getenv, *aws.Config) (lambda.Handler, error) {

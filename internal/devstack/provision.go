@@ -41,6 +41,9 @@ type Resources struct {
 	Tables    map[string]string // logical id → table name
 	Queues    map[string]Queue
 	Buckets   map[string]string
+	// Streams are the tables' stream ARNs (StreamSpecification), by the
+	// table's logical id.
+	Streams   map[string]string
 	Functions []cfn.FunctionSpec
 	resolver  *cfn.Resolver
 }
@@ -61,7 +64,8 @@ func Provision(ctx context.Context, cfg aws.Config, stackName string, template [
 	if stackName == "" {
 		stackName = StackName
 	}
-	res := &Resources{Region: region, StackName: stackName, Template: t, Tables: map[string]string{}, Queues: map[string]Queue{}, Buckets: map[string]string{}}
+	res := &Resources{Region: region, StackName: stackName, Template: t, Tables: map[string]string{}, Queues: map[string]Queue{},
+		Buckets: map[string]string{}, Streams: map[string]string{}}
 	res.resolver = &cfn.Resolver{
 		T:      t,
 		Params: params,
@@ -77,10 +81,14 @@ func Provision(ctx context.Context, cfg aws.Config, stackName string, template [
 	}
 	db := dynamodb.NewFromConfig(cfg)
 	for _, spec := range tables {
-		if err := createTable(ctx, db, spec); err != nil {
+		stream, err := createTable(ctx, db, spec)
+		if err != nil {
 			return nil, err
 		}
 		res.Tables[spec.LogicalID] = spec.Name
+		if stream != "" {
+			res.Streams[spec.LogicalID] = stream
+		}
 	}
 	queues, err := t.Queues(res.resolver)
 	if err != nil {
@@ -144,6 +152,8 @@ func (r *Resources) getAtt(id, attr string) (string, error) {
 	switch {
 	case r.Tables[id] != "" && attr == "Arn":
 		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", r.Region, Account, r.Tables[id]), nil
+	case r.Streams[id] != "" && attr == "StreamArn":
+		return r.Streams[id], nil
 	case r.Queues[id].Name != "" && attr == "Arn":
 		return r.Queues[id].ARN, nil
 	case r.Queues[id].Name != "" && attr == "QueueName":
@@ -159,9 +169,13 @@ func (r *Resources) getAtt(id, attr string) (string, error) {
 }
 
 // createTable creates a table of the template, or finds it there (a
-// restart on a kept database, LocalStack), and waits until it is ACTIVE.
-func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) error {
+// restart on a kept database, LocalStack), waits until it is ACTIVE and
+// returns its stream's ARN ("" without StreamSpecification).
+func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) (string, error) {
 	in := &dynamodb.CreateTableInput{TableName: aws.String(spec.Name), BillingMode: dtypes.BillingModePayPerRequest}
+	if spec.StreamViewType != "" {
+		in.StreamSpecification = &dtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: dtypes.StreamViewType(spec.StreamViewType)}
+	}
 	for _, a := range spec.Attributes {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, dtypes.AttributeDefinition{
 			AttributeName: aws.String(a.Name), AttributeType: dtypes.ScalarAttributeType(a.Type)})
@@ -176,15 +190,40 @@ func createTable(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) e
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, gsi)
 	}
 	if _, err := db.CreateTable(ctx, in); err != nil && !alreadyExists(err) {
-		return fmt.Errorf("create table %s: %w", spec.Name, err)
+		return "", fmt.Errorf("create table %s: %w", spec.Name, err)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 20e6, 200e6
 	})
 	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &spec.Name}, 30e9); err != nil {
-		return fmt.Errorf("wait for table %s: %w", spec.Name, err)
+		return "", fmt.Errorf("wait for table %s: %w", spec.Name, err)
 	}
-	return enableTTL(ctx, db, spec)
+	if err := enableTTL(ctx, db, spec); err != nil {
+		return "", err
+	}
+	return enableStream(ctx, db, spec)
+}
+
+// enableStream returns the table's stream ARN, turning on the template's
+// stream first on a table that was created without it (a kept database
+// from before the template had one).
+func enableStream(ctx context.Context, db *dynamodb.Client, spec cfn.TableSpec) (string, error) {
+	if spec.StreamViewType == "" {
+		return "", nil
+	}
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &spec.Name})
+	if err != nil {
+		return "", fmt.Errorf("describe table %s: %w", spec.Name, err)
+	}
+	if ss := out.Table.StreamSpecification; ss == nil || !aws.ToBool(ss.StreamEnabled) {
+		up, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: &spec.Name, StreamSpecification: &dtypes.StreamSpecification{
+			StreamEnabled: aws.Bool(true), StreamViewType: dtypes.StreamViewType(spec.StreamViewType)}})
+		if err != nil {
+			return "", fmt.Errorf("enable the stream of %s: %w", spec.Name, err)
+		}
+		return aws.ToString(up.TableDescription.LatestStreamArn), nil
+	}
+	return aws.ToString(out.Table.LatestStreamArn), nil
 }
 
 // enableTTL turns on the template's TimeToLiveSpecification. The code never

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	payreq "github.com/payreq/payreq"
@@ -54,6 +56,10 @@ type Options struct {
 	// paydev): stacks with different names share the emulators but no
 	// resource (the crash tests run several at once).
 	StackName string
+	// Untriggered names functions whose event sources and schedules the
+	// stack does not run: a test drives them itself (devstack.PollStream,
+	// Invoke), measuring each invocation.
+	Untriggered []string
 	// Faults puts a FaultProxy in front of DynamoDB: the stack's functions
 	// and Store reach DynamoDB through it, and Stack.Faults arms it (lost
 	// answers, transaction conflicts; docs/lost-answers.md).
@@ -104,6 +110,8 @@ type Stack struct {
 	// process must start its own, not take the dead ones for external.
 	restoreEnv func()
 	faults     *FaultProxy // Options.Faults
+	// envOverrides are Options.Env.
+	envOverrides map[string]string
 }
 
 // Faults is the stack's fault proxy in front of DynamoDB; nil unless the
@@ -129,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &Stack{stateDir: opts.StateDir}
+	s := &Stack{stateDir: opts.StateDir, envOverrides: opts.Env}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -252,6 +260,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	sqsClient := sqs.NewFromConfig(cfg)
 	log := slog.New(slog.NewJSONHandler(opts.Log, nil)).With("component", "paydev")
 	for _, src := range sources {
+		if slices.Contains(opts.Untriggered, src.FunctionID) {
+			continue
+		}
 		h, err := s.build(ctx, src.FunctionID, opts, cfg)
 		if err != nil {
 			return nil, err
@@ -259,11 +270,34 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.pollers.Add(1)
 		go func() { defer s.pollers.Done(); PollSQS(pollCtx, sqsClient, src, h, log) }()
 	}
+	streams, err := s.Resources.StreamSources()
+	if err != nil {
+		return nil, err
+	}
+	// DynamoDB Streams is served at DynamoDB's own endpoint (DynamoDB
+	// Local, LocalStack).
+	streamsClient := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) {
+		o.BaseEndpoint = aws.String(s.Info.Endpoints.DynamoDB)
+	})
+	for _, src := range streams {
+		if slices.Contains(opts.Untriggered, src.FunctionID) {
+			continue
+		}
+		h, err := s.build(ctx, src.FunctionID, opts, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.pollers.Add(1)
+		go func() { defer s.pollers.Done(); PollStream(pollCtx, streamsClient, sqsClient, src, h, log) }()
+	}
 	schedules, err := s.Resources.Schedules()
 	if err != nil {
 		return nil, err
 	}
 	for _, src := range schedules {
+		if slices.Contains(opts.Untriggered, src.FunctionID) {
+			continue
+		}
 		h, err := s.build(ctx, src.FunctionID, opts, cfg)
 		if err != nil {
 			return nil, err
@@ -377,6 +411,11 @@ func (s *Stack) writeEnvFile(overrides map[string]string) error {
 	b, _ := json.MarshalIndent(all, "", "  ")
 	// 0600: the local seal key is in it.
 	return os.WriteFile(filepath.Join(s.stateDir, EnvFile), append(b, '\n'), 0o600)
+}
+
+// FunctionEnv is a function's environment on this stack (env.json's).
+func (s *Stack) FunctionEnv(id string) (map[string]string, error) {
+	return s.functionEnv(id, s.envOverrides)
 }
 
 // Gateway returns the local HTTP API (to mount extra local-only routes).

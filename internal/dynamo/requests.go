@@ -66,6 +66,9 @@ type requestRecord struct {
 	CreatedAt         time.Time       `dynamodbav:"createdAt"`
 	UpdatedAt         time.Time       `dynamodbav:"updatedAt"`
 	Version           int64           `dynamodbav:"version"`
+	// ExpiresAt (TTL) is RecordRetention after creation, moved to
+	// RecordRetention after the payment when paid.
+	ExpiresAt int64 `dynamodbav:"expiresAt,omitempty"`
 }
 
 func toRequestRecord(r *payment.Request) requestRecord {
@@ -75,6 +78,9 @@ func toRequestRecord(r *payment.Request) requestRecord {
 		NotifyURL: r.NotifyURL, SuccessURL: r.SuccessURL, FailureURL: r.FailureURL,
 		TransactionID: r.TransactionID, TransactionNumber: r.TransactionNumber,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Version: r.Version,
+	}
+	if !r.CreatedAt.IsZero() {
+		rec.ExpiresAt = r.CreatedAt.Add(RecordRetention).Unix()
 	}
 	if r.TransactionStatus != nil {
 		s := int(*r.TransactionStatus)

@@ -39,13 +39,20 @@ type API interface {
 type Store struct {
 	db API
 	t  Tables
+	// describe is the client's DescribeTable when it has one (the audit's
+	// progress estimate).
+	describe tableDescriber
 }
 
 // New returns a store over db. Every single-item write recognises its own
 // echo when DynamoDB applied it and lost the answer (recogniseEcho), and
 // transactions that DynamoDB cancels for conflicts alone are sent again
 // (retryConflicts).
-func New(db API, t Tables) *Store { return &Store{db: withConflictRetries(withEchoes(db)), t: t} }
+func New(db API, t Tables) *Store {
+	s := &Store{db: withConflictRetries(withEchoes(db)), t: t}
+	s.describe, _ = db.(tableDescriber)
+	return s
+}
 
 // The store answers in kinds (internal/errkind), so that no caller names an
 // error of this package: NotFound for an item that is not there, Conflict

@@ -121,6 +121,7 @@ type transactionRecord struct {
 	CreatedAt        time.Time           `dynamodbav:"createdAt"`
 	UpdatedAt        time.Time           `dynamodbav:"updatedAt"`
 	SettledAt        *time.Time          `dynamodbav:"settledAt,omitempty"`
+	ExpiresAt        int64               `dynamodbav:"expiresAt,omitempty"` // TTL: RecordRetention after creation
 }
 
 func toTransactionRecord(t *payment.Transaction) transactionRecord {
@@ -131,6 +132,9 @@ func toTransactionRecord(t *payment.Transaction) transactionRecord {
 		ProviderRef: t.ProviderRef, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
 		RecoverTries: t.RecoverTries, After: toAfterRecord(t.After),
+	}
+	if !t.CreatedAt.IsZero() {
+		rec.ExpiresAt = t.CreatedAt.Add(RecordRetention).Unix()
 	}
 	if p := t.Payer; p != nil {
 		rec.Payer = &txPayerRecord{Name: p.Name, Email: p.Email, Phone: p.Phone, Country: p.Country}
@@ -608,8 +612,11 @@ func (s *Store) commitInput(c payment.AttemptCommit) (*dynamodb.UpdateItemInput,
 	switch c.Status {
 	case payment.TxApproved, payment.TxDeclined:
 		if c.Status == payment.TxApproved {
-			set += ", #status = :paid"
+			// A paid request is kept RecordRetention from its payment:
+			// never less than the transactions it names.
+			set += ", #status = :paid, expiresAt = :exp"
 			vals[":paid"] = numberAV(int64(payment.RequestPaid))
+			vals[":exp"] = numberAV(c.Now.Add(RecordRetention).Unix())
 		}
 		expr = set + " REMOVE attemptTx, leaseUntil ADD version :one"
 	case payment.TxPending:

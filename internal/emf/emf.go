@@ -30,3 +30,22 @@ func Directive(name string, at time.Time) map[string]any {
 func Attrs(name string, value int, at time.Time) []any {
 	return []any{"_aws", Directive(name, at), name, value}
 }
+
+// Metric is one metric of a directive.
+type Metric struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+// Directives is the "_aws" value declaring several metrics (no dimensions)
+// of one log line at time at.
+func Directives(at time.Time, metrics []Metric) map[string]any {
+	return map[string]any{
+		"Timestamp": at.UnixMilli(),
+		"CloudWatchMetrics": []any{map[string]any{
+			"Namespace":  Namespace,
+			"Dimensions": [][]string{{}},
+			"Metrics":    metrics,
+		}},
+	}
+}

@@ -404,12 +404,11 @@ func waitNotified(t *testing.T, s *dynamo.Store, requestID, txID int64) {
 // and fails on any violation.
 func auditClean(t *testing.T, p *proc) audit.Report {
 	t.Helper()
-	d, err := p.store(t).AuditData(context.Background())
+	rep, err := p.store(t).Audit().Sweep(context.Background(), !p.production, time.Now().Add(audit.DefaultGrace+time.Second),
+		audit.DefaultGrace, 4, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SandboxAcquirer = !p.production
-	rep := audit.Check(d, time.Now().Add(audit.DefaultGrace+time.Second), audit.DefaultGrace)
 	for _, v := range rep.Violations {
 		t.Errorf("audit: %+v", v)
 	}

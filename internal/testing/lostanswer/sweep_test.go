@@ -395,12 +395,11 @@ func distinct(ns []notice) int {
 // auditClean runs the invariant audit over the stage's tables.
 func auditClean(t *testing.T, stg *stage) {
 	t.Helper()
-	d, err := testenv.PatientStore(t, stg.st).AuditData(context.Background())
+	rep, err := testenv.PatientStore(t, stg.st).Audit().Sweep(context.Background(), stg.front == nil, time.Now().Add(audit.DefaultGrace+time.Second),
+		audit.DefaultGrace, 4, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SandboxAcquirer = stg.front == nil
-	rep := audit.Check(d, time.Now().Add(audit.DefaultGrace+time.Second), audit.DefaultGrace)
 	for _, v := range rep.Violations {
 		t.Errorf("audit: %+v", v)
 	}

@@ -1,18 +1,16 @@
 // Package reconcilerwire builds ReconcilerFunction, the scheduled repair:
-// notifications left in the outbox, open payments (recovered through the
-// provider), and the invariant audit.
+// notifications left in the outbox and open payments (recovered through
+// the provider). The invariant audit is AuditFunction's (auditwire).
 package reconcilerwire
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/payreq/payreq/internal/audit"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/queue"
@@ -28,9 +26,6 @@ func ReconcilerLambda(ctx context.Context, getenv config.Getenv, opts wire.Optio
 	}
 	return func(ctx context.Context, _ events.EventBridgeEvent) error { return run(ctx) }, nil
 }
-
-// auditEveryMinutes spaces the reconciler's invariant audits.
-const auditEveryMinutes = 15
 
 // Reconciler wires ReconcilerFunction.
 func Reconciler(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ func(context.Context) error, err error) {
@@ -61,21 +56,8 @@ func Reconciler(ctx context.Context, getenv config.Getenv, opts wire.Options) (_
 		QueueURL: getenv("NOTIFICATIONS_QUEUE_URL"), BatchQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"),
 		Grace: grace, MaxInFlight: maxInFlight[0], BatchMaxInFlight: maxInFlight[1],
 		Log: b.Logger("reconciler")}
-	log := b.Logger("reconciler")
 	return func(ctx context.Context) error {
 		_, err := r.Run(ctx)
-		if now := time.Now(); now.Minute()%auditEveryMinutes == 0 {
-			// The invariant audit scans whole tables: every 15th minute of
-			// the clock, after the repairs, so it judges what they left.
-			rep, aerr := audit.Run(ctx, b.Store, now, b.Cfg.Sandbox())
-			if aerr != nil {
-				log.Error("audit failed", "error", aerr.Error())
-			} else {
-				// One line on stdout in the embedded metric format: CloudWatch
-				// turns it into PayReq/AuditViolations (alarmed in the template).
-				_ = audit.PublishMetric(os.Stdout, rep)
-			}
-		}
 		return err
 	}, nil
 }
