@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/payreq/payreq/internal/audit"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/sandboxledger"
@@ -561,7 +562,7 @@ func (a *AuditStore) RecordViolation(ctx context.Context, v audit.RecordedViolat
 		return false, fmt.Errorf("marshal audit violation: %w", err)
 	}
 	switch err := a.s.putIfAbsent(ctx, a.s.t.Operations, "pk", item, "audit violation"); {
-	case errors.Is(err, ErrExists):
+	case errkind.Is(err, errkind.Exists):
 		return false, nil
 	case err != nil:
 		return false, err

@@ -276,9 +276,6 @@ func (s *Store) AuditEntries(ctx context.Context, merchantID string, limit int32
 	return entries, nil
 }
 
-// PaymentQuery selects a merchant's payment requests, newest first.
-type PaymentQuery = payment.Query
-
 type pageCursor struct {
 	CreatedAt string `json:"c"`
 	ID        string `json:"i"`
@@ -288,7 +285,7 @@ type pageCursor struct {
 // byMerchantCreated index, newest first. The cursor carries only the last
 // item's time and id: the merchant half of the start key is always the
 // caller's, so a forged cursor cannot reach another merchant's partition.
-func (s *Store) PaymentRequestsOf(ctx context.Context, q PaymentQuery) ([]*payment.Request, string, error) {
+func (s *Store) PaymentRequestsOf(ctx context.Context, q payment.Query) ([]*payment.Request, string, error) {
 	cond := "merchantId = :m"
 	vals := map[string]types.AttributeValue{":m": strAV(q.MerchantID)}
 	names := map[string]string{}
