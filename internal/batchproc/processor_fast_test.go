@@ -404,7 +404,11 @@ func sweepRun(t *testing.T, crash bool, f *faultAt) (store, bucket map[string]in
 			calls = bucket
 		}
 		if calls[f.method] < f.n {
-			t.Fatalf("call %d of %s never came (%d calls)", f.n, f.method, calls[f.method])
+			// How often a row is taken over or a payment looked up depends
+			// on when leases run out: this run made fewer calls than the
+			// fault-free one. The run must still end right (checked below);
+			// sweep requires every method's fault to fire in some run.
+			t.Logf("call %d of %s never came (%d calls)", f.n, f.method, calls[f.method])
 		}
 	}
 	lines := e.result(t, "faults.csv")
@@ -464,22 +468,42 @@ func sweep(t *testing.T, crash bool) {
 	// CPU: 16 at once, whatever -parallel (GOMAXPROCS) is. t.Run may be
 	// called from several goroutines.
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fired := map[string]bool{}
 	sem := make(chan struct{}, 16)
 	for _, f := range faults {
 		where := "store"
 		if f.bucket {
 			where = "bucket"
 		}
+		kind := fmt.Sprintf("%s.%s applied=%v", where, f.method, f.applied)
+		if _, ok := fired[kind]; !ok {
+			fired[kind] = false
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			t.Run(fmt.Sprintf("%s.%s#%d applied=%v", where, f.method, f.n, f.applied), func(t *testing.T) {
-				sweepRun(t, crash, &f)
+				st, bk := sweepRun(t, crash, &f)
+				calls := st
+				if f.bucket {
+					calls = bk
+				}
+				if calls[f.method] >= f.n {
+					mu.Lock()
+					fired[kind] = true
+					mu.Unlock()
+				}
 			})
 		}()
 	}
 	wg.Wait()
+	for kind, ok := range fired {
+		if !ok {
+			t.Errorf("no run's fault on %s fired", kind)
+		}
+	}
 }
 
 // The save that marks the job done applies but its answer is lost: the
