@@ -323,7 +323,20 @@ func describeWrite(op string, body []byte) ([]string, string) {
 			tables = append(tables, t)
 		}
 		slices.Sort(tables)
-		return tables, ""
+		key := ""
+		if len(tables) > 0 { // the first request's key, to tell whose batch it is
+			var reqs []struct {
+				PutRequest    *struct{ Item map[string]map[string]any }
+				DeleteRequest *struct{ Key map[string]map[string]any }
+			}
+			_ = json.Unmarshal(req.RequestItems[tables[0]], &reqs)
+			if len(reqs) > 0 && reqs[0].PutRequest != nil {
+				key = keyOf(nil, reqs[0].PutRequest.Item)
+			} else if len(reqs) > 0 && reqs[0].DeleteRequest != nil {
+				key = keyOf(reqs[0].DeleteRequest.Key, nil)
+			}
+		}
+		return tables, key
 	default:
 		return []string{req.TableName}, keyOf(req.Key, req.Item)
 	}

@@ -171,6 +171,12 @@ func sweepOn(t *testing.T, stg *stage, p path) {
 	seen, lost := map[string]int{}, map[string]bool{}
 	for n := 1; n <= len(writes); n++ {
 		w := writes[n-1]
+		if strings.HasPrefix(w.Key, "pk=auditdue#") {
+			// The audit's schedule, written by its stream consumer whenever
+			// its poll comes, inside a run or after it: not the path's write.
+			// Its puts and deletes are unconditional, the same item twice.
+			continue
+		}
 		kind := w.Op + " " + strings.Join(w.Tables, ",")
 		seen[kind]++
 		nth := seen[kind]
