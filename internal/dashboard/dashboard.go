@@ -519,31 +519,43 @@ func withNav(r *http.Request, ms []*Membership) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), navKey{}, &nav{merchants: usable(ms)}))
 }
 
+// fullSession is the request's session once its second factor is done and
+// its person still usable, with the person and their memberships; nil
+// (and no error) otherwise.
+func (h *handler) fullSession(r *http.Request) (*Session, *Identity, []*Membership, error) {
+	s, _ := h.session(r)
+	if s == nil || s.TOTPPending {
+		return nil, nil, nil, nil
+	}
+	id, ms, ok, err := h.person(r, s)
+	if err != nil || !ok {
+		return nil, nil, nil, err
+	}
+	return s, id, ms, nil
+}
+
+// sessionEnded sends a GET to the sign-in page and refuses anything else.
+func (h *handler) sessionEnded(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
+		return
+	}
+	h.fail(w, r, nil, refuse(errkind.Unauthorized, "Your session has ended. Sign in again."))
+}
+
 // signedIn admits a full session of a person with a usable membership of
 // the address's merchant (and the admin role there when admin), checks the
 // CSRF token of a POST against that merchant's, and renders the handler's
 // error. The handler's session names that merchant and the person's role.
 func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := h.session(r)
-		var ms []*Membership
-		if s != nil && !s.TOTPPending {
-			var ok bool
-			var err error
-			if _, ms, ok, err = h.person(r, s); err != nil {
-				h.fail(w, r, nil, err)
-				return
-			}
-			if !ok {
-				s = nil
-			}
+		s, _, ms, err := h.fullSession(r)
+		if err != nil {
+			h.fail(w, r, nil, err)
+			return
 		}
-		if s == nil || s.TOTPPending {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
-				return
-			}
-			h.fail(w, r, nil, refuse(errkind.Unauthorized, "Your session has ended. Sign in again."))
+		if s == nil {
+			h.sessionEnded(w, r)
 			return
 		}
 		r = withNav(r, ms)
@@ -583,31 +595,18 @@ func personal(s *Session) *Session {
 // their usable memberships (the header's forms, on a merchant's page).
 func (h *handler) signedInPerson(f personFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := h.session(r)
-		var id *Identity
-		var ms []*Membership
-		if s != nil && !s.TOTPPending {
-			var ok bool
-			var err error
-			if id, ms, ok, err = h.person(r, s); err != nil {
-				h.fail(w, r, nil, err)
-				return
-			}
-			if !ok {
-				s = nil
-			}
+		s, id, ms, err := h.fullSession(r)
+		if err != nil {
+			h.fail(w, r, nil, err)
+			return
 		}
-		if s == nil || s.TOTPPending {
+		if s == nil {
 			if r.URL.Path == "/dashboard/logout" {
 				h.setCookie(w, h.sessionCookie(), "", -1)
 				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
 				return
 			}
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/dashboard/login", http.StatusSeeOther)
-				return
-			}
-			h.fail(w, r, nil, refuse(errkind.Unauthorized, "Your session has ended. Sign in again."))
+			h.sessionEnded(w, r)
 			return
 		}
 		r = withNav(r, ms)
