@@ -157,6 +157,7 @@ func sweepOn(t *testing.T, stg *stage, p path) {
 		faults.Record()
 		p.act(r)
 		check(r, p.want)
+		quiet(r)
 		writes = faults.Writes()
 		for i, w := range writes {
 			t.Logf("write %d: %s %v %s", i+1, w.Op, w.Tables, w.Key)
@@ -191,6 +192,7 @@ func sweepOn(t *testing.T, stg *stage, p path) {
 			defer faults.Disarm()
 			p.act(r)
 			check(r, p.want)
+			quiet(r)
 			for _, got := range faults.Writes() {
 				if got.Fault != "" {
 					t.Logf("lost the answer of %s %v %s", got.Op, got.Tables, got.Key)
@@ -226,6 +228,7 @@ func madeBy(t *testing.T, stg *stage, p path, kind string) bool {
 		stg.faults.Record()
 		p.act(r)
 		check(r, p.want)
+		quiet(r)
 		for _, w := range stg.faults.Writes() {
 			if w.Op+" "+strings.Join(w.Tables, ",") == kind {
 				made = true
@@ -236,6 +239,41 @@ func madeBy(t *testing.T, stg *stage, p path, kind string) bool {
 		}
 	})
 	return made
+}
+
+// quiet waits until the run's notifications are all delivered: no outbox
+// entry of its merchant is left. The notifier's last write (the delivery's
+// record and the entry's clear, one transaction) may land after check saw
+// the notification arrive, so a run that reads its writes sooner would miss
+// it, and a run aimed at it would end before it came.
+func quiet(r *run) {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	store := testenv.PatientStore(t, r.st)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		left := 0
+		for shard := 0; shard < payment.OutboxAllShards; shard++ {
+			entries, err := store.DueOutbox(ctx, shard, time.Now().Add(24*time.Hour), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if e.Event.MerchantID == r.m.ID {
+					left++
+				}
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("%d outbox entries of the run still wait for their delivery", left)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // check holds the run's records to w.
