@@ -28,13 +28,13 @@ dev: $(EMULATORS)
 # Every test once: unit tests, and the integration tests on the emulators
 # they start (DynamoDB Local, fauxqs; docs/testing.md).
 test: $(EMULATORS)
-	go test -count=1 -timeout 40m ./...
+	go test -trimpath -count=1 -timeout 40m ./...
 
 # The fast suite: unit tests, the in-memory store's half of its contract
 # test, no emulator, browser, SFTP client or stack (docs/testing.md). Not a
 # substitute for `make test`, which runs everything.
 test-short:
-	go test -short -count=1 ./...
+	go test -trimpath -short -count=1 ./...
 
 # The service/ceiling table of every path (internal/testing/bench,
 # docs/testing.md), then every Benchmark (the 100,000-row batch file among them).
