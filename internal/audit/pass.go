@@ -157,6 +157,31 @@ type Passer struct {
 	// PageSize is the items read per page; Workers the segments read at
 	// once, each judging up to JudgeConcurrency subjects at a time.
 	PageSize, Workers, JudgeConcurrency int
+
+	// perItem is the last page's time per item read (nanoseconds), kept
+	// while the process lives (a warm Lambda instance): pageSize uses it so
+	// that a page started near the budget's end still fits in it.
+	perItem atomic.Int64
+}
+
+// minPage is the smallest page read; a page this small takes far less than
+// an invocation's margin, so a budget is never overrun by more than it.
+const minPage = 50
+
+// pageSize is how many items the next page may read with remaining time
+// left: the full PageSize while a page of that size fits in remaining (at
+// the last page's pace), fewer near the end, never under minPage. Before any
+// page was timed in this process the first is minPage, to learn the pace:
+// a 500-item page judged on a slow day takes longer than the margin the
+// invocation keeps before Lambda's timeout.
+func (p *Passer) pageSize(remaining time.Duration) int {
+	floor := min(p.PageSize, minPage)
+	per := time.Duration(p.perItem.Load())
+	if per <= 0 {
+		return floor
+	}
+	fits := int(remaining / per)
+	return max(floor, min(p.PageSize, fits))
 }
 
 // Step moves the pass forward until `until` (the invocation's budget):
@@ -251,9 +276,13 @@ func (p *Passer) advance(ctx context.Context, st *Pass, now, until time.Time, se
 				c := st.Cursors[i]
 				mu.Unlock()
 				for !c.Done && time.Now().Before(until) && ctx.Err() == nil {
-					page, err := p.Store.ScanPage(ctx, c, st.Segments, p.PageSize, st.Since)
+					began := time.Now()
+					page, err := p.Store.ScanPage(ctx, c, st.Segments, p.pageSize(time.Until(until)), st.Since)
 					if err == nil {
 						err = judgeAll(ctx, p.Judge, page.Subjects, now, p.JudgeConcurrency, settle)
+					}
+					if err == nil {
+						p.perItem.Store(int64(time.Since(began)) / int64(max(1, page.Scanned)))
 					}
 					moved := Cursor{Table: c.Table, Segment: c.Segment, Key: page.Next, Done: page.Done, Scanned: c.Scanned + int64(page.Scanned)}
 					if err == nil {

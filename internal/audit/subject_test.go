@@ -785,3 +785,63 @@ func TestLaterPassesJudgeWhatChangedAndWhatIsOpen(t *testing.T) {
 		t.Fatalf("second pass found %v, want %v", got, want)
 	}
 }
+
+// slowTables reads each item in perItem (a table on a slow day) and keeps
+// the page sizes asked.
+type slowTables struct {
+	*tables
+	perItem time.Duration
+	asked   []int
+}
+
+func (s *slowTables) ScanPage(ctx context.Context, c Cursor, segments, limit int, since time.Time) (Page, error) {
+	s.mu.Lock()
+	s.asked = append(s.asked, limit)
+	s.mu.Unlock()
+	p, err := s.tables.ScanPage(ctx, c, segments, limit, since)
+	time.Sleep(time.Duration(p.Scanned) * s.perItem)
+	return p, err
+}
+
+// A page that would not fit in what is left of an invocation's budget is
+// cut to fit, at the pace of the pages before it; the first page of a
+// process is small, to learn that pace. A full page here takes a second:
+// read whole, it would overrun a 300 ms budget by 700 ms.
+func TestPassPagesFitTheBudget(t *testing.T) {
+	ctx := context.Background()
+	f := &slowTables{tables: &tables{d: randomSnapshot(rand.New(rand.NewPCG(5, 5)), 3000)}, perItem: 2 * time.Millisecond}
+	m := newMem()
+	st := &Settler{Findings: m, Checks: m, Log: quiet}
+	if _, err := st.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := &Passer{Store: f, Judge: judgeOf(f.tables), Tables: PassTables(true), Segments: 1, Every: 24 * time.Hour, PageSize: 500, Workers: 1, JudgeConcurrency: 2}
+	settle := func(v Verdict) error { return st.Settle(ctx, v, now) }
+	// The first step starts the pass (its batch jobs judged) and may read
+	// nothing; the next reads one page.
+	for _, budget := range []time.Duration{0, 20 * time.Millisecond} {
+		if _, err := p.Step(ctx, now, time.Now().Add(budget), settle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.asked) != 1 || f.asked[0] != minPage {
+		t.Fatalf("first step asked pages %v: want one probe of %d items", f.asked, minPage)
+	}
+	for i := 0; i < 3; i++ {
+		f.asked = nil
+		began := time.Now()
+		pass, err := p.Step(ctx, now, began.Add(300*time.Millisecond), settle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(began)
+		if !pass.Running {
+			t.Fatal("the pass finished: the snapshot is too small for this test")
+		}
+		// The budget plus one smallest page (100 ms) and some slack; a
+		// full page alone would take 1 s.
+		if took > 650*time.Millisecond || slices.Max(f.asked) >= p.PageSize {
+			t.Fatalf("step %d took %v with pages %v for a 300 ms budget", i, took, f.asked)
+		}
+	}
+}
