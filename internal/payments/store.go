@@ -128,7 +128,9 @@ type Refunds interface {
 	// otherwise.
 	BeginRefund(ctx context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error)
 	// CompleteRefund moves processing refund refundID to status; Conflict
-	// when it is no longer processing.
+	// when it is no longer processing. Used only by a store without
+	// AfterStore: *dynamo.Store and memstore complete a refund through
+	// AfterStore.WriteRefund, under the refund's revision.
 	CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error)
 }
 
