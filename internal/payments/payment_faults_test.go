@@ -178,3 +178,80 @@ func TestPaymentStoreFailureAfterTheChargeFinishedByTheNextAttempt(t *testing.T)
 		t.Fatalf("charges %d/%d, want one", refs, most)
 	}
 }
+
+// The write-ahead is stored but every answer to it is lost (the SDK's
+// retries spent): the attempt reads it back and goes on as written, so the
+// payer is charged once and paid at once, the limits count the payment
+// once, and no orphan is left for the reconciler to close as declined
+// after the approval.
+func TestPaymentWriteAheadStoredDespiteItsErrorGoesOn(t *testing.T) {
+	e := newFastEnv(t)
+	ctx := context.Background()
+	daily := decimal.RequireFromString("100")
+	e.m.Limits = merchant.Limits{DailyCount: 5, DailyAmount: &daily}
+	e.store.PutMerchant(e.m)
+	r := e.request(t, "10.00")
+	e.store.CrashAfter("CreateTransaction", 1, errInjected)
+	res, err := e.svc.Pay(ctx, e.m, r.ID, cardAttempt(cardApprove))
+	if err != nil || res.TransactionStatusID != payment.TxApproved || res.PaymentRequestStatusID != payment.RequestPaid {
+		t.Fatalf("attempt whose write-ahead was stored without an answer: %+v %v, want approved and paid", res, err)
+	}
+	e.clock.Add(payments.DefaultSyncLease + time.Second)
+	if _, err := e.svc.RecoverOpen(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	txs := e.txsOf(t, r.ID)
+	if len(txs) != 1 || txs[0].Status != payment.TxApproved {
+		t.Fatalf("transactions %+v, want the one approved", txs)
+	}
+	if evs := e.queue.events(); len(evs) != 1 || evs[0].TransactionStatusID != payment.TxApproved {
+		t.Fatalf("notifications %+v, want the approval alone", evs)
+	}
+	if refs, most := e.acq.chargedReferences(); refs != 1 || most != 1 {
+		t.Fatalf("charges %d/%d, want one", refs, most)
+	}
+	w := payment.WindowAt(e.m.ID, "EUR", e.clock.Now())
+	if u, _ := e.store.LimitUsageOf(ctx, w); u.DailyCount != 1 || !u.DailyAmount.Equal(decimal.RequireFromString("10")) {
+		t.Fatalf("counters %+v, want the one payment", u)
+	}
+}
+
+// The write-ahead's outcome is unknown (its answers lost and the read back
+// failing too): the payer gets the store's error and may pay again at once;
+// the limits stay held, since a transaction stored after all is closed by
+// the reconciler, which gives them back then. Given back at once too, they
+// would be given back twice and the merchant's cap would count too little.
+func TestPaymentWriteAheadUnknownKeepsTheLimitsForTheReconciler(t *testing.T) {
+	e := newFastEnv(t)
+	ctx := context.Background()
+	daily := decimal.RequireFromString("100")
+	e.m.Limits = merchant.Limits{DailyCount: 5, DailyAmount: &daily}
+	e.store.PutMerchant(e.m)
+	r := e.request(t, "10.00")
+	e.store.CrashAfter("CreateTransaction", 1, errInjected)
+	e.store.Fail("Transaction", 1, errInjected)
+	res, err := e.svc.Pay(ctx, e.m, r.ID, cardAttempt(cardApprove))
+	storeFailure(t, res, err)
+	e.paysAtOnce(t, r)
+	e.clock.Add(payments.DefaultSyncLease + payments.DefaultPendingGrace + time.Hour)
+	if _, err := e.svc.RecoverOpen(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	txs := e.txsOf(t, r.ID)
+	approved, open := 0, 0
+	for _, tx := range txs {
+		switch tx.Status {
+		case payment.TxApproved:
+			approved++
+		case payment.TxWaiting, payment.TxPending:
+			open++
+		}
+	}
+	if len(txs) != 2 || approved != 1 || open != 0 {
+		t.Fatalf("transactions %+v, want the paying one and the orphan closed", txs)
+	}
+	w := payment.WindowAt(e.m.ID, "EUR", r.CreatedAt)
+	if u, _ := e.store.LimitUsageOf(ctx, w); u.DailyCount != 1 || !u.DailyAmount.Equal(decimal.RequireFromString("10")) {
+		t.Fatalf("counters %+v, want the one payment (the orphan's hold given back once)", u)
+	}
+}

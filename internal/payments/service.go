@@ -696,12 +696,26 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 	}
 	if !written {
 		if err := s.writeAhead(ctx, req, tx); err != nil {
-			if tx.Limits != nil {
-				tx.Status = payment.TxDeclined
-				s.release(ctx, tx)
+			switch stored, rerr := s.wroteAhead(ctx, req, tx); {
+			case rerr == nil && stored:
+				// Applied, only its answer lost: the attempt goes on as written.
+				s.Log.Warn("write-ahead answered an error but was stored; the attempt goes on", "transaction_id", tx.ID, "error", err.Error())
+			case rerr == nil:
+				if tx.Limits != nil {
+					tx.Status = payment.TxDeclined
+					s.release(ctx, tx)
+				}
+				s.giveUp(req.ID, tx.ID)
+				return Result{}, err
+			default:
+				// Unknown: a transaction stored after all is closed by the
+				// reconciler, which gives its limits back then; given back
+				// now too, they would be twice.
+				s.Log.Error("write-ahead failed and could not be read back; limits stay held", "transaction_id", tx.ID,
+					"error", err.Error(), "read_error", rerr.Error())
+				s.giveUp(req.ID, tx.ID)
+				return Result{}, err
 			}
-			s.giveUp(req.ID, tx.ID)
-			return Result{}, err
 		}
 	}
 	crashpoint.Hit(crashpoint.AfterTxWrite)
@@ -726,7 +740,7 @@ func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *paym
 		if rerr != nil {
 			return fmt.Errorf("read transaction %d after its write found it: %w", tx.ID, rerr)
 		}
-		if held.PaymentRequestID == req.ID && held.Reference == tx.Reference && held.Status == payment.TxWaiting {
+		if ownWriteAhead(req, tx, held) {
 			*tx = *held
 			return nil
 		}
@@ -746,6 +760,34 @@ func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *paym
 			return err
 		}
 	}
+}
+
+// ownWriteAhead: held is the waiting transaction tx's write-ahead stored
+// for req (not another attempt's under a colliding id).
+func ownWriteAhead(req *payment.Request, tx, held *payment.Transaction) bool {
+	return held.PaymentRequestID == req.ID && held.Reference == tx.Reference && held.Status == payment.TxWaiting
+}
+
+// wroteAhead reads back the transaction a failed write-ahead may have
+// stored anyway: DynamoDB may apply a write whose every answer the SDK lost
+// (its retries spent, a timeout). true: it is stored, as tx now; false: it
+// is not; an error: nobody knows.
+func (s *Service) wroteAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) (bool, error) {
+	// The write may have failed on the caller's deadline: the read gets its
+	// own short budget.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	held, err := s.txs.Transaction(ctx, tx.ID)
+	switch {
+	case errkind.Is(err, errkind.NotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !ownWriteAhead(req, tx, held):
+		return false, nil
+	}
+	*tx = *held
+	return true, nil
 }
 
 // charge asks the provider with the transaction's reference and records the
