@@ -56,7 +56,6 @@ import (
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
-	"github.com/payreq/payreq/internal/merchant"
 )
 
 // Key prefixes of the batch bucket.
@@ -163,27 +162,6 @@ func (c *Config) setDefaults() {
 	def(&c.OrderWait, 2*time.Second)
 }
 
-// Store is the persistence the processor needs (*dynamo.Store).
-type Store interface {
-	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
-	AcquireBatchJob(ctx context.Context, j *batch.Job, owner string, now, until time.Time) (*batch.Job, error)
-	LeaseBatchJob(ctx context.Context, merchantID, jobID, owner string, now, until time.Time) (*batch.Job, error)
-	SaveBatchJob(ctx context.Context, j *batch.Job, now time.Time) error
-	ReleaseBatchJob(ctx context.Context, merchantID, jobID, owner string) error
-	BatchJob(ctx context.Context, merchantID, jobID string) (*batch.Job, error)
-	OpenBatchJobs(ctx context.Context) ([]batch.OpenJob, error)
-	CloseBatchJob(ctx context.Context, merchantID, jobID string) error
-	ClaimBatchRow(ctx context.Context, r *batch.RowRecord, now time.Time) (*batch.RowRecord, error)
-	ClaimBatchRows(ctx context.Context, rows []*batch.RowRecord, now time.Time) ([]int, error)
-	BatchRowRecord(ctx context.Context, merchantID, key string, now time.Time) (*batch.RowRecord, error)
-	TakeOverBatchRow(ctx context.Context, r *batch.RowRecord, prevOwner string) error
-	CompleteBatchRows(ctx context.Context, rows []*batch.RowRecord) error
-	ReleaseBatchRow(ctx context.Context, r *batch.RowRecord) error
-	ForgetBatchRow(ctx context.Context, r *batch.RowRecord) error
-	ReassignBatchRow(ctx context.Context, r *batch.RowRecord, newID int64) error
-	OpenBatchJobsOf(ctx context.Context, merchantID string) ([]batch.OpenJob, error)
-}
-
 // Objects is the batch bucket as the processor uses it (s3store.Store).
 // A missing object is a NotFound error (errkind); a copy or read
 // whose ETag condition fails is a Conflict error (errkind).
@@ -213,6 +191,7 @@ type Sender interface {
 
 // Deps are the processor's collaborators.
 type Deps struct {
+	// Store is every storage role (store.go); New gives each part its own.
 	Store      Store
 	Objects    Objects
 	Charger    Charger
@@ -240,6 +219,7 @@ func FingerprintKeyFrom(secret string) []byte {
 type Processor struct {
 	cfg Config
 	Deps
+	stores // Deps.Store by role (store.go)
 	// crashAt, set by tests only, makes hit fail at a crash point as if the
 	// process died there: the run stops without any clean-up.
 	crashAt func(point string) bool
@@ -298,7 +278,7 @@ func New(cfg Config, d Deps) (*Processor, error) {
 	if d.NewID == nil {
 		d.NewID = ids.New
 	}
-	return &Processor{cfg: cfg, Deps: d}, nil
+	return &Processor{cfg: cfg, Deps: d, stores: storesOf(d.Store)}, nil
 }
 
 // Continuation is the message that carries a job over to the next
@@ -469,9 +449,9 @@ func (p *Processor) run(ctx context.Context, j *batch.Job, create, check bool) e
 	var job *batch.Job
 	var err error
 	if create {
-		job, err = p.Store.AcquireBatchJob(ctx, j, owner, now, until)
+		job, err = p.jobs.AcquireBatchJob(ctx, j, owner, now, until)
 	} else {
-		job, err = p.Store.LeaseBatchJob(ctx, j.MerchantID, j.JobID, owner, now, until)
+		job, err = p.jobs.LeaseBatchJob(ctx, j.MerchantID, j.JobID, owner, now, until)
 	}
 	switch {
 	case errkind.Is(err, errkind.NotFound):
@@ -527,7 +507,7 @@ func (p *Processor) runJob(ctx context.Context, job *batch.Job, owner string, un
 	if err != nil {
 		r.log.Error("batch job run failed", "state", job.State, "error", err.Error())
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = p.Store.ReleaseBatchJob(rctx, job.MerchantID, job.JobID, owner)
+		_ = p.jobs.ReleaseBatchJob(rctx, job.MerchantID, job.JobID, owner)
 		cancel()
 		return err
 	}
@@ -586,7 +566,7 @@ func (r *jobRun) outOfBudget() bool {
 }
 
 func (r *jobRun) work(ctx context.Context) error {
-	m, err := r.p.Store.Merchant(ctx, r.job.MerchantID)
+	m, err := r.p.merch.Merchant(ctx, r.job.MerchantID)
 	if errkind.Is(err, errkind.NotFound) {
 		return r.fail(ctx, "no merchant "+r.job.MerchantID)
 	}
@@ -631,7 +611,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 	if err := r.save(ctx); err != nil {
 		return err
 	}
-	if err := r.p.Store.ReleaseBatchJob(ctx, r.job.MerchantID, r.job.JobID, r.job.Owner); err != nil {
+	if err := r.p.jobs.ReleaseBatchJob(ctx, r.job.MerchantID, r.job.JobID, r.job.Owner); err != nil {
 		if errkind.Is(err, errkind.Conflict) {
 			return errLeaseLost // the holder queues its own continuation
 		}
@@ -645,7 +625,7 @@ func (r *jobRun) pause(ctx context.Context) error {
 
 // save writes the job's progress while this run holds its lease.
 func (r *jobRun) save(ctx context.Context) error {
-	err := r.p.Store.SaveBatchJob(ctx, r.job, r.p.Now())
+	err := r.p.jobs.SaveBatchJob(ctx, r.job, r.p.Now())
 	if errkind.Is(err, errkind.Conflict) {
 		return errLeaseLost
 	}
@@ -680,7 +660,7 @@ func (r *jobRun) cleanup(ctx context.Context) bool {
 		}
 	}
 	if err == nil {
-		err = r.p.Store.CloseBatchJob(ctx, r.job.MerchantID, r.job.JobID)
+		err = r.p.jobs.CloseBatchJob(ctx, r.job.MerchantID, r.job.JobID)
 	}
 	if err != nil {
 		r.log.Warn("batch job files not removed yet; the recovery retries", "error", err.Error())

@@ -37,7 +37,7 @@ type RecoveryReport struct {
 // one read per open job.
 func (p *Processor) RecoverStuck(ctx context.Context, now time.Time) (RecoveryReport, error) {
 	var rep RecoveryReport
-	open, err := p.Store.OpenBatchJobs(ctx)
+	open, err := p.open.OpenBatchJobs(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -47,12 +47,12 @@ func (p *Processor) RecoverStuck(ctx context.Context, now time.Time) (RecoveryRe
 			errs = append(errs, ctx.Err())
 			break
 		}
-		job, err := p.Store.BatchJob(ctx, o.MerchantID, o.JobID)
+		job, err := p.jobs.BatchJob(ctx, o.MerchantID, o.JobID)
 		switch {
 		case errkind.Is(err, errkind.NotFound):
 			// The marker is written before the job: only an old one is an orphan.
 			if now.Sub(o.Since) > p.cfg.StuckAfter {
-				if err := p.Store.CloseBatchJob(ctx, o.MerchantID, o.JobID); err != nil {
+				if err := p.jobs.CloseBatchJob(ctx, o.MerchantID, o.JobID); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -97,7 +97,7 @@ func (p *Processor) stuck(j *batch.Job, now time.Time) bool {
 func (p *Processor) recoverJob(ctx context.Context, stuck *batch.Job, now time.Time) (abandoned bool, err error) {
 	owner := newToken()
 	deadline, until := p.budget(ctx, now)
-	job, err := p.Store.LeaseBatchJob(ctx, stuck.MerchantID, stuck.JobID, owner, now, until)
+	job, err := p.jobs.LeaseBatchJob(ctx, stuck.MerchantID, stuck.JobID, owner, now, until)
 	if errkind.Is(err, errkind.Conflict) || (err == nil && job.Finished()) {
 		return false, nil // taken up meanwhile
 	}
@@ -118,7 +118,7 @@ func (p *Processor) recoverJob(ctx context.Context, stuck *batch.Job, now time.T
 	} else {
 		log.Warn("stuck batch job resumed", "state", job.State, "recoveries", job.Recoveries, "nextLine", job.NextLine)
 	}
-	if err := p.Store.SaveBatchJob(ctx, job, now); err != nil {
+	if err := p.jobs.SaveBatchJob(ctx, job, now); err != nil {
 		return abandoned, err
 	}
 	return abandoned, p.runJob(ctx, job, owner, until, deadline)

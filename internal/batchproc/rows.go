@@ -487,7 +487,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 	if rec == nil {
 		now := r.p.Now()
 		rec = r.newRowRecord(t, now)
-		held, err = r.p.Store.ClaimBatchRow(ctx, rec, now)
+		held, err = r.p.rows.ClaimBatchRow(ctx, rec, now)
 	}
 	for tries := 0; errkind.Is(err, errkind.Exists); tries++ {
 		if tries == 5 {
@@ -512,7 +512,7 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 			taken := *held
 			taken.JobID, taken.File, taken.Row = r.job.JobID, r.job.File, t.line
 			taken.Owner, taken.LeaseUntil = r.job.Owner, r.p.Now().Add(r.p.cfg.RowLease).UnixMilli()
-			if err = r.p.Store.TakeOverBatchRow(ctx, &taken, held.Owner); err == nil {
+			if err = r.p.rows.TakeOverBatchRow(ctx, &taken, held.Owner); err == nil {
 				r.log.Warn("batch row takes over the abandoned claim of another line", "row", t.line,
 					"file", held.File, "line", held.Row, "paymentRequestId", taken.PaymentRequestID)
 				rec = &taken
@@ -521,14 +521,14 @@ func (r *jobRun) chargeRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 			if !errkind.Is(err, errkind.Conflict) {
 				return batch.Result{}, err
 			}
-			held, err = r.p.Store.BatchRowRecord(ctx, rec.MerchantID, rec.Key, r.p.Now())
+			held, err = r.p.rows.BatchRowRecord(ctx, rec.MerchantID, rec.Key, r.p.Now())
 			if err == nil {
 				err = errkind.New(errkind.Exists, "batch row record held", "") // look at the holder again
 			} else if errkind.Is(err, errkind.NotFound) {
-				held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
+				held, err = r.p.rows.ClaimBatchRow(ctx, rec, r.p.Now())
 			}
 		case errors.Is(derr, errRecordGone):
-			held, err = r.p.Store.ClaimBatchRow(ctx, rec, r.p.Now())
+			held, err = r.p.rows.ClaimBatchRow(ctx, rec, r.p.Now())
 		default:
 			return res, derr
 		}
@@ -591,7 +591,7 @@ func (r *jobRun) claimRows(ctx context.Context, group []*rowTask) {
 		}
 	}
 	for try := 0; len(recs) > 1 && try < 3; try++ {
-		held, err := r.p.Store.ClaimBatchRows(ctx, recs, now)
+		held, err := r.p.rows.ClaimBatchRows(ctx, recs, now)
 		if err == nil {
 			for i, t := range ts {
 				t.claimed = recs[i]
@@ -643,7 +643,7 @@ const releaseTimeout = 2 * time.Second
 func (r *jobRun) releaseRow(ctx context.Context, rec *batch.RowRecord) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_ = r.p.Store.ReleaseBatchRow(rctx, rec)
+	_ = r.p.rows.ReleaseBatchRow(rctx, rec)
 }
 
 // resumeOwn handles this line's own record found claimed: its stored result
@@ -678,7 +678,7 @@ func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask
 			// row over, keeping its payment request id.
 			taken := *held
 			taken.Owner, taken.LeaseUntil = r.job.Owner, now.Add(r.p.cfg.RowLease).UnixMilli()
-			err := r.p.Store.TakeOverBatchRow(ctx, &taken, held.Owner)
+			err := r.p.rows.TakeOverBatchRow(ctx, &taken, held.Owner)
 			if err == nil {
 				r.log.Warn("batch row taken over after its lease lapsed", "row", t.line, "paymentRequestId", taken.PaymentRequestID)
 				return nil, &taken, nil
@@ -687,7 +687,7 @@ func (r *jobRun) resumeOwn(ctx context.Context, m *merchant.Merchant, t *rowTask
 				return nil, nil, err
 			}
 		}
-		cur, err := r.p.Store.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
+		cur, err := r.p.rows.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -733,7 +733,7 @@ func (r *jobRun) duplicate(ctx context.Context, m *merchant.Merchant, t *rowTask
 		if err := sleep(ctx, &wait); err != nil {
 			return batch.Result{}, err
 		}
-		cur, err := r.p.Store.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
+		cur, err := r.p.rows.BatchRowRecord(ctx, held.MerchantID, held.Key, r.p.Now())
 		if errkind.Is(err, errkind.NotFound) {
 			return batch.Result{}, errRecordGone
 		}
@@ -792,7 +792,7 @@ func notCharged(reason string) batch.Result {
 // rejected and its record removed, so that uploading it again charges it.
 func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask) (batch.Result, error) {
 	key, _ := r.p.rowKey(t.row)
-	held, err := r.p.Store.BatchRowRecord(ctx, r.job.MerchantID, key, r.p.Now())
+	held, err := r.p.rows.BatchRowRecord(ctx, r.job.MerchantID, key, r.p.Now())
 	if errkind.Is(err, errkind.NotFound) {
 		return notCharged(r.job.Error), nil
 	}
@@ -811,7 +811,7 @@ func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		if err := sleep(ctx, &wait); err != nil {
 			return batch.Result{}, err
 		}
-		if held, err = r.p.Store.BatchRowRecord(ctx, r.job.MerchantID, key, r.p.Now()); err != nil {
+		if held, err = r.p.rows.BatchRowRecord(ctx, r.job.MerchantID, key, r.p.Now()); err != nil {
 			return batch.Result{}, err
 		}
 	}
@@ -832,7 +832,7 @@ func (r *jobRun) reportRow(ctx context.Context, m *merchant.Merchant, t *rowTask
 		held.Status, held.TransactionID, held.Code, held.Message = string(res.Status), res.TransactionID, string(res.Code), res.Message
 		return res, r.completed(ctx, held)
 	case RequestMissing:
-		if err := r.p.Store.ForgetBatchRow(ctx, held); err != nil && !errkind.Is(err, errkind.Conflict) {
+		if err := r.p.rows.ForgetBatchRow(ctx, held); err != nil && !errkind.Is(err, errkind.Conflict) {
 			return batch.Result{}, err
 		}
 		return notCharged(r.job.Error), nil
@@ -861,7 +861,7 @@ func (r *jobRun) completed(ctx context.Context, rec *batch.RowRecord) error {
 	if full == nil {
 		return nil
 	}
-	return r.p.Store.CompleteBatchRows(ctx, full)
+	return r.p.rows.CompleteBatchRows(ctx, full)
 }
 
 // flushCompleted stores the queued row results.
@@ -873,7 +873,7 @@ func (r *jobRun) flushCompleted(ctx context.Context) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	return r.p.Store.CompleteBatchRows(ctx, rows)
+	return r.p.rows.CompleteBatchRows(ctx, rows)
 }
 
 // chargeWithRetry retries a charge whose outcome could not be determined
@@ -896,7 +896,7 @@ func (r *jobRun) chargeWithRetry(ctx context.Context, m *merchant.Merchant, row 
 		res, err = r.p.Charger.ChargeRow(ctx, m, row, RowRef{PaymentRequestID: rec.PaymentRequestID})
 		if errors.Is(err, ErrPaymentRequestIDTaken) && reassigned < 5 {
 			old := rec.PaymentRequestID
-			if err = r.p.Store.ReassignBatchRow(ctx, rec, r.p.NewID(r.p.Now())); err != nil {
+			if err = r.p.rows.ReassignBatchRow(ctx, rec, r.p.NewID(r.p.Now())); err != nil {
 				return batch.Result{}, err
 			}
 			r.log.Info("batch row given a new payment request id: the drawn one was taken", "row", rec.Row,

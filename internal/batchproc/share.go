@@ -56,7 +56,7 @@ func (r *jobRun) behindOlderFile(ctx context.Context) (bool, error) {
 	if !r.p.cfg.MerchantOrder || r.job.State != batch.JobCharging || r.job.Offset != 0 || r.job.Parts != 0 {
 		return false, nil
 	}
-	open, err := r.p.Store.OpenBatchJobsOf(ctx, r.job.MerchantID)
+	open, err := r.p.open.OpenBatchJobsOf(ctx, r.job.MerchantID)
 	if err != nil {
 		return false, err
 	}
@@ -72,7 +72,7 @@ func (r *jobRun) behindOlderFile(ctx context.Context) (bool, error) {
 			continue
 		}
 		// A marker outlives its job until the job's files are deleted.
-		j, err := r.p.Store.BatchJob(ctx, o.MerchantID, o.JobID)
+		j, err := r.p.jobs.BatchJob(ctx, o.MerchantID, o.JobID)
 		if errkind.Is(err, errkind.NotFound) {
 			continue
 		}
@@ -93,7 +93,7 @@ func (r *jobRun) behindOlderFile(ctx context.Context) (bool, error) {
 // assumes the queue is full (the smallest pace: never over the share).
 func (p *Processor) sharers(ctx context.Context) int {
 	q := max(1, p.cfg.QueueConcurrency)
-	open, err := p.Store.OpenBatchJobs(ctx)
+	open, err := p.open.OpenBatchJobs(ctx)
 	if err != nil {
 		p.Log.Warn("open batch jobs unreadable; pacing for a full queue", "error", err.Error())
 		return q

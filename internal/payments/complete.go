@@ -38,10 +38,10 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	if tx.Status.Final() {
 		status, code, msg = tx.Status, tx.Code, tx.Message // the settle already decided
 	}
-	req, err := s.Store.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
+	req, err := s.commits.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: status, Code: code, Message: msg, Now: now})
 	if errkind.Is(err, errkind.Conflict) {
-		if req, err = s.Store.PaymentRequest(ctx, tx.PaymentRequestID); err != nil {
+		if req, err = s.requests.PaymentRequest(ctx, tx.PaymentRequestID); err != nil {
 			return nil, nil, false, err
 		}
 		committed := req.TransactionID == tx.ID && req.TransactionStatus != nil && req.TransactionStatus.Final()
@@ -76,7 +76,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 		return nil, nil, false, err
 	}
 	ev.PaymentRequestStatusID, ev.Channel = reqStatus, tx.Channel
-	st, err := s.Store.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: status, Code: code,
+	st, err := s.txs.SettleTransaction(ctx, payment.Settlement{TransactionID: tx.ID, Status: status, Code: code,
 		Message: msg, ProviderRef: out.ProviderRef, ThreeDS: threeDS, Event: ev, Now: now})
 	if errkind.Is(err, errkind.Conflict) {
 		if st.Status != status {
@@ -93,7 +93,7 @@ func (s *Service) completeOnce(ctx context.Context, tx *payment.Transaction, out
 	if req.Status == payment.RequestCancelled && req.TransactionID == tx.ID {
 		// Cancelled while this attempt was pending: the request shows how it
 		// ended, not "pending" forever.
-		if err := s.Store.RecordCancelledAttempt(ctx, req.ID, tx.ID, st.Status, st.Code, st.Message, now); err != nil && !errkind.Is(err, errkind.Conflict) {
+		if err := s.commits.RecordCancelledAttempt(ctx, req.ID, tx.ID, st.Status, st.Code, st.Message, now); err != nil && !errkind.Is(err, errkind.Conflict) {
 			s.Log.Warn("recording the end of a cancelled request's attempt failed", "transaction_id", tx.ID, "error", err.Error())
 		}
 	}
@@ -128,7 +128,7 @@ func (s *Service) completeSync(ctx context.Context, req *payment.Request, tx *pa
 		return nil, nil, err
 	}
 	ev.PaymentRequestStatusID, ev.Channel = reqStatus, tx.Channel
-	err = s.Store.CommitAndSettle(ctx,
+	err = s.commits.CommitAndSettle(ctx,
 		payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID, TransactionNumber: tx.Number,
 			Status: status, Code: code, Message: msg, Now: now},
 		payment.Settlement{TransactionID: tx.ID, Status: status, Code: code, Message: msg, ProviderRef: out.ProviderRef,
@@ -194,7 +194,7 @@ type outboxMarker interface {
 // reference (the provider answers with the first outcome, charging once);
 // pending or final → finish what is left and answer with it.
 func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
-	tx, err := s.Store.Transaction(ctx, txID)
+	tx, err := s.txs.Transaction(ctx, txID)
 	if errkind.Is(err, errkind.NotFound) {
 		return s.run(ctx, m, req, txID, a, det)
 	}
@@ -222,10 +222,10 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 // ensurePendingCommit makes the request show a pending transaction (a crash
 // may have come between the transaction's pending write and the request's).
 func (s *Service) ensurePendingCommit(ctx context.Context, tx *payment.Transaction) (*payment.Request, error) {
-	req, err := s.Store.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
+	req, err := s.commits.CommitAttempt(ctx, payment.AttemptCommit{RequestID: tx.PaymentRequestID, TransactionID: tx.ID,
 		TransactionNumber: tx.Number, Status: payment.TxPending, Message: tx.Message, Now: s.Now(), LeaseUntil: tx.RecoverAfter})
 	if errkind.Is(err, errkind.Conflict) {
-		return s.Store.PaymentRequest(ctx, tx.PaymentRequestID)
+		return s.requests.PaymentRequest(ctx, tx.PaymentRequestID)
 	}
 	return req, err
 }

@@ -68,14 +68,14 @@ func (s *Service) reserve(ctx context.Context, w payment.LimitWindow, amount dec
 		return code, nil
 	}
 	for try := 0; try < 3; try++ {
-		err := s.Store.ReserveLimits(ctx, w, amount, caps)
+		err := s.limits.ReserveLimits(ctx, w, amount, caps)
 		if err == nil {
 			return "", nil
 		}
 		if !errkind.Is(err, errkind.Conflict) {
 			return "", err
 		}
-		u, err := s.Store.LimitUsageOf(ctx, w)
+		u, err := s.limits.LimitUsageOf(ctx, w)
 		if err != nil {
 			return "", err
 		}

@@ -102,9 +102,9 @@ func (s *Service) closePending(ctx context.Context, tx *payment.Transaction, out
 // expired lease. An attempt with no transaction record never reached the
 // provider (the record is written first): its lease is simply released.
 func (s *Service) RecoverTransactionOf(ctx context.Context, requestID, txID int64) error {
-	tx, err := s.Store.Transaction(ctx, txID)
+	tx, err := s.txs.Transaction(ctx, txID)
 	if errkind.Is(err, errkind.NotFound) {
-		if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errkind.Is(err, errkind.Conflict) {
+		if err := s.leases.ReleaseLease(ctx, requestID, txID); err != nil && !errkind.Is(err, errkind.Conflict) {
 			return err
 		}
 		return nil
@@ -148,7 +148,7 @@ func (s *Service) RecoverOpenStats(ctx context.Context, now time.Time) (int, Rec
 		shards *= 2 // the back-off shards come after the fresh ones
 	}
 	for shard := 0; shard < shards; shard++ {
-		txs, err := s.Store.OpenAttempts(ctx, shard, now, 200)
+		txs, err := s.open.OpenAttempts(ctx, shard, now, 200)
 		if err != nil {
 			errs = append(errs, err)
 			continue

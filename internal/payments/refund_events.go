@@ -195,9 +195,9 @@ func (s *Service) completeRefundOnce(ctx context.Context, txID int64, refundID, 
 	if status == payment.RefundProcessing {
 		return s.loadTx(ctx, txID)
 	}
-	got, err := s.Store.CompleteRefund(ctx, txID, refundID, status, refundRef, code, s.Now())
+	got, err := s.refunds.CompleteRefund(ctx, txID, refundID, status, refundRef, code, s.Now())
 	if errkind.Is(err, errkind.Conflict) {
-		return s.Store.Transaction(ctx, txID)
+		return s.txs.Transaction(ctx, txID)
 	}
 	if err == nil {
 		s.aggregateRefund(ctx, got)

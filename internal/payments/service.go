@@ -60,32 +60,6 @@ import (
 	"github.com/payreq/payreq/internal/sandboxjob"
 )
 
-// Store is the persistence the service needs (*dynamo.Store).
-type Store interface {
-	LeasePaymentRequest(ctx context.Context, l payment.Lease) (*payment.Request, error)
-	CreateLeasedPaymentRequest(ctx context.Context, r *payment.Request, txID int64, until time.Time) error
-	CreateLeasedRequestWithTransaction(ctx context.Context, r *payment.Request, t *payment.Transaction, until time.Time) error
-	PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, payment.AttemptLease, error)
-	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
-	CommitAttempt(ctx context.Context, c payment.AttemptCommit) (*payment.Request, error)
-	CommitAndSettle(ctx context.Context, c payment.AttemptCommit, st payment.Settlement) error
-	ReleaseLease(ctx context.Context, requestID, txID int64) error
-	DiscardAttempt(ctx context.Context, requestID, txID int64) error
-	RecordCancelledAttempt(ctx context.Context, requestID, txID int64, st payment.TransactionStatus, code codes.Code, message string, now time.Time) error
-	CreateTransaction(ctx context.Context, t *payment.Transaction) error
-	Transaction(ctx context.Context, id int64) (*payment.Transaction, error)
-	TransactionByNumber(ctx context.Context, num string) (*payment.Transaction, error)
-	MarkPending(ctx context.Context, p payment.Pending) (*payment.Transaction, error)
-	SettleTransaction(ctx context.Context, s payment.Settlement) (*payment.Transaction, error)
-	OpenAttempts(ctx context.Context, shard int, cutoff time.Time, limit int32) ([]*payment.Transaction, error)
-	BeginRefund(ctx context.Context, txID int64, merchantID string, r payment.Refund, recoverAfter time.Time) (*payment.Transaction, error)
-	CompleteRefund(ctx context.Context, txID int64, refundID, status, providerRef string, code codes.Code, now time.Time) (*payment.Transaction, error)
-	ReserveLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal, caps payment.LimitCaps) error
-	ReleaseLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal) error
-	LimitUsageOf(ctx context.Context, w payment.LimitWindow) (payment.LimitUsage, error)
-	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
-}
-
 // Sender queues a message (internal/queue).
 type Sender interface {
 	Send(ctx context.Context, queueURL string, body any, delay time.Duration) error
@@ -100,6 +74,7 @@ const (
 
 // Deps are the service's collaborators.
 type Deps struct {
+	// Store is every storage role (store.go); New gives each part its own.
 	Store    Store
 	Provider provider.Provider
 	// Sandbox is true when Provider is the sandbox: its asynchronous results
@@ -130,7 +105,10 @@ type Deps struct {
 }
 
 // Service runs payment attempts.
-type Service struct{ Deps }
+type Service struct {
+	Deps
+	stores // Deps.Store by role (store.go)
+}
 
 // New returns a Service with defaults filled in.
 func New(d Deps) *Service {
@@ -149,7 +127,7 @@ func New(d Deps) *Service {
 	if d.PendingGrace <= 0 {
 		d.PendingGrace = DefaultPendingGrace
 	}
-	return &Service{d}
+	return &Service{Deps: d, stores: storesOf(d.Store)}
 }
 
 // Attempt is one payment attempt as a caller describes it. Card data is
@@ -390,7 +368,7 @@ func (s *Service) Pay(ctx context.Context, m *merchant.Merchant, requestID int64
 		return Result{}, err
 	}
 	txID := attemptID(ctx, now)
-	req, err := s.Store.LeasePaymentRequest(ctx, s.lease(requestID, m.ID, txID, a, now))
+	req, err := s.leases.LeasePaymentRequest(ctx, s.lease(requestID, m.ID, txID, a, now))
 	if errkind.Is(err, errkind.Conflict) {
 		return s.leaseRefused(ctx, m, requestID, txID, a, det, now)
 	}
@@ -444,7 +422,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 		if errkind.Is(err, errkind.Exists) && seed != nil && try == 0 {
 			// Created by an earlier try with this key (or, astronomically
 			// rarely, a collision: then the request is not ours).
-			cur, lease, gerr := s.Store.PaymentRequestLease(ctx, r.ID)
+			cur, lease, gerr := s.leases.PaymentRequestLease(ctx, r.ID)
 			if gerr != nil {
 				return Result{}, gerr
 			}
@@ -496,11 +474,11 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *payment.Request, txID int64, a Attempt, det *card.Details) (tx *payment.Transaction, written bool, err error) {
 	until := s.Now().Add(s.SyncLease)
 	if Caps(m.Limits).Any() {
-		return s.newTransaction(m, r, txID, a, det), false, s.Store.CreateLeasedPaymentRequest(ctx, r, txID, until)
+		return s.newTransaction(m, r, txID, a, det), false, s.leases.CreateLeasedPaymentRequest(ctx, r, txID, until)
 	}
 	for try := 0; ; try++ {
 		tx = s.newTransaction(m, r, txID, a, det)
-		err = s.Store.CreateLeasedRequestWithTransaction(ctx, r, tx, until)
+		err = s.leases.CreateLeasedRequestWithTransaction(ctx, r, tx, until)
 		if !errkind.Is(err, errkind.Conflict) || try == 3 {
 			return tx, err == nil, err
 		}
@@ -514,7 +492,7 @@ func (s *Service) createLeased(ctx context.Context, m *merchant.Merchant, r *pay
 // resumes this attempt when a crashed try of it holds the lease, and drives
 // an expired attempt of someone else to its end before taking over.
 func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, txID int64, a Attempt, det *card.Details, now time.Time) (Result, error) {
-	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
+	req, lease, err := s.leases.PaymentRequestLease(ctx, id)
 	if errkind.Is(err, errkind.NotFound) || (err == nil && req.MerchantID != m.ID) {
 		return Result{}, errkind.NotFoundErr(fmt.Sprintf("Payment request %d does not exist.", id))
 	}
@@ -547,7 +525,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 			}
 			return Result{}, busy(id, wait)
 		}
-		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
+		req, err = s.leases.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
 		if errkind.Is(err, errkind.Conflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
@@ -562,7 +540,7 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 		if err := s.RecoverTransactionOf(ctx, id, lease.TransactionID); err != nil {
 			return Result{}, err
 		}
-		req, err = s.Store.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
+		req, err = s.leases.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
 		if errkind.Is(err, errkind.Conflict) {
 			return Result{}, s.stateProblem(ctx, id)
 		}
@@ -593,7 +571,7 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 	if (!ok && !closer) || !a.CardholderPresent || holder == 0 {
 		return false, 0, nil
 	}
-	tx, err := s.Store.Transaction(ctx, holder)
+	tx, err := s.txs.Transaction(ctx, holder)
 	if errkind.Is(err, errkind.NotFound) {
 		return false, 0, nil
 	}
@@ -636,7 +614,7 @@ func busy(id int64, wait time.Duration) *errkind.Error {
 
 // stateProblem is the 409 of a request that changed under a takeover.
 func (s *Service) stateProblem(ctx context.Context, id int64) error {
-	req, lease, err := s.Store.PaymentRequestLease(ctx, id)
+	req, lease, err := s.leases.PaymentRequestLease(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -718,12 +696,26 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 	}
 	if !written {
 		if err := s.writeAhead(ctx, req, tx); err != nil {
-			if tx.Limits != nil {
-				tx.Status = payment.TxDeclined
-				s.release(ctx, tx)
+			switch stored, rerr := s.wroteAhead(ctx, req, tx); {
+			case rerr == nil && stored:
+				// Applied, only its answer lost: the attempt goes on as written.
+				s.Log.Warn("write-ahead answered an error but was stored; the attempt goes on", "transaction_id", tx.ID, "error", err.Error())
+			case rerr == nil:
+				if tx.Limits != nil {
+					tx.Status = payment.TxDeclined
+					s.release(ctx, tx)
+				}
+				s.giveUp(req.ID, tx.ID)
+				return Result{}, err
+			default:
+				// Unknown: a transaction stored after all is closed by the
+				// reconciler, which gives its limits back then; given back
+				// now too, they would be twice.
+				s.Log.Error("write-ahead failed and could not be read back; limits stay held", "transaction_id", tx.ID,
+					"error", err.Error(), "read_error", rerr.Error())
+				s.giveUp(req.ID, tx.ID)
+				return Result{}, err
 			}
-			s.giveUp(req.ID, tx.ID)
-			return Result{}, err
 		}
 	}
 	crashpoint.Hit(crashpoint.AfterTxWrite)
@@ -740,15 +732,15 @@ func (s *Service) attempt(ctx context.Context, m *merchant.Merchant, req *paymen
 // never shared.
 func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) error {
 	for try := 0; ; try++ {
-		err := s.Store.CreateTransaction(ctx, tx)
+		err := s.txs.CreateTransaction(ctx, tx)
 		if !errkind.Is(err, errkind.Exists) {
 			return err
 		}
-		held, rerr := s.Store.Transaction(ctx, tx.ID)
+		held, rerr := s.txs.Transaction(ctx, tx.ID)
 		if rerr != nil {
 			return fmt.Errorf("read transaction %d after its write found it: %w", tx.ID, rerr)
 		}
-		if held.PaymentRequestID == req.ID && held.Reference == tx.Reference && held.Status == payment.TxWaiting {
+		if ownWriteAhead(req, tx, held) {
 			*tx = *held
 			return nil
 		}
@@ -759,15 +751,43 @@ func (s *Service) writeAhead(ctx context.Context, req *payment.Request, tx *paym
 		tx.ID = ids.New(s.Now())
 		tx.Reference = payment.ChargeReference(tx.ID)
 		s.Log.Warn("transaction id collision; drawing another", "transaction_id", old)
-		if err := s.Store.ReleaseLease(ctx, req.ID, old); err != nil {
+		if err := s.leases.ReleaseLease(ctx, req.ID, old); err != nil {
 			return err
 		}
 		now := s.Now()
-		if _, err := s.Store.LeasePaymentRequest(ctx, payment.Lease{RequestID: req.ID, MerchantID: req.MerchantID,
+		if _, err := s.leases.LeasePaymentRequest(ctx, payment.Lease{RequestID: req.ID, MerchantID: req.MerchantID,
 			TransactionID: tx.ID, Now: now, Until: now.Add(s.SyncLease)}); err != nil {
 			return err
 		}
 	}
+}
+
+// ownWriteAhead: held is the waiting transaction tx's write-ahead stored
+// for req (not another attempt's under a colliding id).
+func ownWriteAhead(req *payment.Request, tx, held *payment.Transaction) bool {
+	return held.PaymentRequestID == req.ID && held.Reference == tx.Reference && held.Status == payment.TxWaiting
+}
+
+// wroteAhead reads back the transaction a failed write-ahead may have
+// stored anyway: DynamoDB may apply a write whose every answer the SDK lost
+// (its retries spent, a timeout). true: it is stored, as tx now; false: it
+// is not; an error: nobody knows.
+func (s *Service) wroteAhead(ctx context.Context, req *payment.Request, tx *payment.Transaction) (bool, error) {
+	// The write may have failed on the caller's deadline: the read gets its
+	// own short budget.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	held, err := s.txs.Transaction(ctx, tx.ID)
+	switch {
+	case errkind.Is(err, errkind.NotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !ownWriteAhead(req, tx, held):
+		return false, nil
+	}
+	*tx = *held
+	return true, nil
 }
 
 // charge asks the provider with the transaction's reference and records the
@@ -817,11 +837,11 @@ func (s *Service) notProcessed(ctx context.Context, req *payment.Request, tx *pa
 	// its own short budget.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	if err := s.Store.DiscardAttempt(ctx, req.ID, tx.ID); err != nil {
+	if err := s.commits.DiscardAttempt(ctx, req.ID, tx.ID); err != nil {
 		s.Log.Error("discarding the unprocessed attempt failed; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
 	} else if tx.Limits != nil {
 		w := payment.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
-		if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
+		if err := s.limits.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
 			s.Log.Error("release limit counters failed", "transaction_id", tx.ID, "error", err.Error())
 		}
 	}
@@ -880,7 +900,7 @@ func (s *Service) record(ctx context.Context, req *payment.Request, tx *payment.
 // resultOf is the response of an attempt from its stored transaction and
 // the request's current state.
 func (s *Service) resultOf(ctx context.Context, tx *payment.Transaction, a Attempt) (Result, error) {
-	req, err := s.Store.PaymentRequest(ctx, tx.PaymentRequestID)
+	req, err := s.requests.PaymentRequest(ctx, tx.PaymentRequestID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -912,10 +932,10 @@ func (s *Service) markPending(ctx context.Context, tx *payment.Transaction, out 
 			p.NextAction.Reference = ThreeDSID(tx.ID)
 		}
 	}
-	st, err := s.Store.MarkPending(ctx, p)
+	st, err := s.txs.MarkPending(ctx, p)
 	if errkind.Is(err, errkind.Conflict) && st.Status != payment.TxPending {
 		// Settled meanwhile (a fast callback, or a recovery).
-		req, err := s.Store.PaymentRequest(ctx, st.PaymentRequestID)
+		req, err := s.requests.PaymentRequest(ctx, st.PaymentRequestID)
 		return req, st, err
 	}
 	if err != nil && !errkind.Is(err, errkind.Conflict) {
@@ -963,7 +983,7 @@ func cvvOf(a Attempt) string {
 func (s *Service) giveUp(requestID, txID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.Store.ReleaseLease(ctx, requestID, txID); err != nil && !errkind.Is(err, errkind.Conflict) {
+	if err := s.leases.ReleaseLease(ctx, requestID, txID); err != nil && !errkind.Is(err, errkind.Conflict) {
 		s.Log.Warn("release attempt lease failed", "payment_request_id", requestID, "error", err.Error())
 	}
 }
@@ -1007,7 +1027,7 @@ func (s *Service) release(ctx context.Context, tx *payment.Transaction) {
 		return
 	}
 	w := payment.LimitWindow{MerchantID: tx.MerchantID, Month: tx.Limits.Month, Day: tx.Limits.Day, Unit: tx.Limits.Unit}
-	if err := s.Store.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
+	if err := s.limits.ReleaseLimits(ctx, w, tx.Limits.Amount); err != nil {
 		s.Log.Error("release limit counters failed", "transaction_id", tx.ID, "error", err.Error())
 	}
 }

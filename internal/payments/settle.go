@@ -97,7 +97,7 @@ func (s *Service) settleWith(ctx context.Context, tx *payment.Transaction, out p
 }
 
 func (s *Service) loadTx(ctx context.Context, id int64) (*payment.Transaction, error) {
-	tx, err := s.Store.Transaction(ctx, id)
+	tx, err := s.txs.Transaction(ctx, id)
 	if errkind.Is(err, errkind.NotFound) {
 		return nil, ErrUnknownTransaction
 	}

@@ -143,7 +143,7 @@ func LocalPath(s string) bool {
 // merchant's transaction (best effort: none when the merchant is unknown):
 // its valid allowed origins only (merchant.HeaderOrigins).
 func (s *Service) FrameOrigins(ctx context.Context, merchantID string) []string {
-	m, err := s.Store.Merchant(ctx, merchantID)
+	m, err := s.merch.Merchant(ctx, merchantID)
 	if err != nil {
 		return nil
 	}

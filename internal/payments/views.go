@@ -173,7 +173,7 @@ func txNotFound(ref string) *errkind.Error {
 // TransactionOf loads transaction id of merchant m; another merchant's
 // transaction is a 404 (043) like a missing one.
 func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id int64) (*payment.Transaction, error) {
-	tx, err := s.Store.Transaction(ctx, id)
+	tx, err := s.txs.Transaction(ctx, id)
 	if errkind.Is(err, errkind.NotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(strconv.FormatInt(id, 10))
 	}
@@ -188,7 +188,7 @@ func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, re
 	if !strings.HasPrefix(ref, "TX") || len(ref) != 18 {
 		return nil, errkind.BadInput("The id must be a transaction id (a positive integer) or a transaction number (TX…), got "+strconv.Quote(ref)+".", "")
 	}
-	tx, err := s.Store.TransactionByNumber(ctx, ref)
+	tx, err := s.txs.TransactionByNumber(ctx, ref)
 	if errkind.Is(err, errkind.NotFound) || (err == nil && tx.MerchantID != m.ID) {
 		return nil, txNotFound(ref)
 	}
@@ -217,9 +217,9 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
 			}
 		}
-		got, err := s.Store.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
+		got, err := s.refunds.BeginRefund(ctx, tx.ID, m.ID, payment.NewRefund(newRefundID(), tx.Amount, tx.Unit, now), now.Add(s.SyncLease))
 		if errkind.Is(err, errkind.Conflict) { // a concurrent call began it
-			if got, err = s.Store.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
+			if got, err = s.txs.Transaction(ctx, tx.ID); err == nil && got.Refund == nil {
 				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded.", id), "")
 			}
 		}
