@@ -103,7 +103,7 @@ func clockedDashboardWith(t *testing.T, c *clock, edit func(*dashboard.Deps)) st
 	d := dashboard.Deps{Store: s.Store, Sealer: stackSealer(t), AttemptKeys: stackKeys(t),
 		IsNotFound: func(err error) bool { return errkind.Is(err, errkind.NotFound) },
 		IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) },
-		Files:      dashweb.Files, InsecureCookies: true,
+		Files:      dashweb.Files, InsecureCookies: true, Mailer: testenv.Mailbox(t),
 		HashPassword: sftpauth.HashPassword, CheckPassword: sftpauth.CheckPassword, Now: c.Now}
 	if edit != nil {
 		edit(&d)
