@@ -629,7 +629,7 @@ func viewUsers(p *pw, d map[string]any) {
 			// Invites again: a new link e-mailed, the earlier one void.
 			p.f(` <form method="post" action="%s" class="inline">`, p.at("/users"))
 			p.csrf(csrf)
-			p.f(`<input type="hidden" name="email" value="%s"><input type="hidden" name="role" value="%s"><button type="submit" class="resend" aria-label="Send the invitation again: %s">Send again</button></form>`,
+			p.f(`<input type="hidden" name="email" value="%s"><input type="hidden" name="role" value="%s"><button type="submit" class="resend" aria-label="Send again: %s">Send again</button></form>`,
 				m.Email, m.Role, m.Email)
 		}
 		p.f(` <form method="post" action="%s" class="inline">`, p.at("/users/remove"))
