@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -107,6 +108,39 @@ func TestAnInvitationWhoseEmailFailsSaysSoAndSendsAgain(t *testing.T) {
 		t.Fatalf("the link sent again: %d\n%s", p.status, p.body)
 	}
 	invitee.mustSignIn()
+}
+
+// hanging is a mailer that never answers: it waits for its context.
+type hanging struct{}
+
+func (hanging) Send(ctx context.Context, _ mail.Message) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A mail service that never answers still gets the admin the 503 page
+// before the function's deadline (Lambda's, on the request's context), not
+// a timeout with no word of the invitation.
+func TestAHangingMailerAnswersBeforeTheDeadline(t *testing.T) {
+	const deadline = 5 * time.Second
+	c := newClock()
+	m := testenv.NewMerchant(t)
+	base := clockedDashboardServing(t, c, func(d *dashboard.Deps) { d.Mailer = hanging{} }, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), deadline)
+			defer cancel()
+			h.ServeHTTP(w, r.WithContext(ctx))
+		})
+	})
+	admin := newUser(t, m, dashboard.RoleAdmin)
+	admin.base = base
+	admin.mustSignIn()
+	form := url.Values{"csrf": {csrfOf(t, admin.get("/dashboard/users"))}, "email": {"hang." + strings.ToLower(m.ID) + "@shop.example"}, "role": {"member"}}
+	start := time.Now()
+	p := admin.post("/dashboard/users", form)
+	if took := time.Since(start); p.status != http.StatusServiceUnavailable || !strings.Contains(p.body, "could not be sent") || took >= deadline {
+		t.Fatalf("with a mailer that hangs: %d after %v (deadline %v)\n%.600s", p.status, took, deadline, p.body)
+	}
 }
 
 // With no mailer (a stack without InvitationSender) the dashboard invites
