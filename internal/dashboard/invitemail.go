@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/mail"
 )
@@ -53,7 +54,7 @@ If you did not expect this invitation, ignore this message: nothing happens unle
 }
 
 // errNoMailer refuses an invitation on a stack with no sender configured.
-var errNoMailer = errors.New("This service has no invitation e-mail sender configured (its InvitationSender), so invitations cannot be sent from the dashboard. The operator can invite with payctl.")
+var errNoMailer = refuse(errkind.Unavailable, "This service has no invitation e-mail sender configured (its InvitationSender), so invitations cannot be sent from the dashboard. The operator can invite with payctl.")
 
 // invite writes an invitation and e-mails its link to the invitee before
 // answering. A send that fails after the invitation was written answers
@@ -62,19 +63,15 @@ var errNoMailer = errors.New("This service has no invitation e-mail sender confi
 // issues and sends a new one, voiding the unsent link.
 func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) error {
 	if h.Mailer == nil {
-		return h.renderUsers(w, r, s, http.StatusServiceUnavailable, map[string]any{"Error": errNoMailer.Error()})
+		return h.usersRefusing(w, r, s, errNoMailer)
 	}
 	base := h.PublicBaseURL
 	if base == "" {
 		base = "https://" + r.Host
 	}
 	inv, err := inviteUser(r.Context(), h.Store, h.IsNotFound, h.IsConflict, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
-	var se *pageError
-	if errors.As(err, &se) {
-		return h.renderUsers(w, r, s, se.status(), map[string]any{"Error": se.Error()})
-	}
 	if err != nil {
-		return err
+		return h.usersRefusing(w, r, s, err)
 	}
 	until := inv.Until.UTC().Format("2006-01-02 15:04 MST")
 	// The send ends before the request's deadline less answerReserve,
@@ -86,9 +83,19 @@ func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) err
 		// The error names no link (the adapters never put the text in one).
 		httpapi.Logger(r.Context()).Error("invitation e-mail not sent", "error", err.Error())
 		h.auditLog(r.Context(), s, "user.invite", fmt.Sprintf("%s (%s) invited; the e-mail with the link could not be sent", inv.Email, inv.Role))
-		return h.renderUsers(w, r, s, http.StatusServiceUnavailable, map[string]any{"Error": fmt.Sprintf(
-			"The invitation of %s is saved, but its e-mail could not be sent. Send it again: a new link goes out and the unsent one stops working.", inv.Email)})
+		return h.usersRefusing(w, r, s, refuse(errkind.Unavailable, fmt.Sprintf(
+			"The invitation of %s is saved, but its e-mail could not be sent. Send it again: a new link goes out and the unsent one stops working.", inv.Email)))
 	}
 	h.auditLog(r.Context(), s, "user.invite", fmt.Sprintf("%s (%s) invited; the link was e-mailed to them and works until %s", inv.Email, inv.Role, until))
 	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"SentTo": inv.Email, "SentUntil": inv.Until})
+}
+
+// usersRefusing shows the users page with a refusal (its kind's status);
+// any other error is the service's failure.
+func (h *handler) usersRefusing(w http.ResponseWriter, r *http.Request, s *Session, err error) error {
+	var se *pageError
+	if !errors.As(err, &se) {
+		return err
+	}
+	return h.renderUsers(w, r, s, se.status(), map[string]any{"Error": se.Error()})
 }
