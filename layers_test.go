@@ -65,6 +65,7 @@ var layerOf = map[string]int{
 	"internal/audit":            layerCore,
 	"internal/batchproc":        layerCore, // the batch file's state machine (S3 and SQS events)
 	"internal/lockout":          layerCore, // attempt counting and lockout of dashboard and SFTP logins
+	"internal/mail":             layerCore, // an e-mail message and the local mailbox (files); SES is dashboardwire's
 	"internal/notifier":         layerCore, // the notification state machine (SQS events) and the reconciler
 	"internal/notify":           layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
 	"internal/payments":         layerCore, // payment, refund and 3-D Secure state machines

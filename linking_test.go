@@ -21,6 +21,8 @@ var linkable = map[string][]string{
 	"qr":     {"rsc.io/qr"},
 	"s3":     {"github.com/aws/aws-sdk-go-v2/service/s3", "github.com/payreq/payreq/internal/s3store"},
 	"sqs":    {"github.com/aws/aws-sdk-go-v2/service/sqs", "github.com/payreq/payreq/internal/queue"},
+	// Amazon SES: the dashboard's invitation e-mails.
+	"ses": {"github.com/aws/aws-sdk-go-v2/service/sesv2"},
 	// The API Gateway adapter: HTTP API functions only.
 	"http": {"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter", "github.com/payreq/payreq/internal/lambdahttp"},
 	// The payments core, and the sandbox provider it selects on a sandbox stage.
@@ -42,8 +44,8 @@ var uses = map[string][]string{
 	// PayCheckout charges; the page's QR and UPI codes.
 	"checkout": {"stripe", "payments", "sandbox", "qr", "sqs", "http"},
 	// Refunds go through the provider; batch result files (S3); SFTP keys
-	// are parsed (ssh); redelivery (SQS).
-	"dashboard": {"stripe", "payments", "sandbox", "ssh", "s3", "sqs", "http"},
+	// are parsed (ssh); redelivery (SQS); invitations are e-mailed (SES).
+	"dashboard": {"stripe", "payments", "sandbox", "ssh", "s3", "sqs", "ses", "http"},
 	// The acquirer's amount limits and transaction lookups.
 	"merchantapi": {"stripe", "payments", "sandbox", "sqs", "http"},
 	// Delivers notifications: no payments core, no provider.

@@ -123,6 +123,7 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
   Webhooks   secret %s  (payctl --local webhooks listen)
   SFTP       %s  user %s  password %s
   Demo       %s/demo
+  Mail       %s  (the dashboard's invitations, one .eml file each)
   State      %s/stack.json
 
   Try it:
@@ -132,7 +133,7 @@ func printBanner(info devstack.Info, stateDir string, took time.Duration) {
 
   Ctrl-C stops everything.
 `, took.Seconds(), info.APIBase, emulators, info.Merchant.ID, info.Merchant.APIKey, info.Merchant.WebhookSecret,
-		info.SFTPAddr, info.Merchant.SFTPUser, info.Merchant.SFTPPassword, info.APIBase, stateDir,
+		info.SFTPAddr, info.Merchant.SFTPUser, info.Merchant.SFTPPassword, info.APIBase, info.Mail, stateDir,
 		info.APIBase, info.Merchant.APIKey)
 }
 

@@ -63,6 +63,11 @@ func TestPaydevStartsServesAndStopsCleanly(t *testing.T) {
 	if !strings.HasPrefix(info.Merchant.WebhookSecret, "whsec_") || !strings.Contains(out.String(), info.Merchant.WebhookSecret) {
 		t.Errorf("stack.json webhook secret %q missing or not in the banner:\n%s", info.Merchant.WebhookSecret, out.String())
 	}
+	// The local mailbox (the dashboard's invitations) is in the state
+	// directory, and the banner says where.
+	if abs, _ := filepath.Abs(filepath.Join(state, "mail")); info.Mail != abs || !strings.Contains(out.String(), "Mail       "+abs) {
+		t.Errorf("stack.json mail %q, want %s, named in the banner:\n%s", info.Mail, abs, out.String())
+	}
 	// DynamoDB Local and fauxqs, two processes, both named in the banner.
 	if len(info.PIDs) != 2 {
 		t.Fatalf("stack.json: %d emulator pids, want 2 (DynamoDB Local, fauxqs)", len(info.PIDs))

@@ -356,29 +356,52 @@ var ErrAlreadyMember = refuse(errkind.Conflict, "This address is a member of the
 
 // InviteUser invites an address to merchantID with role and returns a
 // one-time link, valid until the returned time (InviteTTL); baseURL is the
-// API's public base URL. Only the membership of this merchant is read and
-// written (one read, one write): whether the address is a person already,
-// or belongs to other merchants, is neither read nor told — the answer, its
-// reads and writes are the same. A person who has a sign-in accepts while
-// signed in (the link's page, or their list of merchants, says so); a new
-// person sets a first password through the link. Inviting again while the
-// invitation is open issues a new link and voids the earlier one (the
-// membership keeps one live link's hash, written at its version); a
-// membership carried over from a per-merchant user awaiting its password
-// becomes an invitation. An admin cannot reset a member's password: that
-// password may open other merchants too (payctl user reset does).
+// API's public base URL. It is the operator's (payctl prints the link);
+// the dashboard e-mails the link to the invitee instead (see invite).
+// Only the membership of this merchant is read and written (one read, one
+// write): whether the address is a person already, or belongs to other
+// merchants, is neither read nor told — the answer, its reads and writes
+// are the same. A person who has a sign-in accepts while signed in (the
+// link's page, or their list of merchants, says so); a new person sets a
+// first password through the link. Inviting again while the invitation is
+// open issues a new link and voids the earlier one (the membership keeps
+// one live link's hash, written at its version); a membership carried over
+// from a per-merchant user awaiting its password becomes an invitation. An
+// admin cannot reset a member's password: that password may open other
+// merchants too (payctl user reset does).
 func InviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func(error) bool, merchantID, email, role, actor, baseURL string, now time.Time) (string, time.Time, error) {
+	inv, err := inviteUser(ctx, st, isNotFound, isConflict, merchantID, email, role, actor, baseURL, now)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if err := Record(ctx, st, merchantID, actor, "user.invite", fmt.Sprintf("%s (%s) invited; the link works until %s", inv.Email, role,
+		inv.Until.UTC().Format("2006-01-02 15:04 MST")), now); err != nil {
+		return "", time.Time{}, err
+	}
+	return inv.Link, inv.Until, nil
+}
+
+// invitation is a written invitation: its live link and what its e-mail tells.
+type invitation struct {
+	Email, Role, MerchantName string
+	Link                      string // the one-time link (a secret: never logged nor shown to the inviter)
+	Until                     time.Time
+}
+
+// inviteUser writes an invitation (InviteUser's rules) and returns it,
+// with no audit entry: the caller records how the link went out.
+func inviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func(error) bool, merchantID, email, role, actor, baseURL string, now time.Time) (*invitation, error) {
 	raw := email
 	email, ok := NormalizeEmail(email)
 	if !ok {
-		return "", time.Time{}, BadInput(fmt.Sprintf("%q is not an e-mail address.", raw))
+		return nil, BadInput(fmt.Sprintf("%q is not an e-mail address.", raw))
 	}
 	if role != RoleAdmin && role != RoleMember {
-		return "", time.Time{}, BadInput(fmt.Sprintf("The role must be %s or %s.", RoleAdmin, RoleMember))
+		return nil, BadInput(fmt.Sprintf("The role must be %s or %s.", RoleAdmin, RoleMember))
 	}
 	mer, err := st.Merchant(ctx, merchantID)
 	if err != nil {
-		return "", time.Time{}, err
+		return nil, err
 	}
 	tok := NewToken()
 	inv := &Invite{TokenHash: HashToken(tok), Kind: LinkInvite, Email: email, MerchantID: merchantID, Role: role, CreatedBy: actor,
@@ -386,17 +409,17 @@ func InviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func
 	// The link is stored first and made live by the membership's write: a
 	// failure between the two leaves a void link, never a second live one.
 	if err := st.PutInvite(ctx, inv); err != nil {
-		return "", time.Time{}, err
+		return nil, err
 	}
 	for try := 0; ; try++ {
 		m, err := st.Membership(ctx, email, merchantID)
 		switch {
 		case err != nil && !isNotFound(err):
-			return "", time.Time{}, err
+			return nil, err
 		case err != nil:
 			m = &Membership{Email: email, MerchantID: merchantID, CreatedAt: now}
 		case m.State == StateActive:
-			return "", time.Time{}, ErrAlreadyMember
+			return nil, ErrAlreadyMember
 		}
 		m.MerchantName, m.Role, m.State, m.InvitedBy = mer.Name, role, StateInvited, actor
 		m.InviteHash, m.InviteExpires, m.LegacyHash, m.LegacyTOTP, m.UpdatedAt = inv.TokenHash, inv.ExpiresAt, "", "", now
@@ -405,14 +428,10 @@ func InviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func
 			break
 		}
 		if !isConflict(err) || try == 3 { // raced by another invitation or a removal each time
-			return "", time.Time{}, err
+			return nil, err
 		}
 	}
-	if err := Record(ctx, st, merchantID, actor, "user.invite", fmt.Sprintf("%s (%s) invited; the link works until %s", email, role,
-		inv.ExpiresAt.UTC().Format("2006-01-02 15:04 MST")), now); err != nil {
-		return "", time.Time{}, err
-	}
-	return linkURL(baseURL, tok), inv.ExpiresAt, nil
+	return &invitation{Email: email, Role: role, MerchantName: mer.Name, Link: linkURL(baseURL, tok), Until: inv.ExpiresAt}, nil
 }
 
 func linkURL(baseURL, tok string) string {

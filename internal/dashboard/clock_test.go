@@ -99,11 +99,18 @@ func clearAttempts(t testing.TB, u *user) {
 // (a test's probe around the password check or the sealer).
 func clockedDashboardWith(t *testing.T, c *clock, edit func(*dashboard.Deps)) string {
 	t.Helper()
+	return clockedDashboardServing(t, c, edit, nil)
+}
+
+// clockedDashboardServing is clockedDashboardWith with wrap around the
+// handler (nil: none), as Lambda's runtime puts its deadline on a request.
+func clockedDashboardServing(t *testing.T, c *clock, edit func(*dashboard.Deps), wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	s := testenv.Stack(t)
 	d := dashboard.Deps{Store: s.Store, Sealer: stackSealer(t), AttemptKeys: stackKeys(t),
 		IsNotFound: func(err error) bool { return errkind.Is(err, errkind.NotFound) },
 		IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) },
-		Files:      dashweb.Files, InsecureCookies: true,
+		Files:      dashweb.Files, InsecureCookies: true, Mailer: testenv.Mailbox(t),
 		HashPassword: sftpauth.HashPassword, CheckPassword: sftpauth.CheckPassword, Now: c.Now}
 	if edit != nil {
 		edit(&d)
@@ -111,6 +118,9 @@ func clockedDashboardWith(t *testing.T, c *clock, edit func(*dashboard.Deps)) st
 	h, err := dashboard.New(d)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		h = wrap(h)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -1,7 +1,9 @@
 package dashboard_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -101,13 +103,13 @@ func TestOnlyTheNewestSetPasswordLinkWorksAndLinksExpire(t *testing.T) {
 	if p := u.setPassword(lateReset, password+" late"); p.status != http.StatusNotFound {
 		t.Errorf("an expired password link: %d", p.status)
 	}
-	// Where an admin gets a link, the page says until when it works.
+	// Where an admin sends an invitation, the page says until when its link works.
 	admin := newUser(t, m, dashboard.RoleAdmin)
 	admin.mustSignIn()
 	p := admin.post("/dashboard/users", url.Values{"csrf": {csrfOf(t, admin.get("/dashboard/users"))}, "email": {"next." + email}, "role": {"member"}})
 	shown := regexp.MustCompile(`id="invite-until">([^<]+)<`).FindStringSubmatch(p.body)
 	if shown == nil {
-		t.Fatalf("the link's page does not say until when it works:\n%s", p.body)
+		t.Fatalf("the invitation's page does not say until when its link works:\n%s", p.body)
 	}
 	at, err := time.Parse("2006-01-02 15:04:05 UTC", shown[1])
 	if err != nil || at.Sub(time.Now()) > dashboard.InviteTTL || at.Sub(time.Now()) < dashboard.InviteTTL-time.Minute {
@@ -115,7 +117,7 @@ func TestOnlyTheNewestSetPasswordLinkWorksAndLinksExpire(t *testing.T) {
 	}
 	// Inviting a member again issues no link: an admin cannot reset a
 	// person's password (it may open other merchants).
-	if p := admin.post("/dashboard/users", url.Values{"csrf": {csrfOf(t, admin.get("/dashboard/users"))}, "email": {email}, "role": {"member"}}); p.status != http.StatusConflict || strings.Contains(p.body, "invite-link") {
+	if p := admin.post("/dashboard/users", url.Values{"csrf": {csrfOf(t, admin.get("/dashboard/users"))}, "email": {email}, "role": {"member"}}); p.status != http.StatusConflict || strings.Contains(p.body, "invite-sent") {
 		t.Errorf("re-inviting a member: %d", p.status)
 	}
 }
@@ -351,14 +353,21 @@ func (s *recordingStore) SaveMemberships(ctx context.Context, id *dashboard.Iden
 // An admin inviting an address that is another merchant's person gets the
 // answer a new address gets, from the same reads and writes (this
 // merchant's membership only: never the identity nor another merchant's
-// records, so no timing either). The person then accepts signed in, with
-// their one password: no second identity, and their session at the other
-// merchant is untouched.
+// records, so no timing either), and never the link: it goes by e-mail to
+// the address only, so the admin cannot learn what the link's page would
+// ask (choose a password, or sign in and accept). Neither page nor log
+// holds it. The person then accepts signed in, with their one password: no
+// second identity, and their session at the other merchant is untouched.
 func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 	c := newClock()
 	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
 	rec := &recordingStore{calls: map[string]int{}}
-	base := clockedDashboardWith(t, c, func(d *dashboard.Deps) { rec.Store = d.Store; d.Store = rec })
+	var logs syncBuffer
+	base := clockedDashboardWith(t, c, func(d *dashboard.Deps) {
+		rec.Store = d.Store
+		d.Store = rec
+		d.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	admin := newUser(t, a, dashboard.RoleAdmin)
 	admin.base = base
 	admin.mustSignIn()
@@ -380,7 +389,6 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 	pTaken, rTaken := inviteAs(theirs.email)
 	norm := func(p page, email string) string {
 		s := strings.ReplaceAll(p.body, email, "ADDRESS")
-		s = regexp.MustCompile(`token=[A-Za-z0-9_%-]+`).ReplaceAllString(s, "token=T")
 		s = regexp.MustCompile(`value="[A-Za-z0-9_-]{43}"`).ReplaceAllString(s, `value="CSRF"`)
 		// The list holds both invited addresses after the second invite.
 		s = regexp.MustCompile(`(?s)<ul id="users">.*?</ul>`).ReplaceAllString(s, "LIST")
@@ -390,6 +398,11 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 		t.Errorf("answers differ: new address %d, another merchant's %d\n%s\n----\n%s", pNew.status, pTaken.status,
 			norm(pNew, fresh), norm(pTaken, theirs.email))
 	}
+	for _, p := range []page{pNew, pTaken} {
+		if !strings.Contains(p.body, `id="invite-sent"`) || strings.Contains(p.body, "set-password") || strings.Contains(p.body, "token") {
+			t.Errorf("the admin's page does not say the invitation was sent, or shows its link:\n%s", p.body)
+		}
+	}
 	if !maps.Equal(rNew, rTaken) {
 		t.Errorf("the invitations made different calls: new address %v, another merchant's person %v", rNew, rTaken)
 	}
@@ -398,16 +411,26 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 			t.Errorf("an invitation read or wrote %q (only merchant A's membership and record, and the acting admin's session check)", k)
 		}
 	}
+	// The links went to the addresses' mailboxes, with the same words.
+	tok := mailedToken(t, theirs.email)
+	freshTok := mailedToken(t, fresh)
+	mNew, _, _ := testenv.Mailbox(t).Latest(fresh)
+	mTaken, _, _ := testenv.Mailbox(t).Latest(theirs.email)
+	if strings.ReplaceAll(mNew.Text, freshTok, "T") != strings.ReplaceAll(mTaken.Text, tok, "T") || mNew.Subject != mTaken.Subject {
+		t.Errorf("the e-mails differ beyond their links:\n%s\n----\n%s", mNew.Text, mTaken.Text)
+	}
+	if logs.Len() == 0 || !strings.Contains(logs.String(), `"msg":"request"`) {
+		t.Fatalf("the dashboard logged no request: the check below would prove nothing\n%s", logs.String())
+	}
+	for _, secret := range []string{tok, freshTok, "set-password?token"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the log holds an invitation's link (%q)", secret)
+		}
+	}
 	// The person's session at B is untouched.
 	if p := theirs.get("/dashboard/users"); p.status != http.StatusOK {
 		t.Errorf("B's person lost their session: %d", p.status)
 	}
-	link := regexp.MustCompile(`id="invite-link" class="wrap">([^<]+)<`).FindStringSubmatch(pTaken.body)
-	if link == nil {
-		t.Fatal("no link for the address another merchant uses")
-	}
-	lu, _ := url.Parse(html(link[1]))
-	tok := lu.Query().Get("token")
 	// The link does not set a second password for a person who has one.
 	stranger := newBrowser(t, a.ID, theirs.email)
 	stranger.base = base
@@ -437,6 +460,26 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 		t.Errorf("the invitation's link after accepting: %d", p.status)
 	}
 }
+
+// syncBuffer is a log destination the handler's goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Len() int { return len(s.String()) }
 
 // interfering changes the record a set-password write is about to replace,
 // once, just before it (as a concurrent sign-in or admin would): the

@@ -160,6 +160,9 @@ type Deps struct {
 	// InsecureCookies drops Secure and the __Host- prefix: only for a local
 	// stack served over plain http, where a browser would not send them back.
 	InsecureCookies bool
+	// Mailer e-mails invitations' links to the invitees; nil: the
+	// dashboard invites nobody (503: payctl still does).
+	Mailer Mailer
 	// PublicBaseURL starts set-password links; empty: the request's host.
 	PublicBaseURL string
 	// SFTPAddress is shown on the profile page (host:port); empty: not configured.

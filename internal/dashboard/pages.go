@@ -640,22 +640,6 @@ func (h *handler) renderUsers(w http.ResponseWriter, r *http.Request, s *Session
 	return nil
 }
 
-func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) error {
-	base := h.PublicBaseURL
-	if base == "" {
-		base = "https://" + r.Host
-	}
-	link, until, err := InviteUser(r.Context(), h.Store, h.IsNotFound, h.IsConflict, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
-	var se *pageError
-	if errors.As(err, &se) {
-		return h.renderUsers(w, r, s, se.status(), map[string]any{"Error": err.Error()})
-	}
-	if err != nil {
-		return err
-	}
-	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Link": link, "LinkUntil": until})
-}
-
 func (h *handler) audit(w http.ResponseWriter, r *http.Request, s *Session) error {
 	e, err := h.Store.AuditEntries(r.Context(), s.MerchantID, 200)
 	if err != nil {

@@ -68,7 +68,7 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	bt.Navigate(t, tab, base+u.at("/dashboard/users"))
 	navigateBy(t, tab, `document.querySelector("#email").value = `+bt.JS("new."+strings.ToLower(m.ID)+"@shop.example")+`; document.querySelector("#invite").click()`)
 	check("users after an invitation")
-	if got := bt.Eval[string](t, tab, text(".secret")); !strings.Contains(got, "(24 hours)") {
+	if got := bt.Eval[string](t, tab, text("#invite-sent")); !strings.Contains(got, "(24 hours)") {
 		t.Errorf("the invitation does not say the link's lifetime in words: %q", got)
 	}
 	bt.Navigate(t, tab, base+u.at("/dashboard/profile"))

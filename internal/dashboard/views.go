@@ -601,10 +601,11 @@ func batchProgress(b Batch) markup {
 
 func viewUsers(p *pw, d map[string]any) {
 	p.raw(`<h1>Users</h1>`)
-	if l := str(d, "Link"); l != "" {
-		until, _ := d["LinkUntil"].(time.Time)
-		p.f(`<div class="secret" role="status"><p><strong>Send this one-time link to the person</strong>. It works once, until <span id="invite-until">%s</span> (%s); a newer invitation of the same address voids it. A person who already signs in to the dashboard accepts it signed in, with no new password.</p>
-<p><code id="invite-link" class="wrap">%s</code></p></div>`, when(until), lifetime(InviteTTL), l)
+	if to := str(d, "SentTo"); to != "" {
+		// The link went to the invitee only: this page never holds it.
+		until, _ := d["SentUntil"].(time.Time)
+		p.f(`<p class="notice" role="status" id="invite-sent">Invitation sent to <span class="wrap">%s</span>, valid until <span id="invite-until">%s</span> (%s).</p>`,
+			to, when(until), lifetime(InviteTTL))
 	}
 	now, _ := d["Now"].(time.Time)
 	csrf := str(d, "CSRF")
@@ -624,6 +625,13 @@ func viewUsers(p *pw, d map[string]any) {
 		p.csrf(csrf)
 		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" name="role" value="%s" aria-label="Make %s: %s">Make %s</button></form>`,
 			m.Email, other, other, m.Email, other)
+		if m.State == StateInvited {
+			// Invites again: a new link e-mailed, the earlier one void.
+			p.f(` <form method="post" action="%s" class="inline">`, p.at("/users"))
+			p.csrf(csrf)
+			p.f(`<input type="hidden" name="email" value="%s"><input type="hidden" name="role" value="%s"><button type="submit" class="resend" aria-label="Send again: %s">Send again</button></form>`,
+				m.Email, m.Role, m.Email)
+		}
 		p.f(` <form method="post" action="%s" class="inline">`, p.at("/users/remove"))
 		p.csrf(csrf)
 		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" aria-label="Remove: %s" data-confirm="Remove %s from this merchant? Their access to it ends at once; their other merchants are not affected.">Remove</button></form></li>`,
@@ -632,8 +640,9 @@ func viewUsers(p *pw, d map[string]any) {
 	p.f(`</ul><h2>Invite a person</h2><form method="post" action="%s" class="narrow">`, p.at("/users"))
 	p.csrf(csrf)
 	p.raw(`<label for="email">E-mail</label><input id="email" name="email" type="email" required>
-<label for="role">Role</label><select id="role" name="role"><option value="member">member (read, redeliver)</option><option value="admin">admin (settings, keys, users, refunds)</option></select>
-<button type="submit" id="invite">Create link</button></form>`)
+<label for="role">Role</label><select id="role" name="role"><option value="member">member (read, redeliver)</option><option value="admin">admin (settings, keys, users, refunds)</option></select>`)
+	p.f(`<p class="hint">The invitation goes by e-mail to the address only, with a one-time link that works for %s.</p>
+<button type="submit" id="invite">Send invitation</button></form>`, lifetime(InviteTTL))
 }
 
 func viewAudit(p *pw, d map[string]any) {

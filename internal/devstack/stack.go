@@ -82,6 +82,9 @@ type Info struct {
 	External  bool              `json:"external"`
 	// FaultsURL arms the stack's fault proxy (Options.Faults) over HTTP.
 	FaultsURL string `json:"faultsUrl,omitempty"`
+	// Mail is the local mailbox: the dashboard's e-mails (invitations),
+	// one file each (internal/mail.Dir), instead of Amazon SES.
+	Mail string `json:"mail"`
 }
 
 // Endpoints are the AWS API endpoints in use.
@@ -220,6 +223,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if addr := localSFTPAddress(opts); addr != "" {
 		params["LocalSftpAddress"] = addr
 	}
+	if s.Info.Mail, err = filepath.Abs(filepath.Join(opts.StateDir, "mail")); err != nil {
+		return nil, err
+	}
+	params["LocalMailDir"] = s.Info.Mail
 	if s.Resources, err = Provision(ctx, cfg, opts.StackName, payreq.Template, params, sealKey); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/mail"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
@@ -97,6 +98,9 @@ func PatientStore(tb testing.TB, s *devstack.Stack) *dynamo.Store {
 	}
 	return dynamo.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = 10 }), s.Tables())
 }
+
+// Mailbox is the shared stack's local mailbox: the dashboard's e-mails.
+func Mailbox(tb testing.TB) mail.Dir { return mail.Dir(Stack(tb).Info.Mail) }
 
 // StateDir is the shared stack's state directory.
 func StateDir(tb testing.TB) string { Stack(tb); return stateDir }

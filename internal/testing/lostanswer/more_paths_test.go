@@ -18,6 +18,7 @@ import (
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/mail"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -228,11 +229,17 @@ func TestLostAnswerDashboardInvitation(t *testing.T) {
 	sweep(t, path{name: "dashboard invitation",
 		setup: func(r *run) { admin = withAdmin(r); admin.signIn(at(r, "/overview")) },
 		act: func(r *run) {
+			email := "new." + strings.ToLower(r.m.ID) + "@shop.example"
 			p := admin.do("POST", at(r, "/users"), url.Values{"csrf": {admin.csrf(at(r, "/users"))},
-				"email": {"new." + strings.ToLower(r.m.ID) + "@shop.example"}, "role": {dashboard.RoleMember}})
-			m := linkRE.FindStringSubmatch(p.body)
-			if p.status != http.StatusOK || m == nil {
-				r.t.Fatalf("invite: %d, link %v", p.status, m)
+				"email": {email}, "role": {dashboard.RoleMember}})
+			if p.status != http.StatusOK || strings.Contains(p.body, "set-password") {
+				r.t.Fatalf("invite: %d (the link goes to the invitee's mailbox only)\n%.400s", p.status, p.body)
+			}
+			// The link is in the e-mail to the invitee (the stack's mailbox).
+			sent, ok, err := mail.Dir(r.st.Info.Mail).Latest(email)
+			m := linkRE.FindStringSubmatch(sent.Text)
+			if err != nil || !ok || m == nil {
+				r.t.Fatalf("no e-mailed link to %s (%v)", email, err)
 			}
 			if page := newBrowser(r, "").do("GET", "/dashboard/set-password?token="+m[1], nil); page.status != http.StatusOK {
 				r.t.Fatalf("the invitation's link: %d", page.status)

@@ -63,6 +63,10 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 	if err != nil {
 		return nil, err
 	}
+	mailer, err := invitationMailer(b.Cfg, b.AWS, getenv)
+	if err != nil {
+		return nil, err
+	}
 	// Secure cookies need https; only a local stack on plain http goes without.
 	insecure := b.Cfg.Local && (b.Cfg.PublicBaseURL == "" || b.Cfg.PublicBaseURL[:5] == "http:")
 	return dashboard.New(dashboard.Deps{
@@ -73,6 +77,7 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 		Log:              b.Logger("dashboard"),
 		InsecureCookies:  insecure,
 		PublicBaseURL:    b.Cfg.PublicBaseURL,
+		Mailer:           mailer,
 		SFTPAddress:      getenv("SFTP_ADDRESS"),
 		NewWebhookSecret: notify.NewWebhookSecret,
 		HashPassword:     sftpauth.HashPassword,
