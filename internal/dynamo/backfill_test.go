@@ -23,7 +23,9 @@ func legacyItems(t *testing.T, client *dynamodb.Client, tables dynamo.Tables) []
 	t.Helper()
 	created := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
 	paid := created.Add(36 * time.Hour)
-	n := func(i int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)} }
+	n := func(i int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(i, 10)}
+	}
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	ts := func(at time.Time) types.AttributeValue { return s(at.Format(time.RFC3339Nano)) }
 	out := []legacy{
