@@ -44,8 +44,10 @@ func startAfter(t *testing.T) *afterEnv {
 	defer cancel()
 	// The reconciler runs when a test says so (RunScheduled), not on its
 	// own minute.
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: t.TempDir(), Stage: "production", ScheduleEvery: 24 * time.Hour,
-		Params: map[string]string{"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": front.URL, "LocalStripeWebhookSecrets": afterSecret}})
+	opts := stackOptions(t)
+	opts.Stage, opts.ScheduleEvery = "production", 24*time.Hour
+	opts.Params = map[string]string{"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": front.URL, "LocalStripeWebhookSecrets": afterSecret}
+	stack, err := devstack.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start production stack: %v", err)
 	}

@@ -120,8 +120,10 @@ func startProductionStack(t *testing.T, apiBase, whsec string) *devstack.Stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	stack, err := devstack.Start(ctx, devstack.Options{StateDir: t.TempDir(), Stage: "production", Params: map[string]string{
-		"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": apiBase, "LocalStripeWebhookSecrets": whsec}})
+	opts := stackOptions(t)
+	opts.Stage, opts.Params = "production", map[string]string{
+		"LocalStripeSecretKey": "sk_test_local", "LocalStripeApiBase": apiBase, "LocalStripeWebhookSecrets": whsec}
+	stack, err := devstack.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start production stack: %v", err)
 	}

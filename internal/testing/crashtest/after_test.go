@@ -87,6 +87,7 @@ func waitDelivery(t *testing.T, p *proc, requestID int64, eventID string) {
 // merchant's refund.succeeded notification goes out.
 func TestCrashInRefundEvent(t *testing.T) {
 	needs.External(t, "paydev with crash points on the emulators")
+	t.Parallel() // mostly Stripe's wait before its retry: side by side with the other waits
 	front := startAfterFront(t)
 	front.AnswerRefunds("pending")
 	dir := t.TempDir()
@@ -133,6 +134,7 @@ func TestCrashInRefundEvent(t *testing.T) {
 // declined, the late charge voided.
 func TestCrashInLateVoid(t *testing.T) {
 	needs.External(t, "paydev with crash points on the emulators")
+	t.Parallel() // mostly Stripe's wait before its retry: side by side with the other waits
 	front := startAfterFront(t)
 	front.ModifyIntents(func(form url.Values, pi map[string]any) {
 		if form.Get("amount") == "1313" {

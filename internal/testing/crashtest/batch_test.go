@@ -35,6 +35,7 @@ var batchParams = []string{"-schedule-every", "2s", "-param", "BatchTimeout=20",
 // result file has one line per input line, and no card data is left in S3.
 func TestCrashDuringBatchFile(t *testing.T) {
 	needs.External(t, "paydev with crash points on the emulators")
+	t.Parallel() // mostly waits for the dead invocation's lease: side by side with the other waits
 	var last *proc
 	t.Run("points", func(t *testing.T) { crashBatchAtEveryPoint(t, &last) })
 	if last != nil && !t.Failed() {
@@ -44,67 +45,76 @@ func TestCrashDuringBatchFile(t *testing.T) {
 
 func crashBatchAtEveryPoint(t *testing.T, last **proc) {
 	var mu sync.Mutex
+	// Every point at once, not -parallel's two at a time (GOMAXPROCS on
+	// the 2-core machine): each spends most of its time waiting out the
+	// dead invocation's lease, which four wait as well as one.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, point := range []string{
 		crashpoint.BatchAfterSnapshot, crashpoint.BatchAfterRowCharge + "@6", crashpoint.BatchAfterPart, crashpoint.BatchBeforeDone,
 	} {
-		t.Run(point, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			port, _ := devstack.FreePort()
-			sftpPort, _ := devstack.FreePort()
-			p := startStackOn(t, dir, point, port, sftpPort, batchParams...)
-			const rows = 12
-			file := "crash-" + strings.NewReplacer("@", "-").Replace(point) + ".csv"
-			var b strings.Builder
-			for i := 1; i <= rows; i++ {
-				fmt.Fprintf(&b, "Ann Lee;4111111111111111;12/30;123;ann@example.com;4915112345678;1 Main St;Berlin;BE;10115;DE;1.%02d;EUR;%s-%d\n",
-					i, file, i)
-			}
-			upload(t, p, file, b.String())
-			p.died()
+		wg.Add(1)
+		go func() { defer wg.Done(); t.Run(point, func(t *testing.T) { crashBatchAt(t, point, &mu, last) }) }()
+	}
+}
 
-			p = startStackOn(t, dir, "", port, sftpPort, batchParams...)
-			lines := waitResult(t, p, file, 2*time.Minute)
-			if len(lines) != rows {
-				t.Fatalf("result file has %d lines for %d input lines", len(lines), rows)
-			}
-			for i, l := range lines {
-				// A charge the death cut off before it reached the acquirer
-				// is closed there on the replay's lookup and reported
-				// declined 001, with no money moved (a loaded run cut one
-				// off); every other line is approved, and paid once.
-				cutOff := len(l) > 5 && l[1] == "declined" && l[5] == "001"
-				if l[0] != strconv.Itoa(i+1) || l[1] != "approved" && !cutOff {
-					t.Fatalf("line %d: %v, want row %d approved", i+1, l, i+1)
-				}
-				id, err := strconv.ParseInt(l[2], 10, 64)
-				if err != nil {
-					t.Fatalf("line %d has no payment request id: %v", i+1, l)
-				}
-				if cutOff {
-					t.Logf("line %d: its charge was cut off before the acquirer: %v", i+1, l)
-					checkNotPaid(t, p, id)
-					continue
-				}
-				checkPaidOnceNoAudit(t, p, id)
-			}
-			mu.Lock()
-			*last = p
-			mu.Unlock()
-			// The job ends right after its result file: its card-bearing
-			// files (upload, snapshot, parts) go with it.
-			deadline := time.Now().Add(120 * time.Second) // a job cut off before it closed is closed by recovery: lease (20 s + 15 s margin here) + schedule
-			for {
-				keys := objects(t, p, batchproc.WorkPrefix+p.info.Merchant.ID+"/", "incoming/"+p.info.Merchant.ID+"/")
-				if len(keys) == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("card-bearing files left in S3 120 s after the result file: %v", keys)
-				}
-				time.Sleep(time.Second)
-			}
-		})
+// crashBatchAt kills the stack at point while it charges a file, restarts
+// it and checks the result file, the charges and the clean-up.
+func crashBatchAt(t *testing.T, point string, mu *sync.Mutex, last **proc) {
+	dir := t.TempDir()
+	port, _ := devstack.FreePort()
+	sftpPort, _ := devstack.FreePort()
+	p := startStackOn(t, dir, point, port, sftpPort, batchParams...)
+	const rows = 12
+	file := "crash-" + strings.NewReplacer("@", "-").Replace(point) + ".csv"
+	var b strings.Builder
+	for i := 1; i <= rows; i++ {
+		fmt.Fprintf(&b, "Ann Lee;4111111111111111;12/30;123;ann@example.com;4915112345678;1 Main St;Berlin;BE;10115;DE;1.%02d;EUR;%s-%d\n",
+			i, file, i)
+	}
+	upload(t, p, file, b.String())
+	p.died()
+
+	p = startStackOn(t, dir, "", port, sftpPort, batchParams...)
+	lines := waitResult(t, p, file, 2*time.Minute)
+	if len(lines) != rows {
+		t.Fatalf("result file has %d lines for %d input lines", len(lines), rows)
+	}
+	for i, l := range lines {
+		// A charge the death cut off before it reached the acquirer
+		// is closed there on the replay's lookup and reported
+		// declined 001, with no money moved (a loaded run cut one
+		// off); every other line is approved, and paid once.
+		cutOff := len(l) > 5 && l[1] == "declined" && l[5] == "001"
+		if l[0] != strconv.Itoa(i+1) || l[1] != "approved" && !cutOff {
+			t.Fatalf("line %d: %v, want row %d approved", i+1, l, i+1)
+		}
+		id, err := strconv.ParseInt(l[2], 10, 64)
+		if err != nil {
+			t.Fatalf("line %d has no payment request id: %v", i+1, l)
+		}
+		if cutOff {
+			t.Logf("line %d: its charge was cut off before the acquirer: %v", i+1, l)
+			checkNotPaid(t, p, id)
+			continue
+		}
+		checkPaidOnceNoAudit(t, p, id)
+	}
+	mu.Lock()
+	*last = p
+	mu.Unlock()
+	// The job ends right after its result file: its card-bearing
+	// files (upload, snapshot, parts) go with it.
+	deadline := time.Now().Add(120 * time.Second) // a job cut off before it closed is closed by recovery: lease (20 s + 15 s margin here) + schedule
+	for {
+		keys := objects(t, p, batchproc.WorkPrefix+p.info.Merchant.ID+"/", "incoming/"+p.info.Merchant.ID+"/")
+		if len(keys) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("card-bearing files left in S3 120 s after the result file: %v", keys)
+		}
+		time.Sleep(time.Second)
 	}
 }
 

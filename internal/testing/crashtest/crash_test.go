@@ -95,6 +95,7 @@ func TestCrashDuringWalletPayment(t *testing.T) {
 	}
 	for _, point := range points {
 		t.Run(point, func(t *testing.T) {
+			t.Parallel() // a stack of its own; mostly waits (start-up, the dead request's key lease)
 			var id int64
 			crashThenRetry(t, point, func(p *proc, key string) response {
 				if id == 0 {
@@ -112,6 +113,7 @@ func TestCrashDuringCreateAndPay(t *testing.T) {
 	needs.External(t, "paydev with crash points on the emulators")
 	for _, point := range []string{crashpoint.AfterLease, crashpoint.AfterCharge, crashpoint.AfterRequestCommit} {
 		t.Run(point, func(t *testing.T) {
+			t.Parallel() // a stack of its own; mostly waits (start-up, the dead request's key lease)
 			crashThenRetry(t, point, func(p *proc, key string) response {
 				return p.call("POST", "/payments/h2h/27", key, payerBody("amount", "12.50", "unit", "EUR"))
 			})

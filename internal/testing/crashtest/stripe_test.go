@@ -102,6 +102,7 @@ func TestCrashDuringProductionMethods(t *testing.T) {
 	for _, c := range cases {
 		for _, point := range c.points {
 			t.Run(c.name+"/"+point, func(t *testing.T) {
+				t.Parallel() // a stack of its own; mostly waits (start-up, the dead request's key lease)
 				var id int64
 				reqID, p := crashThenRetryOn(t, point, extra, func(p *proc, key string) response { return c.pay(t, p, key, &id) })
 				ctx := context.Background()

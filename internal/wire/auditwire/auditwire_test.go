@@ -81,9 +81,9 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) time.
 
 // settled waits until every check a write made up to now asks for is
 // due (grace 2 s, rounded up to the due resolution) and has been taken by
-// the stack's scheduled run (every second), then checks that none of
-// request id's is left.
-func settled(t *testing.T, a *dynamo.AuditStore, id int64) {
+// the stack's scheduled run (every second): no check of requests ids is
+// left. Requests written before the call share the one wait.
+func settled(t *testing.T, a *dynamo.AuditStore, ids ...int64) {
 	t.Helper()
 	time.Sleep(2*time.Second + audit.DueResolution + 2*time.Second)
 	waitFor(t, "the scheduled run to take the due checks", 30*time.Second, func() bool {
@@ -92,8 +92,10 @@ func settled(t *testing.T, a *dynamo.AuditStore, id int64) {
 			t.Fatal(err)
 		}
 		for _, d := range dues {
-			if d.Subject == audit.RequestSubject(id) {
-				return false
+			for _, id := range ids {
+				if d.Subject == audit.RequestSubject(id) {
+					return false
+				}
 			}
 		}
 		return true
@@ -111,8 +113,7 @@ func TestStreamedChangesAreJudgedAndAViolationReportedOnce(t *testing.T) {
 	a := testenv.PatientStore(t, st).Audit()
 	approved := pay(t, st.Info.APIBase, m.APIKey, "tok_success")
 	declined := pay(t, st.Info.APIBase, m.APIKey, "tok_declined")
-	settled(t, a, approved)
-	settled(t, a, declined)
+	settled(t, a, approved, declined)
 	if v := append(openViolations(t, a, approved), openViolations(t, a, declined)...); len(v) != 0 {
 		t.Fatalf("clean payments reported: %+v", v)
 	}
