@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/testenv"
@@ -39,7 +39,7 @@ var previousUntilRE = regexp.MustCompile(`id="previous-key-until">([^<]+)<`)
 // the overlap). The profile shows both keys and the old key's end.
 func TestRotatedKeyWorksForItsOverlapAndNotAfter(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	reqID, _ := payH2H(t, m, "overlap-"+dashboard.NewToken()[:10])
+	reqID, _ := payH2H(t, m, "overlap-"+dashuser.NewToken()[:10])
 	status := func(base, key string) int {
 		t.Helper()
 		return testenv.Do(t, "GET", base+"/payment-requests/status/"+strconv.FormatInt(reqID, 10), key, nil).Status
@@ -49,7 +49,7 @@ func TestRotatedKeyWorksForItsOverlapAndNotAfter(t *testing.T) {
 	if got := status(warm, m.APIKey); got != http.StatusOK {
 		t.Fatalf("old key before the rotation: %d", got)
 	}
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	rotatedAt := time.Now()
 	newKey, p := rotateKey(t, u, "1h")
@@ -105,12 +105,12 @@ func TestRotatedKeyWorksForItsOverlapAndNotAfter(t *testing.T) {
 // the earlier previous key at once, and no overlap means none.
 func TestEndedKeyStopsWithinTheCacheTime(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	reqID, _ := payH2H(t, m, "ended-"+dashboard.NewToken()[:10])
+	reqID, _ := payH2H(t, m, "ended-"+dashuser.NewToken()[:10])
 	status := func(base, key string) int {
 		t.Helper()
 		return testenv.Do(t, "GET", base+"/payment-requests/status/"+strconv.FormatInt(reqID, 10), key, nil).Status
 	}
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	second, _ := rotateKey(t, u, "24h")
 	warmClock := newClock()
@@ -213,7 +213,7 @@ var secretShownRE = regexp.MustCompile(`id="webhook-secret">([^<]+)<`)
 func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 	hooks := newHookRecorder(t)
 	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.NotifyURL = hooks.srv.URL + "/n" })
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	p := u.post("/dashboard/profile/webhook-secret", url.Values{"csrf": {csrfOf(t, u.get("/dashboard/profile"))}, "action": {"rotate"}, "overlap": {"24h"}})
 	sm := secretShownRE.FindStringSubmatch(p.body)
@@ -224,7 +224,7 @@ func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 	// The API key rotated with an overlap too: X-Signature takes the new key.
 	newKey, _ := rotateKey(t, u, "1h")
 
-	reqID, _ := payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-overlap-"+dashboard.NewToken()[:8])
+	reqID, _ := payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-overlap-"+dashuser.NewToken()[:8])
 	h, body := hooks.wait(t, reqID)
 	entries := strings.Fields(h.Get(notify.HeaderWebhookSignature))
 	if len(entries) != 2 {
@@ -246,7 +246,7 @@ func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 	if p.status != http.StatusOK || strings.Contains(p.body, `id="previous-secret"`) {
 		t.Fatalf("stop the previous secret: %d", p.status)
 	}
-	reqID, _ = payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-ended-"+dashboard.NewToken()[:8])
+	reqID, _ = payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-ended-"+dashuser.NewToken()[:8])
 	h, body = hooks.wait(t, reqID)
 	if n := len(strings.Fields(h.Get(notify.HeaderWebhookSignature))); n != 1 {
 		t.Errorf("webhook-signature after the overlap ended: %d entries", n)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -46,7 +46,7 @@ var (
 func seedOverviewBench(b *testing.B) *user {
 	benchOnce.Do(func() {
 		m := testenv.NewMerchant(b)
-		u := newUser(b, m, dashboard.RoleMember)
+		u := newUser(b, m, dashuser.RoleMember)
 		st := testenv.Stack(b).Store
 		ctx := context.Background()
 		now := time.Now().UTC()

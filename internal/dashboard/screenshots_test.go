@@ -2,18 +2,19 @@ package dashboard_test
 
 import (
 	"context"
-	"github.com/payreq/payreq/internal/batch"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/dashuser"
+
 	"github.com/chromedp/chromedp"
 	"github.com/shopspring/decimal"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -33,7 +34,7 @@ func TestBrowserDashboardScreenshots(t *testing.T) {
 		shots = filepath.Join("..", "..", "docs", "img")
 	}
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	st := testenv.Stack(t).Store
 	ctx := context.Background()
 	base := testenv.Stack(t).Info.APIBase

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -112,10 +113,10 @@ func person(r *run, email, role string, merchantIDs ...string) {
 	now := time.Now()
 	st := testenv.PatientStore(r.t, r.st)
 	testenv.Seeded(r.t, "dashboard identity", st.CreateIdentity(context.Background(),
-		&dashboard.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+		&dashuser.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
 	for _, m := range merchantIDs {
-		testenv.Seeded(r.t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashboard.Membership{Email: email,
-			MerchantID: m, Role: role, State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
+		testenv.Seeded(r.t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashuser.Membership{Email: email,
+			MerchantID: m, Role: role, State: dashuser.StateActive, CreatedAt: now, UpdatedAt: now}))
 	}
 }
 
@@ -123,7 +124,7 @@ func person(r *run, email, role string, merchantIDs ...string) {
 func withAdmin(r *run) *browser {
 	r.t.Helper()
 	email := "admin." + strings.ToLower(r.m.ID) + "@shop.example"
-	person(r, email, dashboard.RoleAdmin, r.m.ID)
+	person(r, email, dashuser.RoleAdmin, r.m.ID)
 	return newBrowser(r, email)
 }
 
@@ -201,7 +202,7 @@ func TestLostAnswerDashboardPickerAndSwitch(t *testing.T) {
 			other := testenv.NewMerchant(r.t)
 			r.vars["other"] = other.ID
 			email := "two." + strings.ToLower(r.m.ID) + "@shop.example"
-			person(r, email, dashboard.RoleAdmin, r.m.ID, other.ID)
+			person(r, email, dashuser.RoleAdmin, r.m.ID, other.ID)
 			b = newBrowser(r, email)
 		},
 		act: func(r *run) {
@@ -229,7 +230,7 @@ func TestLostAnswerDashboardInvitation(t *testing.T) {
 		setup: func(r *run) { admin = withAdmin(r); admin.signIn(at(r, "/overview")) },
 		act: func(r *run) {
 			p := admin.do("POST", at(r, "/users"), url.Values{"csrf": {admin.csrf(at(r, "/users"))},
-				"email": {"new." + strings.ToLower(r.m.ID) + "@shop.example"}, "role": {dashboard.RoleMember}})
+				"email": {"new." + strings.ToLower(r.m.ID) + "@shop.example"}, "role": {dashuser.RoleMember}})
 			m := linkRE.FindStringSubmatch(p.body)
 			if p.status != http.StatusOK || m == nil {
 				r.t.Fatalf("invite: %d, link %v", p.status, m)
@@ -247,7 +248,7 @@ func TestLostAnswerDashboardSetPassword(t *testing.T) {
 		setup: func(r *run) {
 			email := "invited." + strings.ToLower(r.m.ID) + "@shop.example"
 			link, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
-				dashboard.RoleAdmin, "payctl", r.api, time.Now())
+				dashuser.RoleAdmin, "payctl", r.api, time.Now())
 			if err != nil {
 				r.t.Fatal(err)
 			}
@@ -276,9 +277,9 @@ func TestLostAnswerDashboardAcceptAsExistingPerson(t *testing.T) {
 		setup: func(r *run) {
 			other := testenv.NewMerchant(r.t)
 			email := "known." + strings.ToLower(r.m.ID) + "@shop.example"
-			person(r, email, dashboard.RoleMember, other.ID)
+			person(r, email, dashuser.RoleMember, other.ID)
 			if _, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
-				dashboard.RoleAdmin, "payctl", r.api, time.Now()); err != nil {
+				dashuser.RoleAdmin, "payctl", r.api, time.Now()); err != nil {
 				r.t.Fatal(err)
 			}
 			b = newBrowser(r, email)
