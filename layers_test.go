@@ -66,7 +66,7 @@ var layerOf = map[string]int{
 	"internal/batchproc":        layerCore, // the batch file's state machine (S3 and SQS events)
 	"internal/lockout":          layerCore, // attempt counting and lockout of dashboard and SFTP logins
 	"internal/notifier":         layerCore, // the notification state machine (SQS events) and the reconciler
-	"internal/notify":           layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
+	"internal/webhook":          layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
 	"internal/payments":         layerCore, // payment, refund and 3-D Secure state machines
 	"internal/provider/sandbox": layerCore, // the simulated acquirer over its ledger interface
 	"internal/safehttp":         layerCore, // the SSRF-safe client of merchants' endpoints
@@ -177,7 +177,7 @@ func isAdapter(p goPackage) bool {
 // answers). Everything else reports an error kind (internal/errkind) and
 // lets the edge choose the status.
 var httpEdge = map[string]string{
-	"internal/notify":          "reads the merchant's answer",
+	"internal/webhook":         "reads the merchant's answer",
 	"internal/safehttp":        "the client of merchants' endpoints",
 	"internal/provider/stripe": "reads Stripe's answers",
 	"internal/sandboxworker":   "posts the sandbox acquirer's callbacks to the service",

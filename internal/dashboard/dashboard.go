@@ -165,7 +165,7 @@ type Deps struct {
 	PublicBaseURL string
 	// SFTPAddress is shown on the profile page (host:port); empty: not configured.
 	SFTPAddress string
-	// NewWebhookSecret mints a webhook secret (internal/notify).
+	// NewWebhookSecret mints a webhook secret (internal/webhook).
 	NewWebhookSecret func() (string, error)
 	// AttemptKeys names the sign-in attempt counters by a keyed hash of
 	// the address: lockout.NewKeyer of the seal key. Required.

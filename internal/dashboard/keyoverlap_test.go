@@ -15,8 +15,8 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // rotateKey rotates m's API key in the dashboard as admin u with overlap
@@ -226,19 +226,19 @@ func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 
 	reqID, _ := payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-overlap-"+dashuser.NewToken()[:8])
 	h, body := hooks.wait(t, reqID)
-	entries := strings.Fields(h.Get(notify.HeaderWebhookSignature))
+	entries := strings.Fields(h.Get(webhook.HeaderWebhookSignature))
 	if len(entries) != 2 {
-		t.Fatalf("webhook-signature during the overlap: %q, want two entries", h.Get(notify.HeaderWebhookSignature))
+		t.Fatalf("webhook-signature during the overlap: %q, want two entries", h.Get(webhook.HeaderWebhookSignature))
 	}
 	for name, secret := range map[string]string{"old": oldSecret, "new": newSecret} {
-		if err := notify.VerifyStandardWebhook(h, body, secret, time.Now(), 0); err != nil {
+		if err := webhook.VerifyStandardWebhook(h, body, secret, time.Now(), 0); err != nil {
 			t.Errorf("the %s secret does not verify during the overlap: %v", name, err)
 		}
 	}
-	if !notify.VerifyXSignature(body, h.Get(notify.HeaderXSignature), newKey) {
+	if !webhook.VerifyXSignature(body, h.Get(webhook.HeaderXSignature), newKey) {
 		t.Error("X-Signature is not keyed by the current API key")
 	}
-	if notify.VerifyXSignature(body, h.Get(notify.HeaderXSignature), m.APIKey) {
+	if webhook.VerifyXSignature(body, h.Get(webhook.HeaderXSignature), m.APIKey) {
 		t.Error("X-Signature is keyed by the rotated-out key")
 	}
 
@@ -248,13 +248,13 @@ func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 	}
 	reqID, _ = payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-ended-"+dashuser.NewToken()[:8])
 	h, body = hooks.wait(t, reqID)
-	if n := len(strings.Fields(h.Get(notify.HeaderWebhookSignature))); n != 1 {
+	if n := len(strings.Fields(h.Get(webhook.HeaderWebhookSignature))); n != 1 {
 		t.Errorf("webhook-signature after the overlap ended: %d entries", n)
 	}
-	if err := notify.VerifyStandardWebhook(h, body, oldSecret, time.Now(), 0); err == nil {
+	if err := webhook.VerifyStandardWebhook(h, body, oldSecret, time.Now(), 0); err == nil {
 		t.Error("the old secret still verifies after the overlap ended")
 	}
-	if err := notify.VerifyStandardWebhook(h, body, newSecret, time.Now(), 0); err != nil {
+	if err := webhook.VerifyStandardWebhook(h, body, newSecret, time.Now(), 0); err != nil {
 		t.Errorf("the new secret: %v", err)
 	}
 	audit := u.get("/dashboard/audit").body

@@ -13,13 +13,13 @@ import (
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/sandboxledger"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // stage is a stack the sweep runs on: the sandbox (the sandbox acquirer
@@ -82,7 +82,7 @@ func (s *stage) newMerchant(t *testing.T, mutate func(*merchant.Merchant)) teste
 	m := &merchant.Merchant{ID: merchant.NewID(), Name: "Live Shop", Methods: merchant.AllSelectors(),
 		APIKeyHash: merchant.HashAPIKey(apiKey), APIKeyPrefix: merchant.KeyPrefix(apiKey), CreatedAt: now, UpdatedAt: now}
 	m.SealedAPIKey = s.sealer.Seal(apiKey, m.ID)
-	secret, err := notify.NewWebhookSecret()
+	secret, err := webhook.NewWebhookSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
