@@ -113,27 +113,27 @@ var layerOf = map[string]int{
 	"internal/wire/sftpauthwire":    layerWiring,
 
 	// entry points and the local stack
-	".":                             layerEntry, // template.yaml and the Makefile, embedded
-	"cmd/payctl":                    layerEntry,
-	"cmd/paydev":                    layerEntry,
-	"docs":                          layerEntry,
-	"functions/audit":               layerEntry,
-	"functions/batch":               layerEntry,
-	"functions/callbacks":           layerEntry,
-	"functions/checkout":            layerEntry,
-	"functions/dashboard":           layerEntry,
-	"functions/merchantapi":         layerEntry,
-	"functions/notifier":            layerEntry,
-	"functions/payments":            layerEntry,
-	"functions/reconciler":          layerEntry,
-	"functions/sandbox":             layerEntry,
-	"functions/sftpauth":            layerEntry,
-	"internal/cfn":                  layerEntry, // reads template.yaml for the local stack and tests
-	"internal/devstack":             layerEntry,
-	"internal/devstack/stripemockd": layerEntry,
-	"internal/sftpd":                layerEntry, // the local Transfer Family stand-in
-	"web/internal/genbrands":        layerEntry,
-	"web/internal/gencompressed":    layerEntry,
+	".":                            layerEntry, // template.yaml and the Makefile, embedded
+	"cmd/payctl":                   layerEntry,
+	"cmd/paydev":                   layerEntry,
+	"docs":                         layerEntry,
+	"functions/audit":              layerEntry,
+	"functions/batch":              layerEntry,
+	"functions/callbacks":          layerEntry,
+	"functions/checkout":           layerEntry,
+	"functions/dashboard":          layerEntry,
+	"functions/merchantapi":        layerEntry,
+	"functions/notifier":           layerEntry,
+	"functions/payments":           layerEntry,
+	"functions/reconciler":         layerEntry,
+	"functions/sandbox":            layerEntry,
+	"functions/sftpauth":           layerEntry,
+	"internal/cfn":                 layerEntry, // reads template.yaml for the local stack and tests
+	"internal/devstack":            layerEntry,
+	"internal/devstack/stripemock": layerEntry,
+	"internal/sftpd":               layerEntry, // the local Transfer Family stand-in
+	"web/internal/genbrands":       layerEntry,
+	"web/internal/gencompressed":   layerEntry,
 
 	// test-only
 	"internal/apispec":            layerTest,
@@ -148,7 +148,7 @@ var layerOf = map[string]int{
 	"internal/testing/memstore":   layerTest,
 	"internal/testing/motoserver": layerTest,
 	"internal/testing/needs":      layerTest,
-	"internal/testing/stripemock": layerTest,
+	"internal/testing/stripetest": layerTest,
 }
 
 // adapterImports are the imports that make a package an adapter: an AWS
