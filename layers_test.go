@@ -131,7 +131,7 @@ var layerOf = map[string]int{
 	"internal/cfn":                 layerEntry, // reads template.yaml for the local stack and tests
 	"internal/devstack":            layerEntry,
 	"internal/devstack/stripemock": layerEntry,
-	"internal/sftpd":               layerEntry, // the local Transfer Family stand-in
+	"internal/devstack/sftpd":      layerEntry, // the local Transfer Family stand-in
 	"web/internal/genbrands":       layerEntry,
 	"web/internal/gencompressed":   layerEntry,
 
