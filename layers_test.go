@@ -67,7 +67,7 @@ var layerOf = map[string]int{
 	"internal/lockout":          layerCore, // attempt counting and lockout of dashboard and SFTP logins
 	"internal/mail":             layerCore, // an e-mail message and the local mailbox (files); SES is dashboardwire's
 	"internal/notifier":         layerCore, // the notification state machine (SQS events) and the reconciler
-	"internal/notify":           layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
+	"internal/webhook":          layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
 	"internal/payments":         layerCore, // payment, refund and 3-D Secure state machines
 	"internal/provider/sandbox": layerCore, // the simulated acquirer over its ledger interface
 	"internal/safehttp":         layerCore, // the SSRF-safe client of merchants' endpoints
@@ -114,27 +114,27 @@ var layerOf = map[string]int{
 	"internal/wire/sftpauthwire":    layerWiring,
 
 	// entry points and the local stack
-	".":                             layerEntry, // template.yaml and the Makefile, embedded
-	"cmd/payctl":                    layerEntry,
-	"cmd/paydev":                    layerEntry,
-	"docs":                          layerEntry,
-	"functions/audit":               layerEntry,
-	"functions/batch":               layerEntry,
-	"functions/callbacks":           layerEntry,
-	"functions/checkout":            layerEntry,
-	"functions/dashboard":           layerEntry,
-	"functions/merchantapi":         layerEntry,
-	"functions/notifier":            layerEntry,
-	"functions/payments":            layerEntry,
-	"functions/reconciler":          layerEntry,
-	"functions/sandbox":             layerEntry,
-	"functions/sftpauth":            layerEntry,
-	"internal/cfn":                  layerEntry, // reads template.yaml for the local stack and tests
-	"internal/devstack":             layerEntry,
-	"internal/devstack/stripemockd": layerEntry,
-	"internal/sftpd":                layerEntry, // the local Transfer Family stand-in
-	"web/internal/genbrands":        layerEntry,
-	"web/internal/gencompressed":    layerEntry,
+	".":                            layerEntry, // template.yaml and the Makefile, embedded
+	"cmd/payctl":                   layerEntry,
+	"cmd/paydev":                   layerEntry,
+	"docs":                         layerEntry,
+	"functions/audit":              layerEntry,
+	"functions/batch":              layerEntry,
+	"functions/callbacks":          layerEntry,
+	"functions/checkout":           layerEntry,
+	"functions/dashboard":          layerEntry,
+	"functions/merchantapi":        layerEntry,
+	"functions/notifier":           layerEntry,
+	"functions/payments":           layerEntry,
+	"functions/reconciler":         layerEntry,
+	"functions/sandbox":            layerEntry,
+	"functions/sftpauth":           layerEntry,
+	"internal/cfn":                 layerEntry, // reads template.yaml for the local stack and tests
+	"internal/devstack":            layerEntry,
+	"internal/devstack/stripemock": layerEntry,
+	"internal/devstack/sftpd":      layerEntry, // the local Transfer Family stand-in
+	"web/internal/genbrands":       layerEntry,
+	"web/internal/gencompressed":   layerEntry,
 
 	// test-only
 	"internal/apispec":            layerTest,
@@ -149,7 +149,7 @@ var layerOf = map[string]int{
 	"internal/testing/memstore":   layerTest,
 	"internal/testing/motoserver": layerTest,
 	"internal/testing/needs":      layerTest,
-	"internal/testing/stripemock": layerTest,
+	"internal/testing/stripetest": layerTest,
 }
 
 // adapterImports are the imports that make a package an adapter: an AWS
@@ -178,7 +178,7 @@ func isAdapter(p goPackage) bool {
 // answers). Everything else reports an error kind (internal/errkind) and
 // lets the edge choose the status.
 var httpEdge = map[string]string{
-	"internal/notify":          "reads the merchant's answer",
+	"internal/webhook":         "reads the merchant's answer",
 	"internal/safehttp":        "the client of merchants' endpoints",
 	"internal/provider/stripe": "reads Stripe's answers",
 	"internal/sandboxworker":   "posts the sandbox acquirer's callbacks to the service",

@@ -69,7 +69,7 @@ var neverLinked = []string{
 	"github.com/payreq/payreq/internal/testenv",
 	"github.com/payreq/payreq/internal/browsertest",
 	"github.com/payreq/payreq/internal/apispec",
-	"github.com/payreq/payreq/internal/sftpd",
+	"github.com/payreq/payreq/internal/devstack/sftpd",
 }
 
 // TestFunctionsLinkOnlyWhatTheyUse reads every function's dependencies

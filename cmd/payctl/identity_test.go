@@ -20,6 +20,7 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
@@ -107,9 +108,9 @@ func TestMerchantUserMigrateTwoPasswordsAndRerun(t *testing.T) {
 	sfx := strconv.FormatInt(time.Now().UnixNano(), 36)
 	single, twice := "single."+sfx+"@shop.example", "twice."+sfx+"@shop.example"
 	const pwSingle, pw1, pw2 = "the single user's password", "the password at merchant one", "the password at merchant two"
-	seedLegacyUser(t, m1.ID, single, dashboard.RoleAdmin, pwSingle)
-	seedLegacyUser(t, m1.ID, twice, dashboard.RoleAdmin, pw1)
-	seedLegacyUser(t, m2.ID, twice, dashboard.RoleMember, pw2)
+	seedLegacyUser(t, m1.ID, single, dashuser.RoleAdmin, pwSingle)
+	seedLegacyUser(t, m1.ID, twice, dashuser.RoleAdmin, pw1)
+	seedLegacyUser(t, m2.ID, twice, dashuser.RoleMember, pw2)
 
 	// Two runs at once (as two operators might, while the service runs).
 	var wg sync.WaitGroup
@@ -203,7 +204,7 @@ func TestMerchantUserResetPrintsAPasswordLink(t *testing.T) {
 	}
 	hash, _ := sftpauth.HashPassword("the first password of all")
 	now := time.Now()
-	if err := testenv.Stack(t).Store.CreateIdentity(context.Background(), &dashboard.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}); err != nil {
+	if err := testenv.Stack(t).Store.CreateIdentity(context.Background(), &dashuser.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	out, stderr, code := payctl(t, "merchant", "user", "reset", "--email", email)

@@ -17,8 +17,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 type captured struct {
@@ -117,13 +117,13 @@ func TestListenForwardsTriggeredNotifications(t *testing.T) {
 		if in == nil {
 			t.Fatalf("trigger %s: the forward target did not receive request %s", c.event, reqID)
 		}
-		if !notify.VerifyXSignature(in.body, in.header.Get(notify.HeaderXSignature), seed.APIKey) {
+		if !webhook.VerifyXSignature(in.body, in.header.Get(webhook.HeaderXSignature), seed.APIKey) {
 			t.Fatalf("trigger %s: forwarded X-Signature does not verify over the forwarded body", c.event)
 		}
-		if err := notify.VerifyStandardWebhook(in.header, in.body, seed.WebhookSecret, time.Now(), notify.DefaultTolerance); err != nil {
+		if err := webhook.VerifyStandardWebhook(in.header, in.body, seed.WebhookSecret, time.Now(), webhook.DefaultTolerance); err != nil {
 			t.Fatalf("trigger %s: forwarded webhook-signature with stack.json's secret: %v", c.event, err)
 		}
-		if in.header.Get(notify.HeaderWebhookID) != line["webhookId"] || in.header.Get("Content-Type") != line["contentType"] {
+		if in.header.Get(webhook.HeaderWebhookID) != line["webhookId"] || in.header.Get("Content-Type") != line["contentType"] {
 			t.Fatalf("trigger %s: forwarded headers %v differ from the received ones %v", c.event, in.header, line)
 		}
 	}
@@ -166,7 +166,7 @@ func TestListenRelaysTheForwardStatus(t *testing.T) {
 	closed.Close()
 
 	apiKey := "prk_test_" + strings.Repeat("b", 40)
-	secret, _ := notify.NewWebhookSecret()
+	secret, _ := webhook.NewWebhookSecret()
 	for _, c := range []struct {
 		target string
 		status int
@@ -188,13 +188,13 @@ func TestListenRelaysTheForwardStatus(t *testing.T) {
 				t.Fatalf("listen not ready: %s", errOut.String())
 			}
 		}
-		n := notify.Notification{ID: 8, TransactionID: 9, TransactionStatusID: 2, PaymentRequestStatusID: 2, MerchantID: "mer_x",
+		n := webhook.Notification{ID: 8, TransactionID: 9, TransactionStatusID: 2, PaymentRequestStatusID: 2, MerchantID: "mer_x",
 			Unit: "EUR", GrossAmount: decimal.RequireFromString("10"), NetAmount: decimal.RequireFromString("10"), Code: "999", Message: "Declined"}
-		req, err := notify.Build(n, notify.Options{URL: fmt.Sprintf("http://127.0.0.1:%d/", port), APIKey: apiKey, WebhookSecret: secret, Decimals: 2})
+		req, err := webhook.Build(n, webhook.Options{URL: fmt.Sprintf("http://127.0.0.1:%d/", port), APIKey: apiKey, WebhookSecret: secret, Decimals: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		attempt := notify.Sender{Client: &http.Client{Timeout: 40 * time.Second}}.Send(context.Background(), req)
+		attempt := webhook.Sender{Client: &http.Client{Timeout: 40 * time.Second}}.Send(context.Background(), req)
 		cancel()
 		if code := <-done; code != 0 {
 			t.Fatalf("exit %d", code)

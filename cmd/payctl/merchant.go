@@ -15,7 +15,7 @@ import (
 
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // merchantView is what payctl prints: settings, never a stored secret.
@@ -301,7 +301,7 @@ func merchantCmd(g *globals) *cobra.Command {
 
 func newSecrets(e *env, m *merchant.Merchant) (key, secret string, err error) {
 	key = merchant.NewAPIKey(m.Sandbox)
-	if secret, err = notify.NewWebhookSecret(); err != nil {
+	if secret, err = webhook.NewWebhookSecret(); err != nil {
 		return "", "", err
 	}
 	m.APIKeyHash, m.APIKeyPrefix = merchant.HashAPIKey(key), merchant.KeyPrefix(key)

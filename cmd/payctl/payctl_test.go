@@ -18,8 +18,8 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -117,22 +117,22 @@ func TestWebhooksListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	apiKey := "prk_test_" + strings.Repeat("a", 40)
-	secret, _ := notify.NewWebhookSecret()
+	secret, _ := webhook.NewWebhookSecret()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuf
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"webhooks", "listen", "--port", strconv.Itoa(port), "--api-key", apiKey, "--webhook-secret", secret}, &out, io.Discard)
 	}()
-	n := notify.Notification{ID: 7, TransactionID: 9, TransactionStatusID: 1, PaymentRequestStatusID: 1, MerchantID: "mer_x",
+	n := webhook.Notification{ID: 7, TransactionID: 9, TransactionStatusID: 1, PaymentRequestStatusID: 1, MerchantID: "mer_x",
 		Unit: "EUR", GrossAmount: decimal.RequireFromString("10"), NetAmount: decimal.RequireFromString("10")}
-	req, err := notify.Build(n, notify.Options{URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/", APIKey: apiKey, WebhookSecret: secret, Decimals: 2})
+	req, err := webhook.Build(n, webhook.Options{URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/", APIKey: apiKey, WebhookSecret: secret, Decimals: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var attempt notify.Attempt
+	var attempt webhook.Attempt
 	for i := 0; i < 50; i++ { // wait for the listener
-		attempt = notify.Sender{Client: &http.Client{Timeout: 2 * time.Second}}.Send(context.Background(), req)
+		attempt = webhook.Sender{Client: &http.Client{Timeout: 2 * time.Second}}.Send(context.Background(), req)
 		if attempt.Delivered() {
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 )
 
@@ -60,7 +61,7 @@ func userCmd(g *globals) *cobra.Command {
 	}
 	add.Flags().StringVar(&id, "id", "", "merchant id")
 	add.Flags().StringVar(&email, "email", "", "the person's e-mail address")
-	add.Flags().StringVar(&role, "role", dashboard.RoleAdmin, "admin or member")
+	add.Flags().StringVar(&role, "role", dashuser.RoleAdmin, "admin or member")
 	add.Flags().StringVar(&baseURL, "base-url", "", "public base URL of the API (default: the stack's)")
 	var resetEmail, resetBase string
 	reset := &cobra.Command{

@@ -18,7 +18,7 @@ import (
 
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // forwardTimeout matches what the service allows a notify URL: an answer
@@ -77,7 +77,7 @@ Without --local, listen is only a receiver: give --api-key and/or
 
 // listenLine is the receiver's line plus what the forward did.
 type listenLine struct {
-	notify.Received
+	webhook.Received
 	Event   string   `json:"event,omitempty"` // approved or declined
 	Forward *forward `json:"forward,omitempty"`
 }
@@ -165,11 +165,11 @@ type listener struct {
 }
 
 func (l *listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, ok := notify.ReadPosted(w, r)
+	body, ok := webhook.ReadPosted(w, r)
 	if !ok {
 		return
 	}
-	line := listenLine{Received: notify.Inspect(r.Header, body, l.apiKey, l.secret, time.Now())}
+	line := listenLine{Received: webhook.Inspect(r.Header, body, l.apiKey, l.secret, time.Now())}
 	line.Event = eventName(line.Fields)
 	status := http.StatusOK
 	if l.forwardTo != "" {
@@ -217,7 +217,7 @@ func (l *listener) forward(r *http.Request, body []byte) *forward {
 		f.Error = err.Error()
 		return f
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, notify.MaxBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, webhook.MaxBody))
 	resp.Body.Close()
 	f.Status = resp.StatusCode
 	return f
@@ -236,9 +236,9 @@ func eventName(fields map[string]any) string {
 		return "declined"
 	}
 	switch fields["status"] {
-	case notify.StatusCompleted:
+	case webhook.StatusCompleted:
 		return "approved"
-	case notify.StatusFailed:
+	case webhook.StatusFailed:
 		return "declined"
 	}
 	return ""
@@ -252,8 +252,8 @@ func orUnknown(s string) string {
 }
 
 // verdict summarises the signature checks for the human line.
-func verdict(r notify.Received) string {
-	checks := map[string]notify.Check{"X-Signature": r.XSignature, "webhook-signature": r.StandardWebhook}
+func verdict(r webhook.Received) string {
+	checks := map[string]webhook.Check{"X-Signature": r.XSignature, "webhook-signature": r.StandardWebhook}
 	if r.JSONSignature != nil {
 		checks["signature"] = *r.JSONSignature
 	}

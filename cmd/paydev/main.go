@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/devstack/stripemockd"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 )
 
 func main() {
@@ -81,11 +81,11 @@ func startStripeMock(ctx context.Context, stateDir string, params map[string]str
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
-	fixtures, err := stripemockd.WriteFixtures(ctx, stateDir, stripemockd.Succeeded)
+	fixtures, err := stripemock.WriteFixtures(ctx, stateDir, stripemock.Succeeded)
 	if err != nil {
 		return nil, err
 	}
-	url, stop, err := stripemockd.Run(ctx, stateDir, fixtures)
+	url, stop, err := stripemock.Run(ctx, stateDir, fixtures)
 	if err != nil {
 		return nil, err
 	}

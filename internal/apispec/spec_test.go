@@ -19,7 +19,7 @@ import (
 	"github.com/payreq/payreq/internal/apispec"
 	"github.com/payreq/payreq/internal/cfn"
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/notify"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 func load(t *testing.T) *openapi3.T {
@@ -216,9 +216,9 @@ const (
 	exampleSecret = "whsec_ZXhhbXBsZS13ZWJob29rLXNlY3JldC1mb3ItZG9jcyE="
 )
 
-// The webhooks describe what internal/notify sends: the form fields in
+// The webhooks describe what internal/webhook sends: the form fields in
 // FormBody's order, the JSON members in JSONBody's order, and the examples
-// are notifications notify.Build produces, signatures included.
+// are notifications webhook.Build produces, signatures included.
 func TestWebhooksAreWhatTheNotifierSends(t *testing.T) {
 	doc := load(t)
 	form := doc.Webhooks["paymentNotification"].Post
@@ -226,16 +226,16 @@ func TestWebhooksAreWhatTheNotifierSends(t *testing.T) {
 	if form == nil || jsn == nil {
 		t.Fatal("webhooks paymentNotification and paymentNotificationJson are required")
 	}
-	formMedia := form.RequestBody.Value.Content.Get(notify.ContentTypeForm)
-	jsonMedia := jsn.RequestBody.Value.Content.Get(notify.ContentTypeJSON)
+	formMedia := form.RequestBody.Value.Content.Get(webhook.ContentTypeForm)
+	jsonMedia := jsn.RequestBody.Value.Content.Get(webhook.ContentTypeJSON)
 	if formMedia == nil || jsonMedia == nil {
 		t.Fatal("webhook media types are not the notifier's content types")
 	}
-	if got := formMedia.Schema.Value.Required; !slices.Equal(got, notify.FormFields) {
-		t.Errorf("form fields %v, the notifier sends %v", got, notify.FormFields)
+	if got := formMedia.Schema.Value.Required; !slices.Equal(got, webhook.FormFields) {
+		t.Errorf("form fields %v, the notifier sends %v", got, webhook.FormFields)
 	}
 	var members []string
-	rt := reflect.TypeOf(notify.JSONNotification{})
+	rt := reflect.TypeOf(webhook.JSONNotification{})
 	for i := range rt.NumField() {
 		members = append(members, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
 	}
@@ -243,18 +243,18 @@ func TestWebhooksAreWhatTheNotifierSends(t *testing.T) {
 		t.Errorf("JSON members %v, the notifier sends %v", got, members)
 	}
 
-	build := func(op *openapi3.Operation, n notify.Notification, format notify.Format) notify.Request {
+	build := func(op *openapi3.Operation, n webhook.Notification, format webhook.Format) webhook.Request {
 		ts, err := strconv.ParseInt(param(t, op, "webhook-timestamp"), 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := notify.Build(n, notify.Options{URL: "https://merchant.example/payments/notify", Format: format, Decimals: 2,
+		r, err := webhook.Build(n, webhook.Options{URL: "https://merchant.example/payments/notify", Format: format, Decimals: 2,
 			APIKey: exampleAPIKey, WebhookSecret: exampleSecret, Now: time.Unix(ts, 0),
 			EventID: strings.TrimPrefix(param(t, op, "webhook-id"), "msg_")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, h := range []string{notify.HeaderXSignature, notify.HeaderWebhookSignature, "User-Agent"} {
+		for _, h := range []string{webhook.HeaderXSignature, webhook.HeaderWebhookSignature, "User-Agent"} {
 			if got, want := param(t, op, h), r.Header.Get(h); got != want {
 				t.Errorf("%s: example %s %q, the notifier signs %q", op.OperationID, h, got, want)
 			}
@@ -268,11 +268,11 @@ func TestWebhooksAreWhatTheNotifierSends(t *testing.T) {
 	for k, x := range fe {
 		v.Set(k, str(x))
 	}
-	n, err := notify.ParseForm([]byte(v.Encode()))
+	n, err := webhook.ParseForm([]byte(v.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := build(form, n, notify.FormatForm)
+	r := build(form, n, webhook.FormatForm)
 	back, _ := url.ParseQuery(string(r.Body))
 	for k, x := range fe {
 		if back.Get(k) != str(x) {
@@ -285,10 +285,10 @@ func TestWebhooksAreWhatTheNotifierSends(t *testing.T) {
 	id, _ := strconv.ParseInt(str(je["paymentRequestId"]), 10, 64)
 	tx, _ := strconv.ParseInt(str(je["transactionId"]), 10, 64)
 	amount, _ := decimal.NewFromString(je["amount"].(string))
-	n = notify.Notification{ID: id, TransactionID: tx, TransactionStatusID: notify.TxDeclined, PaymentRequestStatusID: notify.RequestUnpaid,
+	n = webhook.Notification{ID: id, TransactionID: tx, TransactionStatusID: webhook.TxDeclined, PaymentRequestStatusID: webhook.RequestUnpaid,
 		MerchantID: "mer_3kTMd9cPqLx2", Unit: je["currency"].(string), GrossAmount: amount, NetAmount: amount,
 		Code: codes.Code(je["errorCode"].(string)), Message: je["errorMessage"].(string)}
-	r = build(jsn, n, notify.FormatJSON)
+	r = build(jsn, n, webhook.FormatJSON)
 	var got map[string]any
 	if err := json.Unmarshal(r.Body, &got); err != nil {
 		t.Fatal(err)

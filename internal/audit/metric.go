@@ -16,7 +16,6 @@ import (
 // treats a missing value as breaching, so an audit that stopped running
 // alarms instead of reading as "no violations".
 const (
-	MetricNamespace = emf.Namespace
 	// MetricViolations is the number of violations kept (found and not
 	// yet seen holding again): its alarm stays on while one is open.
 	MetricViolations = "AuditViolations"

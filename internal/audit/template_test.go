@@ -5,6 +5,7 @@ import (
 
 	payreq "github.com/payreq/payreq"
 	"github.com/payreq/payreq/internal/cfn"
+	"github.com/payreq/payreq/internal/emf"
 )
 
 // The alarm in template.yaml watches the metric MetricLine publishes.
@@ -17,7 +18,7 @@ func TestTemplateAlarmWatchesTheAuditMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Namespace != MetricNamespace || a.MetricName != MetricViolations || a.Threshold != 1 ||
+	if a.Namespace != emf.Namespace || a.MetricName != MetricViolations || a.Threshold != 1 ||
 		a.ComparisonOperator != "GreaterThanOrEqualToThreshold" || len(a.Dimensions) != 0 {
 		t.Fatalf("alarm %+v", a)
 	}
@@ -35,7 +36,7 @@ func TestTemplateAuditAlarmsNeverGoQuiet(t *testing.T) {
 	for _, r := range tmpl.OfType("AWS::CloudWatch::Alarm") {
 		ns := cfn.Path(r.Properties, "Namespace")
 		name := cfn.Path(r.Properties, "MetricName")
-		if ns == nil || name == nil || ns.Value != MetricNamespace {
+		if ns == nil || name == nil || ns.Value != emf.Namespace {
 			continue
 		}
 		for _, m := range ScheduledMetrics {

@@ -13,11 +13,12 @@ import (
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testing/needs"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // TestSmallFileIsNotStuckBehindALargeOne runs a local production stack of
@@ -61,8 +62,8 @@ func TestSmallFileIsNotStuckBehindALargeOne(t *testing.T) {
 		}
 		return
 	}
-	mock := stripemock.Start(t, stripemock.Succeeded)
-	front, err := stripemock.NewFront(mock)
+	mock := stripetest.Start(t, stripemock.Succeeded)
+	front, err := stripetest.NewFront(mock)
 	if err != nil {
 		t.Fatal(err)
 	}

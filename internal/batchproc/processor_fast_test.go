@@ -27,11 +27,11 @@ import (
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/sftpd"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider/sandbox"
-	"github.com/payreq/payreq/internal/sftpd"
 	"github.com/payreq/payreq/internal/testing/memobjects"
 	"github.com/payreq/payreq/internal/testing/memstore"
 )

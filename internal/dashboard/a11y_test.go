@@ -14,6 +14,7 @@ import (
 
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testenv"
@@ -44,10 +45,10 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 	stack := testenv.Stack(t)
 	base := stack.Info.APIBase
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
-	reqID, txID := payH2H(t, m, "a11y-"+dashboard.NewToken()[:8])
+	u := newUser(t, m, dashuser.RoleAdmin)
+	reqID, txID := payH2H(t, m, "a11y-"+dashuser.NewToken()[:8])
 	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, isConflict, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
-		dashboard.RoleMember, "test", base, time.Now())
+		dashuser.RoleMember, "test", base, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := newUser(t, m, dashboard.RoleMember)
+	v := newUser(t, m, dashuser.RoleMember)
 	stored := storedUser(t, v)
 	stored.SealedTOTP = sealer.Seal(dashboard.NewTOTPSecret(), "totp:"+v.email)
 	if err := stack.Store.UpdateIdentity(context.Background(), stored); err != nil {
@@ -116,10 +117,10 @@ var (
 // event handler attribute or inline style.
 func TestEveryPageHasAStrictCSPAndNoInlineCode(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	login := u.get("/dashboard/login")
 	u.mustSignIn()
-	reqID, _ := payH2H(t, m, "csp-"+dashboard.NewToken()[:8])
+	reqID, _ := payH2H(t, m, "csp-"+dashuser.NewToken()[:8])
 	pages := map[string]page{"login": login}
 	for _, p := range []string{"/dashboard/overview", "/dashboard/overview?period=7d", "/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/profile", "/dashboard/account",
 		"/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1", "/dashboard/assets/dashboard.js"} {

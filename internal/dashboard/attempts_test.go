@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -91,7 +92,7 @@ func countStatus(ps []page, status int) int {
 }
 
 // storedUser reads the person of a browser.
-func storedUser(t *testing.T, who *user) *dashboard.Identity {
+func storedUser(t *testing.T, who *user) *dashuser.Identity {
 	t.Helper()
 	id, _, err := testenv.Stack(t).Store.Identity(context.Background(), who.email)
 	if err != nil || id == nil {
@@ -131,7 +132,7 @@ func lockedNow(t *testing.T, who *user) lockout.Counter {
 // once answer 401 or sign in, never 5xx; the account is locked afterwards,
 // and then 30 right passwords at once open no session.
 func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
-	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
+	u := newUser(t, testenv.NewMerchant(t), dashuser.RoleMember)
 	ps := passwordBurst(t, u.base, u, mixed(password, func(i int) string { return "wrong password " + strconv.Itoa(i) }))
 	opened := tally(t, "wrong and right at once", ps, u.home())
 	if opened > 1 {
@@ -159,7 +160,7 @@ func TestParallelPasswordAttemptsKeepTheLockout(t *testing.T) {
 // lock the right one signs in and clears the count.
 func TestNoPasswordIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 	c := newClock()
-	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
+	u := newUser(t, testenv.NewMerchant(t), dashuser.RoleMember)
 	stored := storedUser(t, u)
 	var checks atomic.Int32
 	base := clockedDashboardWith(t, c, func(d *dashboard.Deps) {
@@ -176,8 +177,8 @@ func TestNoPasswordIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 		wrong[i] = "wrong password " + strconv.Itoa(i)
 	}
 	tally(t, "30 wrong", passwordBurst(t, base, u, wrong), u.home())
-	if n := checks.Load(); n == 0 || n > dashboard.MaxFailures {
-		t.Errorf("%d of %d wrong passwords sent at once were checked, want 1..%d", n, burst, dashboard.MaxFailures)
+	if n := checks.Load(); n == 0 || n > lockout.MaxFailures {
+		t.Errorf("%d of %d wrong passwords sent at once were checked, want 1..%d", n, burst, lockout.MaxFailures)
 	}
 	after := lockedNow(t, u)
 	checks.Store(0)
@@ -199,7 +200,7 @@ func TestNoPasswordIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 // totpUser creates a user with TOTP on and returns it with its secret.
 func totpUser(t *testing.T) (*user, string) {
 	t.Helper()
-	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
+	u := newUser(t, testenv.NewMerchant(t), dashuser.RoleMember)
 	secret := dashboard.NewTOTPSecret()
 	stored := storedUser(t, u)
 	stored.SealedTOTP = stackSealer(t).Seal(secret, "totp:"+u.email)
@@ -271,9 +272,9 @@ func TestParallelTOTPAttemptsKeepTheLockout(t *testing.T) {
 // still to come.
 func topUpUnderLoad(t *testing.T, u *user, ps []page, fail func(i int)) {
 	t.Helper()
-	if refused := countStatus(ps, http.StatusUnauthorized); refused < 2*dashboard.MaxFailures-1 {
+	if refused := countStatus(ps, http.StatusUnauthorized); refused < 2*lockout.MaxFailures-1 {
 		t.Logf("only %d of %d refused outright under load; topping the failures up one at a time", refused, burst)
-		for i := 0; i < dashboard.MaxFailures && !locked(t, u); i++ {
+		for i := 0; i < lockout.MaxFailures && !locked(t, u); i++ {
 			fail(i)
 		}
 	}
@@ -291,8 +292,8 @@ func TestNoCodeIsCheckedBeyondTheLimitOrWhileLocked(t *testing.T) {
 	})
 	wrong := wrongCode(t, secret)
 	tally(t, "30 wrong codes", codeBurst(t, u, mixed(wrong, func(int) string { return wrong })), u.home())
-	if n := opens.Load(); n == 0 || n > dashboard.MaxFailures {
-		t.Errorf("%d of %d wrong codes sent at once were checked, want 1..%d", n, burst, dashboard.MaxFailures)
+	if n := opens.Load(); n == 0 || n > lockout.MaxFailures {
+		t.Errorf("%d of %d wrong codes sent at once were checked, want 1..%d", n, burst, lockout.MaxFailures)
 	}
 	lockedNow(t, u)
 	opens.Store(0)
@@ -324,9 +325,9 @@ func (s countingSealer) Open(sealed, owner string) (string, error) {
 // success kept). The real handler on the stack's store, on a settable clock.
 func TestASuccessfulSignInLeavesNoLockBehind(t *testing.T) {
 	c := newClock()
-	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
+	u := newUser(t, testenv.NewMerchant(t), dashuser.RoleMember)
 	u.base = clockedDashboard(t, c)
-	for i := range dashboard.MaxFailures {
+	for i := range lockout.MaxFailures {
 		if p := u.signIn("wrong password " + strconv.Itoa(i)); p.status != http.StatusUnauthorized {
 			t.Fatalf("failure %d: %d", i, p.status)
 		}
@@ -334,7 +335,7 @@ func TestASuccessfulSignInLeavesNoLockBehind(t *testing.T) {
 	if p := u.signIn(password); p.status != http.StatusUnauthorized {
 		t.Fatalf("right password while locked: %d", p.status)
 	}
-	c.Add(dashboard.LockFor(dashboard.MaxFailures) + time.Second)
+	c.Add(lockout.LockFor(lockout.MaxFailures) + time.Second)
 	u.mustSignIn()
 	if got := attempts(t, u); got.Failures != 0 || !got.LockedUntil.IsZero() {
 		t.Errorf("after the sign-in: %d failures, locked until %v; want none", got.Failures, got.LockedUntil)
@@ -343,10 +344,10 @@ func TestASuccessfulSignInLeavesNoLockBehind(t *testing.T) {
 	second.base = u.base
 	second.mustSignIn()
 	// And the count starts again from zero: the next lock is the first one.
-	for i := range dashboard.MaxFailures {
+	for i := range lockout.MaxFailures {
 		second.signIn("wrong again " + strconv.Itoa(i))
 	}
-	if got := attempts(t, u); got.Failures != dashboard.MaxFailures || got.LockedUntil.Sub(c.Now()) > dashboard.LockFor(dashboard.MaxFailures) {
-		t.Errorf("after five more failures: %d failures, locked for %v; want %d and the first lock", got.Failures, got.LockedUntil.Sub(c.Now()), dashboard.MaxFailures)
+	if got := attempts(t, u); got.Failures != lockout.MaxFailures || got.LockedUntil.Sub(c.Now()) > lockout.LockFor(lockout.MaxFailures) {
+		t.Errorf("after five more failures: %d failures, locked for %v; want %d and the first lock", got.Failures, got.LockedUntil.Sub(c.Now()), lockout.MaxFailures)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -26,7 +26,7 @@ func cells(body, class string) []string {
 // when; the raw lastLog stays in a details element.
 func TestPaymentPageShowsAttemptsInPlainWords(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.mustSignIn()
 	ok := payCard(t, m, "20", "EUR", cardApproved)
 	funds := payToken(t, m, "21", "EUR", "tok_insufficient_funds")

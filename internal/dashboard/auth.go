@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/lockout"
@@ -27,13 +28,13 @@ const signInFailed = "The e-mail address or password is wrong, or the account is
 
 // loginPage is the sign-in form; ?email= fills in the address.
 func (h *handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	email, _ := NormalizeEmail(r.URL.Query().Get("email"))
+	email, _ := dashuser.NormalizeEmail(r.URL.Query().Get("email"))
 	h.renderLogin(w, r, http.StatusOK, email, "", "")
 }
 
 // renderLogin issues the sign-in form with a fresh double-submit token.
 func (h *handler) renderLogin(w http.ResponseWriter, r *http.Request, status int, email, msg, notice string) {
-	tok := NewToken()
+	tok := dashuser.NewToken()
 	h.setCookie(w, h.loginCookie(), tok, 3600)
 	h.render(w, r, status, "login", nil, map[string]any{"LoginToken": tok, "Email": email, "Error": msg, "Notice": notice})
 }
@@ -44,7 +45,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, r, http.StatusForbidden, "", "The sign-in form expired. Try again.", "")
 		return
 	}
-	email, _ := NormalizeEmail(r.PostFormValue("email"))
+	email, _ := dashuser.NormalizeEmail(r.PostFormValue("email"))
 	pw := r.PostFormValue("password")
 	id, ms, ok, err := h.checkPassword(r.Context(), email, pw)
 	if err != nil {
@@ -95,7 +96,7 @@ func (h *handler) refusal(w http.ResponseWriter, r *http.Request, err error) *pa
 // their first password is checked against each of those users' hashes
 // (see proveLegacy). An error means the attempt was refused uncounted and
 // unchecked.
-func (h *handler) checkPassword(ctx context.Context, email, pw string) (*Identity, []*Membership, bool, error) {
+func (h *handler) checkPassword(ctx context.Context, email, pw string) (*dashuser.Identity, []*dashuser.Membership, bool, error) {
 	ctx, cancel := countCtx(ctx)
 	defer cancel()
 	id, ms, err := h.Store.Identity(ctx, email)
@@ -155,11 +156,11 @@ func cmpErr(err, otherwise error) error {
 // proveLegacy checks pw against the password hash of each unproven
 // membership (a per-merchant user before identities) and returns those it
 // matches: each is proven by its own password, nothing on trust.
-func (h *handler) proveLegacy(ms []*Membership, pw string) []*Membership {
-	var proven []*Membership
+func (h *handler) proveLegacy(ms []*dashuser.Membership, pw string) []*dashuser.Membership {
+	var proven []*dashuser.Membership
 	checked := map[string]bool{}
 	for _, m := range ms {
-		if m.State != StateUnproven || m.LegacyHash == "" {
+		if m.State != dashuser.StateUnproven || m.LegacyHash == "" {
 			continue
 		}
 		ok, seen := checked[m.LegacyHash]
@@ -181,9 +182,9 @@ const maxAdopt = 40
 // adoptLegacy makes the first proven password the identity's (with that
 // user's second factor, if it had one) and activates every membership it
 // proved, in one write guarded by the versions read.
-func (h *handler) adoptLegacy(ctx context.Context, email string, id *Identity, proven []*Membership) error {
+func (h *handler) adoptLegacy(ctx context.Context, email string, id *dashuser.Identity, proven []*dashuser.Membership) error {
 	now := h.Now()
-	next := &Identity{Email: email, CreatedAt: now}
+	next := &dashuser.Identity{Email: email, CreatedAt: now}
 	if id != nil {
 		c := *id
 		next = &c
@@ -195,10 +196,10 @@ func (h *handler) adoptLegacy(ctx context.Context, email string, id *Identity, p
 			break
 		}
 	}
-	var ms []*Membership
+	var ms []*dashuser.Membership
 	for _, m := range proven[:min(len(proven), maxAdopt)] {
 		c := *m
-		c.State, c.LegacyHash, c.LegacyTOTP, c.UpdatedAt = StateActive, "", "", now
+		c.State, c.LegacyHash, c.LegacyTOTP, c.UpdatedAt = dashuser.StateActive, "", "", now
 		ms = append(ms, &c)
 	}
 	if err := h.Store.SaveMemberships(ctx, next, ms...); err != nil {
@@ -263,7 +264,7 @@ func (h *handler) totp(w http.ResponseWriter, r *http.Request) {
 // the success, conditional on the identity's version, so of two sign-ins
 // racing with one code one wins, and a code whose step is not after the
 // last accepted one is refused.
-func (h *handler) checkTOTP(ctx context.Context, id *Identity, code string) (bool, error) {
+func (h *handler) checkTOTP(ctx context.Context, id *dashuser.Identity, code string) (bool, error) {
 	ctx, cancel := countCtx(ctx)
 	defer cancel()
 	a, err := h.admit(ctx, id.Email)
@@ -278,7 +279,7 @@ func (h *handler) checkTOTP(ctx context.Context, id *Identity, code string) (boo
 	if !ok || step <= id.TOTPStep {
 		return false, nil
 	}
-	return h.succeed(ctx, id, a, func(f *Identity) bool {
+	return h.succeed(ctx, id, a, func(f *dashuser.Identity) bool {
 		if f.SealedTOTP != id.SealedTOTP || step <= f.TOTPStep {
 			return false // replaced, or the code was used meanwhile
 		}
@@ -294,7 +295,7 @@ func (h *handler) checkTOTP(ctx context.Context, id *Identity, code string) (boo
 // is then a failure, already counted. The write is conditional on the
 // identity's version (read again after a lost race); then the counter takes
 // back the attempt's failures.
-func (h *handler) succeed(ctx context.Context, id *Identity, a lockout.Admission, apply func(*Identity) bool) (bool, error) {
+func (h *handler) succeed(ctx context.Context, id *dashuser.Identity, a lockout.Admission, apply func(*dashuser.Identity) bool) (bool, error) {
 	for try := 0; ; try++ {
 		next := *id
 		if !apply(&next) {
@@ -327,7 +328,7 @@ func (h *handler) succeed(ctx context.Context, id *Identity, a lockout.Admission
 	return true, nil
 }
 
-func (h *handler) logout(w http.ResponseWriter, r *http.Request, s *Session, _ *Identity, _ []*Membership) error {
+func (h *handler) logout(w http.ResponseWriter, r *http.Request, s *dashuser.Session, _ *dashuser.Identity, _ []*dashuser.Membership) error {
 	if err := h.Store.DeleteSession(r.Context(), s.IDHash); err != nil {
 		return err
 	}
@@ -342,12 +343,12 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request, s *Session, _ *
 // Store and payctl's).
 type InviteStore interface {
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
-	Identity(ctx context.Context, email string) (*Identity, []*Membership, error)
-	UpdateIdentity(ctx context.Context, id *Identity) error
-	Membership(ctx context.Context, email, merchantID string) (*Membership, error)
-	SaveMemberships(ctx context.Context, id *Identity, ms ...*Membership) error
-	PutInvite(ctx context.Context, inv *Invite) error
-	AppendAudit(ctx context.Context, e AuditEntry) error
+	Identity(ctx context.Context, email string) (*dashuser.Identity, []*dashuser.Membership, error)
+	UpdateIdentity(ctx context.Context, id *dashuser.Identity) error
+	Membership(ctx context.Context, email, merchantID string) (*dashuser.Membership, error)
+	SaveMemberships(ctx context.Context, id *dashuser.Identity, ms ...*dashuser.Membership) error
+	PutInvite(ctx context.Context, inv *dashuser.Invite) error
+	AppendAudit(ctx context.Context, e dashuser.AuditEntry) error
 }
 
 // ErrAlreadyMember refuses an invitation of a person who is a member of
@@ -392,19 +393,19 @@ type invitation struct {
 // with no audit entry: the caller records how the link went out.
 func inviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func(error) bool, merchantID, email, role, actor, baseURL string, now time.Time) (*invitation, error) {
 	raw := email
-	email, ok := NormalizeEmail(email)
+	email, ok := dashuser.NormalizeEmail(email)
 	if !ok {
 		return nil, BadInput(fmt.Sprintf("%q is not an e-mail address.", raw))
 	}
-	if role != RoleAdmin && role != RoleMember {
-		return nil, BadInput(fmt.Sprintf("The role must be %s or %s.", RoleAdmin, RoleMember))
+	if role != dashuser.RoleAdmin && role != dashuser.RoleMember {
+		return nil, BadInput(fmt.Sprintf("The role must be %s or %s.", dashuser.RoleAdmin, dashuser.RoleMember))
 	}
 	mer, err := st.Merchant(ctx, merchantID)
 	if err != nil {
 		return nil, err
 	}
-	tok := NewToken()
-	inv := &Invite{TokenHash: HashToken(tok), Kind: LinkInvite, Email: email, MerchantID: merchantID, Role: role, CreatedBy: actor,
+	tok := dashuser.NewToken()
+	inv := &dashuser.Invite{TokenHash: dashuser.HashToken(tok), Kind: dashuser.LinkInvite, Email: email, MerchantID: merchantID, Role: role, CreatedBy: actor,
 		ExpiresAt: now.Add(InviteTTL)}
 	// The link is stored first and made live by the membership's write: a
 	// failure between the two leaves a void link, never a second live one.
@@ -417,11 +418,11 @@ func inviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func
 		case err != nil && !isNotFound(err):
 			return nil, err
 		case err != nil:
-			m = &Membership{Email: email, MerchantID: merchantID, CreatedAt: now}
-		case m.State == StateActive:
+			m = &dashuser.Membership{Email: email, MerchantID: merchantID, CreatedAt: now}
+		case m.State == dashuser.StateActive:
 			return nil, ErrAlreadyMember
 		}
-		m.MerchantName, m.Role, m.State, m.InvitedBy = mer.Name, role, StateInvited, actor
+		m.MerchantName, m.Role, m.State, m.InvitedBy = mer.Name, role, dashuser.StateInvited, actor
 		m.InviteHash, m.InviteExpires, m.LegacyHash, m.LegacyTOTP, m.UpdatedAt = inv.TokenHash, inv.ExpiresAt, "", "", now
 		err = st.SaveMemberships(ctx, nil, m) // guard: absent, or the version read
 		if err == nil {
@@ -444,12 +445,12 @@ func linkURL(baseURL, tok string) string {
 // older. Setting the password ends every session of the person.
 func ResetPassword(ctx context.Context, st InviteStore, isConflict func(error) bool, email, actor, baseURL string, now time.Time) (string, time.Time, error) {
 	raw := email
-	email, ok := NormalizeEmail(email)
+	email, ok := dashuser.NormalizeEmail(email)
 	if !ok {
 		return "", time.Time{}, BadInput(fmt.Sprintf("%q is not an e-mail address.", raw))
 	}
-	tok := NewToken()
-	inv := &Invite{TokenHash: HashToken(tok), Kind: LinkReset, Email: email, CreatedBy: actor, ExpiresAt: now.Add(InviteTTL)}
+	tok := dashuser.NewToken()
+	inv := &dashuser.Invite{TokenHash: dashuser.HashToken(tok), Kind: dashuser.LinkReset, Email: email, CreatedBy: actor, ExpiresAt: now.Add(InviteTTL)}
 	if err := st.PutInvite(ctx, inv); err != nil {
 		return "", time.Time{}, err
 	}
@@ -474,10 +475,10 @@ func ResetPassword(ctx context.Context, st InviteStore, isConflict func(error) b
 
 // link is a live one-time link with what it acts on.
 type link struct {
-	inv *Invite
-	id  *Identity     // the person (nil: none yet)
-	ms  []*Membership // their memberships
-	m   *Membership   // the invitation's membership (invitations only)
+	inv *dashuser.Invite
+	id  *dashuser.Identity     // the person (nil: none yet)
+	ms  []*dashuser.Membership // their memberships
+	m   *dashuser.Membership   // the invitation's membership (invitations only)
 }
 
 // liveLink reads the link of tok and checks that it is live: an
@@ -485,7 +486,7 @@ type link struct {
 // used, not lapsed), or the reset link its identity still holds. Anything
 // else is 404.
 func (h *handler) liveLink(r *http.Request, tok string) (*link, error) {
-	inv, err := h.Store.Invite(r.Context(), HashToken(tok), h.Now())
+	inv, err := h.Store.Invite(r.Context(), dashuser.HashToken(tok), h.Now())
 	if err != nil {
 		return nil, h.inviteErr(err)
 	}
@@ -493,14 +494,14 @@ func (h *handler) liveLink(r *http.Request, tok string) (*link, error) {
 }
 
 // linkOf reads what inv acts on and checks that inv is still its live link.
-func (h *handler) linkOf(r *http.Request, inv *Invite) (*link, error) {
+func (h *handler) linkOf(r *http.Request, inv *dashuser.Invite) (*link, error) {
 	id, ms, err := h.Store.Identity(r.Context(), inv.Email)
 	if err != nil {
 		return nil, err
 	}
 	l := &link{inv: inv, id: id, ms: ms}
 	switch inv.Kind {
-	case LinkReset:
+	case dashuser.LinkReset:
 		// validCSRF is a constant-time comparison that refuses an empty value.
 		if id == nil || !validCSRF(id.ResetHash, inv.TokenHash) {
 			return nil, errLinkVoid
@@ -520,7 +521,7 @@ func (h *handler) linkOf(r *http.Request, inv *Invite) (*link, error) {
 
 // signInFirst is an invitation for a person who has a sign-in: they accept
 // it signed in, never by choosing a password through the link.
-func (l *link) signInFirst() bool { return l.inv.Kind == LinkInvite && l.id.HasSignIn(l.ms) }
+func (l *link) signInFirst() bool { return l.inv.Kind == dashuser.LinkInvite && l.id.HasSignIn(l.ms) }
 
 func (h *handler) setPasswordPage(w http.ResponseWriter, r *http.Request) {
 	tok := r.URL.Query().Get("token")
@@ -578,7 +579,7 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 		h.renderSetPassword(w, r, http.StatusBadRequest, tok, l, fmt.Sprintf("Choose a password of at least %d characters and type it twice.", MinPasswordLen))
 		return
 	}
-	inv, err := h.Store.TakeInvite(r.Context(), HashToken(tok), h.Now())
+	inv, err := h.Store.TakeInvite(r.Context(), dashuser.HashToken(tok), h.Now())
 	if err != nil {
 		h.fail(w, r, nil, h.inviteErr(err))
 		return
@@ -600,13 +601,13 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		now := h.Now()
-		if l.inv.Kind == LinkReset {
+		if l.inv.Kind == dashuser.LinkReset {
 			id := *l.id
 			id.PasswordHash, id.ResetHash, id.UpdatedAt = hash, "", now
 			id.CredVersion++
 			err = h.Store.UpdateIdentity(r.Context(), &id) // guard: version unchanged since read (the link was live)
 		} else {
-			id := &Identity{Email: inv.Email, CreatedAt: now}
+			id := &dashuser.Identity{Email: inv.Email, CreatedAt: now}
 			if l.id != nil {
 				c := *l.id
 				id = &c
@@ -614,7 +615,7 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 			}
 			id.PasswordHash, id.UpdatedAt = hash, now
 			m := *l.m
-			m.State, m.InviteHash, m.InviteExpires, m.UpdatedAt = StateActive, "", time.Time{}, now
+			m.State, m.InviteHash, m.InviteExpires, m.UpdatedAt = dashuser.StateActive, "", time.Time{}, now
 			err = h.Store.SaveMemberships(r.Context(), id, &m) // guards: the versions read
 		}
 		if err == nil || !h.IsConflict(err) || try == 5 {
@@ -629,7 +630,7 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 	if err := h.counting().Clear(r.Context(), h.attemptKey(inv.Email)); err != nil {
 		h.Log.ErrorContext(r.Context(), "clear sign-in attempts after a new password", "error", err.Error())
 	}
-	if inv.Kind == LinkReset {
+	if inv.Kind == dashuser.LinkReset {
 		for _, m := range usable(l.ms) {
 			h.record(r.Context(), m.MerchantID, "payctl", "user.set-password", inv.Email+" set a new password (operator's link); all their sessions ended")
 		}
@@ -652,16 +653,16 @@ func (h *handler) record(ctx context.Context, merchantID, actor, action, detail 
 // The enrolment form carries its new secret sealed to the person and the
 // session, with an expiry: a form kept from another session, or older than
 // enrolTTL (or its session), does not open.
-func (h *handler) enrolOwner(id *Identity, s *Session) string {
+func (h *handler) enrolOwner(id *dashuser.Identity, s *dashuser.Session) string {
 	return "totp-enrol:" + id.Email + ":" + s.IDHash
 }
 
-func (h *handler) sealEnrol(id *Identity, s *Session, secret string) string {
+func (h *handler) sealEnrol(id *dashuser.Identity, s *dashuser.Session, secret string) string {
 	exp := min(h.Now().Add(enrolTTL).Unix(), s.ExpiresAt.Unix())
 	return h.Sealer.Seal(secret+"|"+strconv.FormatInt(exp, 10), h.enrolOwner(id, s))
 }
 
-func (h *handler) openEnrol(id *Identity, s *Session, sealed string) (string, bool) {
+func (h *handler) openEnrol(id *dashuser.Identity, s *dashuser.Session, sealed string) (string, bool) {
 	v, err := h.Sealer.Open(sealed, h.enrolOwner(id, s))
 	if err != nil {
 		return "", false
@@ -674,7 +675,7 @@ func (h *handler) openEnrol(id *Identity, s *Session, sealed string) (string, bo
 	return secret, true
 }
 
-func (h *handler) account(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership) error {
+func (h *handler) account(w http.ResponseWriter, r *http.Request, s *dashuser.Session, id *dashuser.Identity, ms []*dashuser.Membership) error {
 	return h.renderAccount(w, r, s, id, ms, NewTOTPSecret(), http.StatusOK, "")
 }
 
@@ -691,7 +692,7 @@ func (h *handler) service(r *http.Request) string {
 	return strings.Trim(host, "[]")
 }
 
-func (h *handler) renderAccount(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership, secret string, status int, msg string) error {
+func (h *handler) renderAccount(w http.ResponseWriter, r *http.Request, s *dashuser.Session, id *dashuser.Identity, ms []*dashuser.Membership, secret string, status int, msg string) error {
 	h.render(w, r, status, "account", s, map[string]any{"Identity": id, "Memberships": usable(ms), "TOTPOn": id.SealedTOTP != "",
 		"Secret": secret, "Sealed": h.sealEnrol(id, s, secret), "URI": TOTPURI(secret, id.Email, h.service(r)), "Message": msg})
 	return nil
@@ -706,7 +707,7 @@ var errEnrolExpired = refuse(errkind.Invalid, "This form has expired (it works f
 // person ends but this one, which is issued anew. The code that proves a
 // new secret is recorded as used (TOTPStep), so it does not sign in again.
 // Each merchant the person works for records it in its audit log.
-func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership) error {
+func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *dashuser.Session, id *dashuser.Identity, ms []*dashuser.Membership) error {
 	disable := r.PostFormValue("action") == "disable"
 	var secret string
 	var newStep uint64
@@ -723,7 +724,7 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session,
 	if before == "" && disable {
 		return h.renderAccount(w, r, s, id, ms, NewTOTPSecret(), http.StatusOK, "Two-factor sign-in is off.")
 	}
-	change := func(f *Identity) bool {
+	change := func(f *dashuser.Identity) bool {
 		if f.SealedTOTP != before {
 			return false // changed meanwhile: judged on the old state
 		}
@@ -789,7 +790,7 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *Session,
 // checkFactor checks the person's password and a current code of their
 // second factor as one counted attempt (see admit); change is applied with
 // the success.
-func (h *handler) checkFactor(ctx context.Context, id *Identity, pw, code string, change func(*Identity) bool) (bool, error) {
+func (h *handler) checkFactor(ctx context.Context, id *dashuser.Identity, pw, code string, change func(*dashuser.Identity) bool) (bool, error) {
 	ctx, cancel := countCtx(ctx)
 	defer cancel()
 	a, err := h.admit(ctx, id.Email)
@@ -805,7 +806,7 @@ func (h *handler) checkFactor(ctx context.Context, id *Identity, pw, code string
 	if !ok || step <= id.TOTPStep {
 		return false, nil
 	}
-	return h.succeed(ctx, id, a, func(f *Identity) bool {
+	return h.succeed(ctx, id, a, func(f *dashuser.Identity) bool {
 		if step <= f.TOTPStep {
 			return false
 		}

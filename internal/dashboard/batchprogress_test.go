@@ -2,12 +2,13 @@ package dashboard_test
 
 import (
 	"context"
-	"github.com/payreq/payreq/internal/batch"
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/dashuser"
+
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -18,11 +19,11 @@ import (
 // the middle of its charging phase, as the batch function saves it.
 func TestBrowserBatchProgressUpdatesWithoutReload(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	st := testenv.Stack(t).Store
 	ctx := context.Background()
 	now := time.Now().UTC()
-	file := "big-" + dashboard.NewToken()[:6] + ".csv"
+	file := "big-" + dashuser.NewToken()[:6] + ".csv"
 	job := &batch.Job{MerchantID: m.ID, JobID: batch.JobID(file, "0001"), File: file, State: batch.JobCharging,
 		NextLine: 30_001, Lines: 100_000, Counts: batch.Counts{Rows: 30_000, Approved: 27_000, Declined: 2_500, Rejected: 500},
 		CreatedAt: now.Add(-time.Minute), UpdatedAt: now}

@@ -28,7 +28,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -102,7 +102,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 	stack := testenv.Stack(t)
 	base := stack.Info.APIBase
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	hook := newReceiver(t)
 	shots := bt.ScreenshotDir(t)
 	if os.Getenv("PAYREQ_SCREENSHOTS") == "1" {
@@ -150,7 +150,7 @@ func TestBrowserDashboardJourney(t *testing.T) {
 
 	// The new key works on the API; the payment's notification reaches the
 	// notify URL set above, signed with the new key.
-	ref := "dash-" + dashboard.NewToken()[:10]
+	ref := "dash-" + dashuser.NewToken()[:10]
 	reqID, txID := payH2H(t, m, ref)
 	n1 := hook.wait(t, 1)
 	mac := hmac.New(sha512.New, []byte(newKey))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
@@ -128,16 +129,16 @@ func clockedDashboardServing(t *testing.T, c *clock, edit func(*dashboard.Deps),
 }
 
 // storedSession reads u's session as stored.
-func storedSession(t *testing.T, u *user, now time.Time) (*dashboard.Session, error) {
+func storedSession(t *testing.T, u *user, now time.Time) (*dashuser.Session, error) {
 	t.Helper()
-	return testenv.Stack(t).Store.Session(context.Background(), dashboard.HashToken(u.cookie(sessionCookie)), now)
+	return testenv.Stack(t).Store.Session(context.Background(), dashuser.HashToken(u.cookie(sessionCookie)), now)
 }
 
 func TestIdleSessionsEndAndLastSeenIsWrittenAtMostOncePerMinute(t *testing.T) {
 	c := newClock()
 	base := clockedDashboard(t, c)
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.base = base
 	u.mustSignIn()
 	signedIn := c.Now()
@@ -190,7 +191,7 @@ func TestIdleSessionsEndAndLastSeenIsWrittenAtMostOncePerMinute(t *testing.T) {
 
 func TestSessionsEndAtTheAbsoluteLimitEvenWhenActive(t *testing.T) {
 	c := newClock()
-	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
+	u := newUser(t, testenv.NewMerchant(t), dashuser.RoleMember)
 	u.base = clockedDashboard(t, c)
 	u.mustSignIn()
 	start := c.Now()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -27,7 +28,7 @@ import (
 func invite(t *testing.T, m testenv.Merchant, email string, now time.Time) (token string, until time.Time) {
 	t.Helper()
 	s := testenv.Stack(t)
-	link, until, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, email, dashboard.RoleMember, "payctl", s.Info.APIBase, now)
+	link, until, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, email, dashuser.RoleMember, "payctl", s.Info.APIBase, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestOnlyTheNewestSetPasswordLinkWorksAndLinksExpire(t *testing.T) {
 		t.Errorf("an expired password link: %d", p.status)
 	}
 	// Where an admin sends an invitation, the page says until when its link works.
-	admin := newUser(t, m, dashboard.RoleAdmin)
+	admin := newUser(t, m, dashuser.RoleAdmin)
 	admin.mustSignIn()
 	p := admin.post("/dashboard/users", url.Values{"csrf": {csrfOf(t, admin.get("/dashboard/users"))}, "email": {"next." + email}, "role": {"member"}})
 	shown := regexp.MustCompile(`id="invite-until">([^<]+)<`).FindStringSubmatch(p.body)
@@ -127,8 +128,8 @@ func TestOnlyTheNewestSetPasswordLinkWorksAndLinksExpire(t *testing.T) {
 // the browser that changed its factor stays signed in.
 func TestCredentialChangesEndEverySessionOfTheUser(t *testing.T) {
 	m, m2 := testenv.NewMerchant(t), testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
-	join(t, u.email, m2.ID, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleAdmin)
+	join(t, u.email, m2.ID, dashuser.RoleMember)
 	other := newBrowser(t, m.ID, u.email)
 	u.mustSignIn()
 	other.mustSignIn()
@@ -215,9 +216,9 @@ func codeOf(secret string, step uint64) string {
 // minutes; the code that turned TOTP on does not sign in.
 func TestSecondFactorChangesNeedTheFactor(t *testing.T) {
 	c := newClock()
-	u := newUser(t, testenv.NewMerchant(t), dashboard.RoleMember)
+	u := newUser(t, testenv.NewMerchant(t), dashuser.RoleMember)
 	u.base = clockedDashboard(t, c)
-	stored := func() *dashboard.Identity { return storedUser(t, u) }
+	stored := func() *dashuser.Identity { return storedUser(t, u) }
 	u.mustSignIn()
 	s0 := dashboard.TOTPStep(c.Now())
 	// An enrolment form kept from before TOTP was on...
@@ -325,22 +326,22 @@ func (s *recordingStore) Merchant(ctx context.Context, id string) (*merchant.Mer
 	return s.Store.Merchant(ctx, id)
 }
 
-func (s *recordingStore) Identity(ctx context.Context, email string) (*dashboard.Identity, []*dashboard.Membership, error) {
+func (s *recordingStore) Identity(ctx context.Context, email string) (*dashuser.Identity, []*dashuser.Membership, error) {
 	s.note("identity:" + email)
 	return s.Store.Identity(ctx, email)
 }
 
-func (s *recordingStore) UpdateIdentity(ctx context.Context, id *dashboard.Identity) error {
+func (s *recordingStore) UpdateIdentity(ctx context.Context, id *dashuser.Identity) error {
 	s.note("identity:" + id.Email)
 	return s.Store.UpdateIdentity(ctx, id)
 }
 
-func (s *recordingStore) Membership(ctx context.Context, email, merchantID string) (*dashboard.Membership, error) {
+func (s *recordingStore) Membership(ctx context.Context, email, merchantID string) (*dashuser.Membership, error) {
 	s.note(merchantID)
 	return s.Store.Membership(ctx, email, merchantID)
 }
 
-func (s *recordingStore) SaveMemberships(ctx context.Context, id *dashboard.Identity, ms ...*dashboard.Membership) error {
+func (s *recordingStore) SaveMemberships(ctx context.Context, id *dashuser.Identity, ms ...*dashuser.Membership) error {
 	if id != nil {
 		s.note("identity:" + id.Email)
 	}
@@ -368,10 +369,10 @@ func TestInvitingAnotherMerchantsAddressRevealsNothing(t *testing.T) {
 		d.Store = rec
 		d.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	admin := newUser(t, a, dashboard.RoleAdmin)
+	admin := newUser(t, a, dashuser.RoleAdmin)
 	admin.base = base
 	admin.mustSignIn()
-	theirs := newUser(t, b, dashboard.RoleAdmin) // B's person, signed in at B
+	theirs := newUser(t, b, dashuser.RoleAdmin) // B's person, signed in at B
 	theirs.mustSignIn()
 	fresh := "fresh." + strings.ToLower(a.ID) + "@elsewhere.example"
 
@@ -504,12 +505,12 @@ func (s *interfering) bump(ctx context.Context, email string) {
 	})
 }
 
-func (s *interfering) UpdateIdentity(ctx context.Context, id *dashboard.Identity) error {
+func (s *interfering) UpdateIdentity(ctx context.Context, id *dashuser.Identity) error {
 	s.bump(ctx, id.Email)
 	return s.Store.UpdateIdentity(ctx, id)
 }
 
-func (s *interfering) SaveMemberships(ctx context.Context, id *dashboard.Identity, ms ...*dashboard.Membership) error {
+func (s *interfering) SaveMemberships(ctx context.Context, id *dashuser.Identity, ms ...*dashuser.Membership) error {
 	if len(ms) > 0 {
 		s.bump(ctx, ms[0].Email)
 	}

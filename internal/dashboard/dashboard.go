@@ -57,6 +57,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/lockout"
@@ -74,45 +75,45 @@ type Store interface {
 
 	// Identity reads a person whole: the identity (nil: none yet) and every
 	// membership, with one consistent read.
-	Identity(ctx context.Context, email string) (*Identity, []*Membership, error)
+	Identity(ctx context.Context, email string) (*dashuser.Identity, []*dashuser.Membership, error)
 	// CreateIdentity stores a new identity (a conflict when it exists).
-	CreateIdentity(ctx context.Context, id *Identity) error
+	CreateIdentity(ctx context.Context, id *dashuser.Identity) error
 	// UpdateIdentity writes id if its version is unchanged (else a conflict).
-	UpdateIdentity(ctx context.Context, id *Identity) error
+	UpdateIdentity(ctx context.Context, id *dashuser.Identity) error
 	// Membership reads a person's membership of a merchant.
-	Membership(ctx context.Context, email, merchantID string) (*Membership, error)
+	Membership(ctx context.Context, email, merchantID string) (*dashuser.Membership, error)
 	// Members lists a merchant's memberships.
-	Members(ctx context.Context, merchantID string) ([]*Membership, error)
+	Members(ctx context.Context, merchantID string) ([]*dashuser.Membership, error)
 	// SaveMemberships writes id (nil: untouched) and ms at once: each of
 	// Version 0 is created, any other written only at its version (else a
 	// conflict, and nothing is written).
-	SaveMemberships(ctx context.Context, id *Identity, ms ...*Membership) error
+	SaveMemberships(ctx context.Context, id *dashuser.Identity, ms ...*dashuser.Membership) error
 	// DeleteMembership removes m if its version is unchanged (else a conflict).
-	DeleteMembership(ctx context.Context, m *Membership) error
+	DeleteMembership(ctx context.Context, m *dashuser.Membership) error
 	// LockUsers takes the merchant's member-change lease (a conflict while
 	// another owner holds it); UnlockUsers releases it.
 	LockUsers(ctx context.Context, merchantID, owner string, until, now time.Time) error
 	UnlockUsers(ctx context.Context, merchantID, owner string) error
 
-	PutSession(ctx context.Context, s *Session) error
-	Session(ctx context.Context, idHash string, now time.Time) (*Session, error)
+	PutSession(ctx context.Context, s *dashuser.Session) error
+	Session(ctx context.Context, idHash string, now time.Time) (*dashuser.Session, error)
 	DeleteSession(ctx context.Context, idHash string) error
 	// TouchSession sets a live session's last-seen time (never recreates one).
 	TouchSession(ctx context.Context, idHash string, at time.Time) error
 	// SetSessionMerchant records the merchant a live session last chose.
 	SetSessionMerchant(ctx context.Context, idHash, merchantID string) error
 
-	PutInvite(ctx context.Context, inv *Invite) error
-	Invite(ctx context.Context, tokenHash string, now time.Time) (*Invite, error)
-	TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*Invite, error)
+	PutInvite(ctx context.Context, inv *dashuser.Invite) error
+	Invite(ctx context.Context, tokenHash string, now time.Time) (*dashuser.Invite, error)
+	TakeInvite(ctx context.Context, tokenHash string, now time.Time) (*dashuser.Invite, error)
 
 	// The sign-in attempt counters (internal/lockout).
 	lockout.Store
 
-	AppendAudit(ctx context.Context, e AuditEntry) error
-	AuditEntries(ctx context.Context, merchantID string, limit int32) ([]AuditEntry, error)
+	AppendAudit(ctx context.Context, e dashuser.AuditEntry) error
+	AuditEntries(ctx context.Context, merchantID string, limit int32) ([]dashuser.AuditEntry, error)
 
-	PaymentRequestsOf(ctx context.Context, q PaymentQuery) ([]*payment.Request, string, error)
+	PaymentRequestsOf(ctx context.Context, q payment.Query) ([]*payment.Request, string, error)
 	PaymentRequest(ctx context.Context, id int64) (*payment.Request, error)
 	TransactionsOfRequest(ctx context.Context, requestID int64) ([]*payment.Transaction, error)
 }
@@ -167,7 +168,7 @@ type Deps struct {
 	PublicBaseURL string
 	// SFTPAddress is shown on the profile page (host:port); empty: not configured.
 	SFTPAddress string
-	// NewWebhookSecret mints a webhook secret (internal/notify).
+	// NewWebhookSecret mints a webhook secret (internal/webhook).
 	NewWebhookSecret func() (string, error)
 	// AttemptKeys names the sign-in attempt counters by a keyed hash of
 	// the address: lockout.NewKeyer of the seal key. Required.
@@ -186,16 +187,11 @@ const (
 	touchEvery     = time.Minute      // last-seen is written at most this often
 	usersLease     = 15 * time.Second // the user-change lock's lease
 	pendingTOTPTTL = 5 * time.Minute
-	InviteTTL      = 24 * time.Hour      // a set-password link's lifetime
-	enrolTTL       = 15 * time.Minute    // a TOTP enrolment form's lifetime (at most its session's)
-	MaxFailures    = lockout.MaxFailures // failures before the first lock (30 s, doubling up to an hour)
+	InviteTTL      = 24 * time.Hour   // a set-password link's lifetime
+	enrolTTL       = 15 * time.Minute // a TOTP enrolment form's lifetime (at most its session's)
 	MinPasswordLen = 12
 	maxFormBytes   = 64 << 10
 )
-
-// LockFor is how long the failures-th consecutive failure locks a user out
-// (the schedule SFTP logins share: internal/lockout).
-func LockFor(failures int) time.Duration { return lockout.LockFor(failures) }
 
 // Route patterns (template.yaml declares the same; a test ties them). The
 // merchant's pages are under /dashboard/m/{merchant}; the rest belong to
@@ -369,13 +365,13 @@ func (h *handler) setCookie(w http.ResponseWriter, name, value string, maxAge in
 }
 
 // session returns the session of r's cookie, or nil.
-func (h *handler) session(r *http.Request) (*Session, string) {
+func (h *handler) session(r *http.Request) (*dashuser.Session, string) {
 	c, err := r.Cookie(h.sessionCookie())
 	if err != nil || len(c.Value) != 43 {
 		return nil, ""
 	}
 	now := h.Now()
-	s, err := h.Store.Session(r.Context(), HashToken(c.Value), now)
+	s, err := h.Store.Session(r.Context(), dashuser.HashToken(c.Value), now)
 	if err != nil {
 		if !h.IsNotFound(err) {
 			httpapi.Logger(r.Context()).Error("read session", "error", err.Error())
@@ -398,7 +394,7 @@ func (h *handler) session(r *http.Request) (*Session, string) {
 }
 
 // endSession deletes a session that may no longer be used (idle, revoked).
-func (h *handler) endSession(r *http.Request, s *Session) {
+func (h *handler) endSession(r *http.Request, s *dashuser.Session) {
 	if err := h.Store.DeleteSession(r.Context(), s.IDHash); err != nil {
 		httpapi.Logger(r.Context()).Error("delete session", "error", err.Error())
 	}
@@ -410,7 +406,7 @@ func (h *handler) endSession(r *http.Request, s *Session) {
 // (password set or reset, second factor changed: CredVersion), so those
 // changes end every session of the person on its next request, not at the
 // session's expiry.
-func (h *handler) person(r *http.Request, s *Session) (*Identity, []*Membership, bool, error) {
+func (h *handler) person(r *http.Request, s *dashuser.Session) (*dashuser.Identity, []*dashuser.Membership, bool, error) {
 	id, ms, err := h.Store.Identity(r.Context(), s.Email)
 	if err != nil {
 		return nil, nil, false, err
@@ -423,12 +419,12 @@ func (h *handler) person(r *http.Request, s *Session) (*Identity, []*Membership,
 }
 
 // sessionOf reports whether s is a session of id as id stands now.
-func sessionOf(s *Session, id *Identity) bool {
+func sessionOf(s *dashuser.Session, id *dashuser.Identity) bool {
 	return id.Email == s.Email && s.UserSince.Equal(id.CreatedAt) && s.CredVersion == id.CredVersion
 }
 
 // membershipOf finds the person's usable membership of merchantID.
-func membershipOf(ms []*Membership, merchantID string) *Membership {
+func membershipOf(ms []*dashuser.Membership, merchantID string) *dashuser.Membership {
 	for _, m := range ms {
 		if m.MerchantID == merchantID && m.Usable() {
 			return m
@@ -438,14 +434,14 @@ func membershipOf(ms []*Membership, merchantID string) *Membership {
 }
 
 // usable lists the memberships that open a merchant's pages, by name.
-func usable(ms []*Membership) []*Membership {
-	var out []*Membership
+func usable(ms []*dashuser.Membership) []*dashuser.Membership {
+	var out []*dashuser.Membership
 	for _, m := range ms {
 		if m.Usable() {
 			out = append(out, m)
 		}
 	}
-	slices.SortFunc(out, func(a, b *Membership) int {
+	slices.SortFunc(out, func(a, b *dashuser.Membership) int {
 		return cmp.Or(cmp.Compare(strings.ToLower(a.MerchantName), strings.ToLower(b.MerchantName)), cmp.Compare(a.MerchantID, b.MerchantID))
 	})
 	return out
@@ -454,11 +450,11 @@ func usable(ms []*Membership) []*Membership {
 // landing is where a signed-in person goes: the merchant last chosen (or
 // their only one) when it is usable and nothing awaits their answer,
 // else their merchants.
-func (h *handler) landing(s *Session, ms []*Membership) string {
+func (h *handler) landing(s *dashuser.Session, ms []*dashuser.Membership) string {
 	now := h.Now()
 	waiting := false
 	for _, m := range ms {
-		waiting = waiting || m.Pending(now) || m.State == StateUnproven
+		waiting = waiting || m.Pending(now) || m.State == dashuser.StateUnproven
 	}
 	if m := membershipOf(ms, s.MerchantID); m != nil && !waiting {
 		return MerchantPath(m.MerchantID, "/overview")
@@ -471,19 +467,19 @@ func (h *handler) landing(s *Session, ms []*Membership) string {
 
 // startSession issues a new session id for id's person, replacing the one
 // r carried.
-func (h *handler) startSession(w http.ResponseWriter, r *http.Request, id *Identity, ms []*Membership, pendingTOTP bool) (*Session, error) {
+func (h *handler) startSession(w http.ResponseWriter, r *http.Request, id *dashuser.Identity, ms []*dashuser.Membership, pendingTOTP bool) (*dashuser.Session, error) {
 	if old, _ := r.Cookie(h.sessionCookie()); old != nil && old.Value != "" {
-		if err := h.Store.DeleteSession(r.Context(), HashToken(old.Value)); err != nil {
+		if err := h.Store.DeleteSession(r.Context(), dashuser.HashToken(old.Value)); err != nil {
 			return nil, err
 		}
 	}
-	token := NewToken()
+	token := dashuser.NewToken()
 	now := h.Now()
 	ttl := SessionTTL
 	if pendingTOTP {
 		ttl = pendingTOTPTTL
 	}
-	s := &Session{IDHash: HashToken(token), Email: id.Email, CSRF: NewToken(), TOTPPending: pendingTOTP,
+	s := &dashuser.Session{IDHash: dashuser.HashToken(token), Email: id.Email, CSRF: dashuser.NewToken(), TOTPPending: pendingTOTP,
 		UserSince: id.CreatedAt, CredVersion: id.CredVersion, CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(ttl)}
 	if u := usable(ms); len(u) == 1 {
 		s.MerchantID = u[0].MerchantID
@@ -495,11 +491,11 @@ func (h *handler) startSession(w http.ResponseWriter, r *http.Request, id *Ident
 	return s, nil
 }
 
-type pageFunc func(w http.ResponseWriter, r *http.Request, s *Session) error
+type pageFunc func(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error
 
 // personFunc serves a page of the person (not of one merchant): s has no
 // merchant, and its CSRF token is the person's.
-type personFunc func(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership) error
+type personFunc func(w http.ResponseWriter, r *http.Request, s *dashuser.Session, id *dashuser.Identity, ms []*dashuser.Membership) error
 
 // csrfFor derives the CSRF token of the session's forms for merchantID
 // ("" for the person's own forms): an HMAC of the session's secret, so a
@@ -513,19 +509,19 @@ func csrfFor(secret, merchantID string) string {
 
 // nav is what a signed-in page's header shows: the person's merchants.
 type nav struct {
-	merchants []*Membership
+	merchants []*dashuser.Membership
 }
 
 type navKey struct{}
 
-func withNav(r *http.Request, ms []*Membership) *http.Request {
+func withNav(r *http.Request, ms []*dashuser.Membership) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), navKey{}, &nav{merchants: usable(ms)}))
 }
 
 // fullSession is the request's session once its second factor is done and
 // its person still usable, with the person and their memberships; nil
 // (and no error) otherwise.
-func (h *handler) fullSession(r *http.Request) (*Session, *Identity, []*Membership, error) {
+func (h *handler) fullSession(r *http.Request) (*dashuser.Session, *dashuser.Identity, []*dashuser.Membership, error) {
 	s, _ := h.session(r)
 	if s == nil || s.TOTPPending {
 		return nil, nil, nil, nil
@@ -574,7 +570,7 @@ func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 			h.fail(w, r, &view, refuse(errkind.Forbidden, "This form has expired or did not come from the dashboard. Reload the page and try again."))
 			return
 		}
-		if admin && view.Role != RoleAdmin {
+		if admin && view.Role != dashuser.RoleAdmin {
 			h.fail(w, r, &view, refuse(errkind.Forbidden, "Only the merchant's administrators can do this."))
 			return
 		}
@@ -587,7 +583,7 @@ func (h *handler) signedIn(admin bool, f pageFunc) http.Handler {
 
 // personal is the view of s for the person's own pages: no merchant, the
 // person's CSRF token.
-func personal(s *Session) *Session {
+func personal(s *dashuser.Session) *dashuser.Session {
 	v := *s
 	v.MerchantID, v.Role, v.CSRF = "", "", csrfFor(s.CSRF, "")
 	return &v
@@ -626,7 +622,7 @@ func (h *handler) signedInPerson(f personFunc) http.Handler {
 
 // personCSRF accepts the person's token or a merchant page's token of one
 // of their usable memberships.
-func (h *handler) personCSRF(s *Session, ms []*Membership, got string) bool {
+func (h *handler) personCSRF(s *dashuser.Session, ms []*dashuser.Membership, got string) bool {
 	if validCSRF(csrfFor(s.CSRF, ""), got) {
 		return true
 	}
@@ -657,7 +653,7 @@ func refuse(k errkind.Kind, msg string) error { return &pageError{errkind.New(k,
 
 var errNotFound = refuse(errkind.NotFound, "Not found.")
 
-func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *Session, err error) {
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *dashuser.Session, err error) {
 	var se *pageError
 	if !errors.As(err, &se) {
 		httpapi.Logger(r.Context()).Error("dashboard error", "error", err.Error())
@@ -669,7 +665,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *Session, err e
 // render writes page name with data; s (may be nil) fills the navigation and
 // CSRF token: a merchant's pages (s.MerchantID set) get its navigation and
 // its token, the person's own pages their token.
-func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, s *Session, data map[string]any) {
+func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, s *dashuser.Session, data map[string]any) {
 	v, ok := views[name]
 	if !ok {
 		http.Error(w, "no page "+name, http.StatusInternalServerError)
@@ -681,7 +677,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	data["Session"] = s
 	if s != nil && !s.TOTPPending {
 		data["CSRF"] = s.CSRF
-		data["Admin"] = s.Role == RoleAdmin
+		data["Admin"] = s.Role == dashuser.RoleAdmin
 		if s.MerchantID != "" {
 			data["Base"] = MerchantPath(s.MerchantID, "")
 		}
@@ -736,7 +732,7 @@ func (h *handler) home(w http.ResponseWriter, r *http.Request) {
 
 // auditLog records a change. The change is already made when this runs, so
 // a failure to record it is logged loudly rather than shown as a failure.
-func (h *handler) auditLog(ctx context.Context, s *Session, action, detail string) {
+func (h *handler) auditLog(ctx context.Context, s *dashuser.Session, action, detail string) {
 	if err := Record(ctx, h.Store, s.MerchantID, s.Email, action, detail, h.Now()); err != nil {
 		httpapi.Logger(ctx).Error("audit log write failed", "action", action, "error", err.Error())
 	}
@@ -744,10 +740,10 @@ func (h *handler) auditLog(ctx context.Context, s *Session, action, detail strin
 
 // AuditStore is what Record needs.
 type AuditStore interface {
-	AppendAudit(ctx context.Context, e AuditEntry) error
+	AppendAudit(ctx context.Context, e dashuser.AuditEntry) error
 }
 
 // Record appends an audit entry (payctl uses it too).
 func Record(ctx context.Context, st AuditStore, merchantID, actor, action, detail string, now time.Time) error {
-	return st.AppendAudit(ctx, AuditEntry{MerchantID: merchantID, At: now.UTC(), Actor: actor, Action: action, Detail: detail})
+	return st.AppendAudit(ctx, dashuser.AuditEntry{MerchantID: merchantID, At: now.UTC(), Actor: actor, Action: action, Detail: detail})
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -40,8 +40,8 @@ func TestBrowserPersonWithTwoMerchantsInTwoTabs(t *testing.T) {
 		email = "ana.lima" + strconv.Itoa(anaSeq) + "@northwind-agency.example"
 	}
 	newPerson(t, email)
-	join(t, email, a.ID, dashboard.RoleAdmin)
-	join(t, email, b.ID, dashboard.RoleMember)
+	join(t, email, a.ID, dashuser.RoleAdmin)
+	join(t, email, b.ID, dashuser.RoleMember)
 	invite(t, c, email, time.Now()) // and Cedar Street Café has invited her
 	inA := newBrowser(t, a.ID, email)
 	inB, inC := inA.in(b.ID), inA.in(c.ID)
@@ -119,7 +119,7 @@ func TestBrowserPersonWithTwoMerchantsInTwoTabs(t *testing.T) {
 
 	// B's admin removes the person from B: tab 1 (at B) loses B on its next
 	// page; tab 2 (at A) works on.
-	bAdmin := newUser(t, b, dashboard.RoleAdmin)
+	bAdmin := newUser(t, b, dashuser.RoleAdmin)
 	bAdmin.mustSignIn()
 	if p := bAdmin.remove(inA.email); p.status != http.StatusOK {
 		t.Fatalf("remove: %d", p.status)

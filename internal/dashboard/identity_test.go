@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -24,8 +25,8 @@ import (
 // and each merchant's audit log records what the person did there.
 func TestOnePersonSignsInOnceAndWorksInTwoMerchants(t *testing.T) {
 	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
-	tabA := newUser(t, a, dashboard.RoleAdmin)
-	join(t, tabA.email, b.ID, dashboard.RoleAdmin)
+	tabA := newUser(t, a, dashuser.RoleAdmin)
+	join(t, tabA.email, b.ID, dashuser.RoleAdmin)
 	tabB := tabA.in(b.ID)
 	if p := tabA.signIn(password); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/merchants" {
 		t.Fatalf("sign-in of a person of two merchants: %d %s", p.status, p.header.Get("Location"))
@@ -122,7 +123,7 @@ func TestOnePersonSignsInOnceAndWorksInTwoMerchants(t *testing.T) {
 // session: never a 5xx, one membership, one audit entry.
 func TestThirtyAcceptancesAtOnceJoinOnce(t *testing.T) {
 	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
-	u := newUser(t, b, dashboard.RoleMember)
+	u := newUser(t, b, dashuser.RoleMember)
 	invite(t, a, u.email, time.Now())
 	u.mustSignIn()
 	pick := u.get("/dashboard/merchants")
@@ -140,7 +141,7 @@ func TestThirtyAcceptancesAtOnceJoinOnce(t *testing.T) {
 			t.Errorf("acceptance %d: %d %s", i, p.status, p.header.Get("Location"))
 		}
 	}
-	if m, err := membership(t, a.ID, u.email); err != nil || !m.Usable() || m.Role != dashboard.RoleMember {
+	if m, err := membership(t, a.ID, u.email); err != nil || !m.Usable() || m.Role != dashuser.RoleMember {
 		t.Fatalf("membership after 30 acceptances: %+v %v", m, err)
 	}
 	if p := u.in(a.ID).get("/dashboard/payments"); p.status != http.StatusOK {
@@ -163,9 +164,9 @@ func TestThirtyAcceptancesAtOnceJoinOnce(t *testing.T) {
 // brings the membership back, and the person's next request is 404.
 func TestAcceptancesRacingAWithdrawalNeverOutliveIt(t *testing.T) {
 	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
-	admin := newUser(t, a, dashboard.RoleAdmin)
+	admin := newUser(t, a, dashuser.RoleAdmin)
 	admin.mustSignIn()
-	u := newUser(t, b, dashboard.RoleMember)
+	u := newUser(t, b, dashuser.RoleMember)
 	invite(t, a, u.email, time.Now())
 	u.mustSignIn()
 	accept := url.Values{"csrf": {csrfOf(t, u.get("/dashboard/merchants"))}, "merchant": {a.ID}}
@@ -212,8 +213,8 @@ func TestFirstSignInsAtOnceProveOnePassword(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		testenv.Seeded(t, "unproven membership", st.SaveMemberships(context.Background(), nil, &dashboard.Membership{Email: email,
-			MerchantID: x.m, Role: dashboard.RoleAdmin, State: dashboard.StateUnproven, LegacyHash: hash, CreatedAt: now, UpdatedAt: now}))
+		testenv.Seeded(t, "unproven membership", st.SaveMemberships(context.Background(), nil, &dashuser.Membership{Email: email,
+			MerchantID: x.m, Role: dashuser.RoleAdmin, State: dashuser.StateUnproven, LegacyHash: hash, CreatedAt: now, UpdatedAt: now}))
 	}
 	u := newBrowser(t, a.ID, email)
 	pws := make([]string, burst)
@@ -261,9 +262,9 @@ func TestFirstSignInsAtOnceProveOnePassword(t *testing.T) {
 	usableN, unprovenN := 0, 0
 	for _, m := range ms {
 		switch m.State {
-		case dashboard.StateActive:
+		case dashuser.StateActive:
 			usableN++
-		case dashboard.StateUnproven:
+		case dashuser.StateUnproven:
 			unprovenN++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/mail"
@@ -61,7 +62,7 @@ var errNoMailer = refuse(errkind.Unavailable, "This service has no invitation e-
 // 503 saying so, and the audit log records it: the invitation stays, with
 // a link nobody holds, and inviting again (the users page's "Send again")
 // issues and sends a new one, voiding the unsent link.
-func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	if h.Mailer == nil {
 		return h.usersRefusing(w, r, s, errNoMailer)
 	}
@@ -92,7 +93,7 @@ func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *Session) err
 
 // usersRefusing shows the users page with a refusal (its kind's status);
 // any other error is the service's failure.
-func (h *handler) usersRefusing(w http.ResponseWriter, r *http.Request, s *Session, err error) error {
+func (h *handler) usersRefusing(w http.ResponseWriter, r *http.Request, s *dashuser.Session, err error) error {
 	var se *pageError
 	if !errors.As(err, &se) {
 		return err

@@ -16,6 +16,7 @@ import (
 
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/mail"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -57,7 +58,7 @@ func TestAnInvitationWhoseEmailFailsSaysSoAndSendsAgain(t *testing.T) {
 		d.Mailer = mailer
 		d.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	})
-	admin := newUser(t, m, dashboard.RoleAdmin)
+	admin := newUser(t, m, dashuser.RoleAdmin)
 	admin.base = base
 	admin.mustSignIn()
 	email := "unsent." + strings.ToLower(m.ID) + "@shop.example"
@@ -74,7 +75,7 @@ func TestAnInvitationWhoseEmailFailsSaysSoAndSendsAgain(t *testing.T) {
 	if unsent == "" {
 		t.Fatalf("the unsent e-mail holds no link:\n%s", mailer.unsent[0].Text)
 	}
-	if got, err := testenv.Stack(t).Store.Membership(context.Background(), email, m.ID); err != nil || got.State != dashboard.StateInvited {
+	if got, err := testenv.Stack(t).Store.Membership(context.Background(), email, m.ID); err != nil || got.State != dashuser.StateInvited {
 		t.Fatalf("the invitation is not kept: %+v %v", got, err)
 	}
 	if !strings.Contains(logs.String(), "invitation e-mail not sent") || strings.Contains(logs.String(), "set-password") {
@@ -132,7 +133,7 @@ func TestAHangingMailerAnswersBeforeTheDeadline(t *testing.T) {
 			h.ServeHTTP(w, r.WithContext(ctx))
 		})
 	})
-	admin := newUser(t, m, dashboard.RoleAdmin)
+	admin := newUser(t, m, dashuser.RoleAdmin)
 	admin.base = base
 	admin.mustSignIn()
 	form := url.Values{"csrf": {csrfOf(t, admin.get("/dashboard/users"))}, "email": {"hang." + strings.ToLower(m.ID) + "@shop.example"}, "role": {"member"}}
@@ -149,7 +150,7 @@ func TestNoMailerNoInvitation(t *testing.T) {
 	c := newClock()
 	m := testenv.NewMerchant(t)
 	base := clockedDashboardWith(t, c, func(d *dashboard.Deps) { d.Mailer = nil })
-	admin := newUser(t, m, dashboard.RoleAdmin)
+	admin := newUser(t, m, dashuser.RoleAdmin)
 	admin.base = base
 	admin.mustSignIn()
 	email := "nomail." + strings.ToLower(m.ID) + "@shop.example"
@@ -169,7 +170,7 @@ func TestNoMailerNoInvitation(t *testing.T) {
 func TestBrowserInvitationGoesToTheMailboxOnly(t *testing.T) {
 	base := testenv.Stack(t).Info.APIBase
 	m := testenv.NewMerchant(t)
-	admin := newUser(t, m, dashboard.RoleAdmin)
+	admin := newUser(t, m, dashuser.RoleAdmin)
 	email := "mailed." + strings.ToLower(m.ID) + "@shop.example"
 
 	tab := bt.New(t)

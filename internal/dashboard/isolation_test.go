@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -43,15 +44,15 @@ func payH2H(t *testing.T, m testenv.Merchant, ref string, extra ...string) (int6
 // address (a person who is not its member): 404, and nothing changes.
 func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	a, b := testenv.NewMerchant(t), testenv.NewMerchant(t)
-	ua := newUser(t, a, dashboard.RoleAdmin)
-	ub := newUser(t, b, dashboard.RoleAdmin)
-	ub2 := newUser(t, b, dashboard.RoleMember) // a person of B's whom A invites too
+	ua := newUser(t, a, dashuser.RoleAdmin)
+	ub := newUser(t, b, dashuser.RoleAdmin)
+	ub2 := newUser(t, b, dashuser.RoleMember) // a person of B's whom A invites too
 	ua.mustSignIn()
-	bRef := "iso-b-" + dashboard.NewToken()[:12]
+	bRef := "iso-b-" + dashuser.NewToken()[:12]
 	bReq, bTx := payH2H(t, b, bRef)
 	bReqS, bTxS := strconv.FormatInt(bReq, 10), strconv.FormatInt(bTx, 10)
 	// The same searches find A's own payment: the list is not empty by accident.
-	aRef := "iso-a-" + dashboard.NewToken()[:12]
+	aRef := "iso-a-" + dashuser.NewToken()[:12]
 	aReq, _ := payH2H(t, a, aRef)
 	if p := ua.get("/dashboard/payments?ref=" + aRef); !strings.Contains(p.body, "/payments/"+strconv.FormatInt(aReq, 10)) {
 		t.Fatalf("A's own payment is not listed:\n%s", p.body)
@@ -175,10 +176,10 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	if tx.Refund != nil {
 		t.Error("B's transaction was refunded")
 	}
-	if m, err := store.Membership(context.Background(), ub.email, b.ID); err != nil || !m.Usable() || m.Role != dashboard.RoleAdmin {
+	if m, err := store.Membership(context.Background(), ub.email, b.ID); err != nil || !m.Usable() || m.Role != dashuser.RoleAdmin {
 		t.Errorf("B's admin changed: %+v %v", m, err)
 	}
-	if m, err := store.Membership(context.Background(), ub2.email, b.ID); err != nil || !m.Usable() || m.Role != dashboard.RoleMember {
+	if m, err := store.Membership(context.Background(), ub2.email, b.ID); err != nil || !m.Usable() || m.Role != dashuser.RoleMember {
 		t.Errorf("B's member whom A invited changed: %+v %v", m, err)
 	}
 	if id, _, err := store.Identity(context.Background(), ub2.email); err != nil || id.Version != idBefore.Version || id.PasswordHash != idBefore.PasswordHash {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/testenv"
@@ -40,7 +40,7 @@ var untilRE = regexp.MustCompile(`until (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC) at 
 // refuses it; an instance that had not cached it refuses it at once.
 func TestOldAPIKeyWorksDuringTheCacheGraceAndIsRefusedAfter(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	reqID, _ := payH2H(t, m, "grace-"+dashboard.NewToken()[:10])
+	reqID, _ := payH2H(t, m, "grace-"+dashuser.NewToken()[:10])
 	c := newClock()
 	warm := merchantAPI(t, c)
 	status := func(base, key string) int {
@@ -52,7 +52,7 @@ func TestOldAPIKeyWorksDuringTheCacheGraceAndIsRefusedAfter(t *testing.T) {
 	}
 	cachedAt := c.Now()
 
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	p := u.post("/dashboard/profile/api-key", url.Values{"csrf": {csrfOf(t, u.get("/dashboard/profile"))}})
 	km, um := newKeyRE.FindStringSubmatch(p.body), untilRE.FindStringSubmatch(p.body)

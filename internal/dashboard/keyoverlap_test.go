@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/testenv"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // rotateKey rotates m's API key in the dashboard as admin u with overlap
@@ -39,7 +39,7 @@ var previousUntilRE = regexp.MustCompile(`id="previous-key-until">([^<]+)<`)
 // the overlap). The profile shows both keys and the old key's end.
 func TestRotatedKeyWorksForItsOverlapAndNotAfter(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	reqID, _ := payH2H(t, m, "overlap-"+dashboard.NewToken()[:10])
+	reqID, _ := payH2H(t, m, "overlap-"+dashuser.NewToken()[:10])
 	status := func(base, key string) int {
 		t.Helper()
 		return testenv.Do(t, "GET", base+"/payment-requests/status/"+strconv.FormatInt(reqID, 10), key, nil).Status
@@ -49,7 +49,7 @@ func TestRotatedKeyWorksForItsOverlapAndNotAfter(t *testing.T) {
 	if got := status(warm, m.APIKey); got != http.StatusOK {
 		t.Fatalf("old key before the rotation: %d", got)
 	}
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	rotatedAt := time.Now()
 	newKey, p := rotateKey(t, u, "1h")
@@ -105,12 +105,12 @@ func TestRotatedKeyWorksForItsOverlapAndNotAfter(t *testing.T) {
 // the earlier previous key at once, and no overlap means none.
 func TestEndedKeyStopsWithinTheCacheTime(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	reqID, _ := payH2H(t, m, "ended-"+dashboard.NewToken()[:10])
+	reqID, _ := payH2H(t, m, "ended-"+dashuser.NewToken()[:10])
 	status := func(base, key string) int {
 		t.Helper()
 		return testenv.Do(t, "GET", base+"/payment-requests/status/"+strconv.FormatInt(reqID, 10), key, nil).Status
 	}
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	second, _ := rotateKey(t, u, "24h")
 	warmClock := newClock()
@@ -213,7 +213,7 @@ var secretShownRE = regexp.MustCompile(`id="webhook-secret">([^<]+)<`)
 func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 	hooks := newHookRecorder(t)
 	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.NotifyURL = hooks.srv.URL + "/n" })
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	p := u.post("/dashboard/profile/webhook-secret", url.Values{"csrf": {csrfOf(t, u.get("/dashboard/profile"))}, "action": {"rotate"}, "overlap": {"24h"}})
 	sm := secretShownRE.FindStringSubmatch(p.body)
@@ -224,21 +224,21 @@ func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 	// The API key rotated with an overlap too: X-Signature takes the new key.
 	newKey, _ := rotateKey(t, u, "1h")
 
-	reqID, _ := payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-overlap-"+dashboard.NewToken()[:8])
+	reqID, _ := payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-overlap-"+dashuser.NewToken()[:8])
 	h, body := hooks.wait(t, reqID)
-	entries := strings.Fields(h.Get(notify.HeaderWebhookSignature))
+	entries := strings.Fields(h.Get(webhook.HeaderWebhookSignature))
 	if len(entries) != 2 {
-		t.Fatalf("webhook-signature during the overlap: %q, want two entries", h.Get(notify.HeaderWebhookSignature))
+		t.Fatalf("webhook-signature during the overlap: %q, want two entries", h.Get(webhook.HeaderWebhookSignature))
 	}
 	for name, secret := range map[string]string{"old": oldSecret, "new": newSecret} {
-		if err := notify.VerifyStandardWebhook(h, body, secret, time.Now(), 0); err != nil {
+		if err := webhook.VerifyStandardWebhook(h, body, secret, time.Now(), 0); err != nil {
 			t.Errorf("the %s secret does not verify during the overlap: %v", name, err)
 		}
 	}
-	if !notify.VerifyXSignature(body, h.Get(notify.HeaderXSignature), newKey) {
+	if !webhook.VerifyXSignature(body, h.Get(webhook.HeaderXSignature), newKey) {
 		t.Error("X-Signature is not keyed by the current API key")
 	}
-	if notify.VerifyXSignature(body, h.Get(notify.HeaderXSignature), m.APIKey) {
+	if webhook.VerifyXSignature(body, h.Get(webhook.HeaderXSignature), m.APIKey) {
 		t.Error("X-Signature is keyed by the rotated-out key")
 	}
 
@@ -246,15 +246,15 @@ func TestRotatedWebhookSecretSignsWithBothDuringTheOverlap(t *testing.T) {
 	if p.status != http.StatusOK || strings.Contains(p.body, `id="previous-secret"`) {
 		t.Fatalf("stop the previous secret: %d", p.status)
 	}
-	reqID, _ = payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-ended-"+dashboard.NewToken()[:8])
+	reqID, _ = payH2H(t, testenv.Merchant{Merchant: m.Merchant, APIKey: newKey}, "secret-ended-"+dashuser.NewToken()[:8])
 	h, body = hooks.wait(t, reqID)
-	if n := len(strings.Fields(h.Get(notify.HeaderWebhookSignature))); n != 1 {
+	if n := len(strings.Fields(h.Get(webhook.HeaderWebhookSignature))); n != 1 {
 		t.Errorf("webhook-signature after the overlap ended: %d entries", n)
 	}
-	if err := notify.VerifyStandardWebhook(h, body, oldSecret, time.Now(), 0); err == nil {
+	if err := webhook.VerifyStandardWebhook(h, body, oldSecret, time.Now(), 0); err == nil {
 		t.Error("the old secret still verifies after the overlap ended")
 	}
-	if err := notify.VerifyStandardWebhook(h, body, newSecret, time.Now(), 0); err != nil {
+	if err := webhook.VerifyStandardWebhook(h, body, newSecret, time.Now(), 0); err != nil {
 		t.Errorf("the new secret: %v", err)
 	}
 	audit := u.get("/dashboard/audit").body

@@ -2,42 +2,7 @@ package dashboard
 
 import (
 	"time"
-
-	"github.com/payreq/payreq/internal/dashuser"
-	"github.com/payreq/payreq/internal/payment"
 )
-
-// The dashboard's records are domain types (package dashuser), so the
-// storage that keeps them imports no handler; the names stay here for the
-// dashboard's own code.
-const (
-	RoleAdmin     = dashuser.RoleAdmin
-	RoleMember    = dashuser.RoleMember
-	StateActive   = dashuser.StateActive
-	StateInvited  = dashuser.StateInvited
-	StateUnproven = dashuser.StateUnproven
-	LinkInvite    = dashuser.LinkInvite
-	LinkReset     = dashuser.LinkReset
-)
-
-type (
-	Identity   = dashuser.Identity
-	Membership = dashuser.Membership
-	Session    = dashuser.Session
-	Invite     = dashuser.Invite
-	AuditEntry = dashuser.AuditEntry
-	// PaymentQuery selects a merchant's payment requests (payment.Query).
-	PaymentQuery = payment.Query
-)
-
-// NormalizeEmail lower-cases and checks an address (dashuser.NormalizeEmail).
-func NormalizeEmail(s string) (string, bool) { return dashuser.NormalizeEmail(s) }
-
-// NewToken returns 256 random bits, URL-safe (dashuser.NewToken).
-func NewToken() string { return dashuser.NewToken() }
-
-// HashToken is the stored handle of a session id or invite token (dashuser.HashToken).
-func HashToken(t string) string { return dashuser.HashToken(t) }
 
 // Delivery is one notification attempt as the dashboard shows it.
 type Delivery struct {

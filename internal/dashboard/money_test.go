@@ -9,6 +9,7 @@ import (
 
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -58,7 +59,7 @@ func TestViewerLocale(t *testing.T) {
 // the currency's digits and the unit in its own column.
 func TestBrowserMoneyInTheViewersLocale(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	eur := payCard(t, m, "12.5", "EUR", cardApproved)
 	jpy := payCard(t, m, "1500", "JPY", cardApproved)
 	kwd := payCard(t, m, "1.23", "KWD", cardApproved)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -16,7 +16,7 @@ import (
 // international name is saved in punycode.
 func TestBrowserProfileRefusesOriginsThatAreNotOrigins(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	tab := bt.New(t)
 	signInTab(t, tab, u)
 	st := testenv.Stack(t).Store

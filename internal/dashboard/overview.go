@@ -11,6 +11,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -20,18 +21,10 @@ import (
 // view is one Query of at most 30 days × currencies small items, however
 // many payments the period had.
 
-// Bucket is an hour or a UTC day of one currency's settled payments;
-// MethodPart the approved part of one method (internal/payment's types, as
-// the store returns them).
-type (
-	Bucket     = payment.OverviewBucket
-	MethodPart = payment.OverviewMethod
-)
-
 // OverviewSource reads the aggregates (internal/dynamo, wired in internal/wire).
 type OverviewSource interface {
 	// Buckets are the merchant's hours (hourly) or days from..to, every currency.
-	Buckets(ctx context.Context, merchantID string, from, to time.Time, hourly bool) ([]Bucket, error)
+	Buckets(ctx context.Context, merchantID string, from, to time.Time, hourly bool) ([]payment.OverviewBucket, error)
 	// NotificationProblems counts the merchant's notifications whose
 	// delivery is failing (retries scheduled) and those parked in the DLQ.
 	NotificationProblems(ctx context.Context, merchantID string) (failing, dlq int, err error)
@@ -63,7 +56,7 @@ type codeCount struct {
 
 type methodRow struct {
 	Method string
-	MethodPart
+	payment.OverviewMethod
 }
 
 // overviewData is what the page shows for one period and currency.
@@ -102,7 +95,7 @@ func window(period string, now time.Time) (from, to time.Time, hourly bool) {
 }
 
 // summarize folds the buckets of one currency into the page's numbers.
-func summarize(bs []Bucket, period, unit string, from, to time.Time, hourly bool) overviewData {
+func summarize(bs []payment.OverviewBucket, period, unit string, from, to time.Time, hourly bool) overviewData {
 	d := overviewData{Period: period, Unit: unit, From: from, To: to, RatePermille: -1}
 	step, label, title := 24*time.Hour, "01-02", "2006-01-02"
 	if hourly {
@@ -114,7 +107,7 @@ func summarize(bs []Bucket, period, unit string, from, to time.Time, hourly bool
 		d.Slots = append(d.Slots, slot{Label: t.Format(label), Title: t.Format(title)})
 	}
 	declines := map[string]int64{}
-	methods := map[string]MethodPart{}
+	methods := map[string]payment.OverviewMethod{}
 	volumes := map[string]decimal.Decimal{}
 	for _, b := range bs {
 		volumes[b.Unit] = volumes[b.Unit].Add(b.Volume)
@@ -138,7 +131,7 @@ func summarize(bs []Bucket, period, unit string, from, to time.Time, hourly bool
 		}
 		for m, p := range b.Methods {
 			q := methods[m]
-			methods[m] = MethodPart{Count: q.Count + p.Count, Volume: q.Volume.Add(p.Volume)}
+			methods[m] = payment.OverviewMethod{Count: q.Count + p.Count, Volume: q.Volume.Add(p.Volume)}
 		}
 	}
 	// Currencies by volume, then code: the first is the default.
@@ -165,7 +158,7 @@ func summarize(bs []Bucket, period, unit string, from, to time.Time, hourly bool
 		return strings.Compare(a.Code, b.Code)
 	})
 	for m, p := range methods {
-		d.Methods = append(d.Methods, methodRow{Method: m, MethodPart: p})
+		d.Methods = append(d.Methods, methodRow{Method: m, OverviewMethod: p})
 	}
 	slices.SortFunc(d.Methods, func(a, b methodRow) int {
 		if c := b.Volume.Cmp(a.Volume); c != 0 {
@@ -178,7 +171,7 @@ func summarize(bs []Bucket, period, unit string, from, to time.Time, hourly bool
 
 // pickUnit is the currency asked for when the period has it or it is a
 // known code, else the period's largest.
-func pickUnit(asked string, bs []Bucket) string {
+func pickUnit(asked string, bs []payment.OverviewBucket) string {
 	vol := map[string]decimal.Decimal{}
 	for _, b := range bs {
 		vol[b.Unit] = vol[b.Unit].Add(b.Volume)
@@ -201,7 +194,7 @@ func pickUnit(asked string, bs []Bucket) string {
 	return best
 }
 
-func (h *handler) overview(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) overview(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	if h.Overview == nil {
 		return refuse(errkind.NotFound, "The overview is not configured.")
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/payreq/payreq/internal/dashboard"
-	"github.com/payreq/payreq/internal/dynamo"
+	"github.com/payreq/payreq/internal/dashuser"
+	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -46,7 +46,7 @@ var (
 func seedOverviewBench(b *testing.B) *user {
 	benchOnce.Do(func() {
 		m := testenv.NewMerchant(b)
-		u := newUser(b, m, dashboard.RoleMember)
+		u := newUser(b, m, dashuser.RoleMember)
 		st := testenv.Stack(b).Store
 		ctx := context.Background()
 		now := time.Now().UTC()
@@ -114,14 +114,14 @@ func seedOverviewBench(b *testing.B) *user {
 
 // fakeBucket is n payments of one hour or day: 9 in 10 approved at 25.00
 // (card and wallet), the rest declined with 005, 006 or 999.
-func fakeBucket(start time.Time, unit string, n int, hourly bool) dynamo.OverviewBucket {
+func fakeBucket(start time.Time, unit string, n int, hourly bool) payment.OverviewBucket {
 	ap := int64(n - n/10)
 	de := int64(n / 10)
 	card := ap / 2
-	return dynamo.OverviewBucket{Start: start, Hourly: hourly, Unit: unit, Approved: ap, Declined: de,
+	return payment.OverviewBucket{Start: start, Hourly: hourly, Unit: unit, Approved: ap, Declined: de,
 		Volume:   decimal.NewFromInt(25 * ap),
 		Declines: map[string]int64{"005": de / 3, "006": de / 3, "999": de - 2*(de/3)},
-		Methods: map[string]dynamo.OverviewMethod{"card": {Count: card, Volume: decimal.NewFromInt(25 * card)},
+		Methods: map[string]payment.OverviewMethod{"card": {Count: card, Volume: decimal.NewFromInt(25 * card)},
 			"wallet": {Count: ap - card, Volume: decimal.NewFromInt(25 * (ap - card))}}}
 }
 

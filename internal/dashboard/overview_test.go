@@ -17,7 +17,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
@@ -97,7 +97,7 @@ func waitOverview(t *testing.T, u *user, path string, ready func(overviewNumbers
 func TestBrowserOverviewMatchesThePaymentsMade(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	other := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.mustSignIn()
 	base := testenv.Stack(t).Info.APIBase
 
@@ -220,7 +220,7 @@ func checkOverview(t *testing.T, name string, got, want overviewNumbers) {
 // transactions (each twice) add nothing.
 func TestConcurrentAndRedeliveredSettlesCountOnce(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	const n = 30
 	paidAll := make([]paid, n)
@@ -307,7 +307,7 @@ func TestOverviewShowsFailingNotifications(t *testing.T) {
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
 	t.Cleanup(down.Close)
 	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.NotifyURL = down.URL + "/hook" })
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.mustSignIn()
 	if p := u.get("/dashboard/overview"); !strings.Contains(p.body, `<dd id="notify-failing"><data class="count" value="0">`) {
 		t.Fatalf("a new merchant has failing notifications:\n%.2000s", p.body)
@@ -328,7 +328,7 @@ func TestOverviewShowsFailingNotifications(t *testing.T) {
 // The payment's page shows its dispute.
 func TestOverviewShowsOpenDisputes(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.mustSignIn()
 	if p := u.get("/dashboard/overview"); !strings.Contains(p.body, `id="kpi-disputes"><data class="count" value="0">`) {
 		t.Fatalf("a new merchant has open disputes:\n%.3000s", p.body)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
@@ -21,7 +22,7 @@ import (
 
 // ---- profile ----
 
-func (h *handler) merchantOf(r *http.Request, s *Session) (*merchant.Merchant, error) {
+func (h *handler) merchantOf(r *http.Request, s *dashuser.Session) (*merchant.Merchant, error) {
 	m, err := h.Store.Merchant(r.Context(), s.MerchantID)
 	if err != nil && h.IsNotFound(err) {
 		return nil, errNotFound
@@ -29,11 +30,11 @@ func (h *handler) merchantOf(r *http.Request, s *Session) (*merchant.Merchant, e
 	return m, err
 }
 
-func (h *handler) profile(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) profile(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	return h.renderProfile(w, r, s, http.StatusOK, map[string]any{})
 }
 
-func (h *handler) renderProfile(w http.ResponseWriter, r *http.Request, s *Session, status int, data map[string]any) error {
+func (h *handler) renderProfile(w http.ResponseWriter, r *http.Request, s *dashuser.Session, status int, data map[string]any) error {
 	m, err := h.merchantOf(r, s)
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func (h *handler) renderProfile(w http.ResponseWriter, r *http.Request, s *Sessi
 
 // updateMerchant applies change with optimistic locking, retrying when
 // another change (payctl, another admin) landed in between.
-func (h *handler) updateMerchant(r *http.Request, s *Session, change func(*merchant.Merchant) error) (*merchant.Merchant, error) {
+func (h *handler) updateMerchant(r *http.Request, s *dashuser.Session, change func(*merchant.Merchant) error) (*merchant.Merchant, error) {
 	for range 5 {
 		m, err := h.merchantOf(r, s)
 		if err != nil {
@@ -90,7 +91,7 @@ func (h *handler) updateMerchant(r *http.Request, s *Session, change func(*merch
 	return nil, refuse(errkind.Conflict, "The settings changed concurrently too often; try again.")
 }
 
-func (h *handler) saveProfile(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) saveProfile(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	var changed []string
 	var invalid error
 	_, err := h.updateMerchant(r, s, func(m *merchant.Merchant) error {
@@ -147,7 +148,7 @@ func (h *handler) saveProfile(w http.ResponseWriter, r *http.Request, s *Session
 // an overlap the old one is refused at once by an API instance that looks
 // it up, and at the latest after apikey.DefaultTTL by one that had it
 // cached; ending an overlap early takes as long.
-func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	now := h.Now()
 	if r.PostFormValue("action") == "end-previous" {
 		var ended string
@@ -201,7 +202,7 @@ func (h *handler) rotateKey(w http.ResponseWriter, r *http.Request, s *Session) 
 		"OldKeyUntil": until, "Overlap": overlap})
 }
 
-func (h *handler) webhookSecret(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) webhookSecret(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	now := h.Now()
 	switch r.PostFormValue("action") {
 	case "reveal":
@@ -257,7 +258,7 @@ func (h *handler) webhookSecret(w http.ResponseWriter, r *http.Request, s *Sessi
 	return refuse(errkind.Invalid, "Unknown action.")
 }
 
-func (h *handler) sftp(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) sftp(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	var err error
 	var detail, notice string
 	switch r.PostFormValue("action") {
@@ -310,10 +311,10 @@ func BadInput(msg string) error { return refuse(errkind.Invalid, msg) }
 
 const pageSize = 25
 
-func (h *handler) paymentQuery(r *http.Request, s *Session) (PaymentQuery, map[string]string, error) {
+func (h *handler) paymentQuery(r *http.Request, s *dashuser.Session) (payment.Query, map[string]string, error) {
 	q := r.URL.Query()
 	f := map[string]string{"status": q.Get("status"), "from": q.Get("from"), "to": q.Get("to"), "ref": q.Get("ref")}
-	pq := PaymentQuery{MerchantID: s.MerchantID, Reference: strings.TrimSpace(q.Get("ref")), Cursor: q.Get("cursor"), Limit: pageSize}
+	pq := payment.Query{MerchantID: s.MerchantID, Reference: strings.TrimSpace(q.Get("ref")), Cursor: q.Get("cursor"), Limit: pageSize}
 	if v := f["status"]; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 3 {
@@ -370,7 +371,7 @@ func rowOf(p *payment.Request) paymentRow {
 	return row
 }
 
-func (h *handler) payments(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) payments(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	pq, f, err := h.paymentQuery(r, s)
 	if err != nil {
 		return err
@@ -409,7 +410,7 @@ func (h *handler) payments(w http.ResponseWriter, r *http.Request, s *Session) e
 // maxExport bounds one CSV export.
 const maxExport = 10000
 
-func (h *handler) exportPayments(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) exportPayments(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	pq, _, err := h.paymentQuery(r, s)
 	if err != nil {
 		return err
@@ -457,7 +458,7 @@ func csvSafe(s string) string {
 
 // requestOf loads a payment request of the page's merchant; another
 // merchant's is not found.
-func (h *handler) requestOf(r *http.Request, s *Session) (*payment.Request, error) {
+func (h *handler) requestOf(r *http.Request, s *dashuser.Session) (*payment.Request, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		return nil, errNotFound
@@ -476,11 +477,11 @@ type txRow struct {
 	RefundInfo string
 }
 
-func (h *handler) paymentDetail(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) paymentDetail(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	return h.renderDetail(w, r, s, http.StatusOK, map[string]any{})
 }
 
-func (h *handler) renderDetail(w http.ResponseWriter, r *http.Request, s *Session, status int, data map[string]any) error {
+func (h *handler) renderDetail(w http.ResponseWriter, r *http.Request, s *dashuser.Session, status int, data map[string]any) error {
 	p, err := h.requestOf(r, s)
 	if err != nil {
 		return err
@@ -520,7 +521,7 @@ func (h *handler) renderDetail(w http.ResponseWriter, r *http.Request, s *Sessio
 	return nil
 }
 
-func (h *handler) redeliver(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) redeliver(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	p, err := h.requestOf(r, s)
 	if err != nil {
 		return err
@@ -536,7 +537,7 @@ func (h *handler) redeliver(w http.ResponseWriter, r *http.Request, s *Session) 
 }
 
 // txOf finds transaction tx (form or query value) of the request of r.
-func (h *handler) txOf(r *http.Request, s *Session, raw string) (*payment.Request, *payment.Transaction, error) {
+func (h *handler) txOf(r *http.Request, s *dashuser.Session, raw string) (*payment.Request, *payment.Transaction, error) {
 	p, err := h.requestOf(r, s)
 	if err != nil {
 		return nil, nil, err
@@ -557,7 +558,7 @@ func (h *handler) txOf(r *http.Request, s *Session, raw string) (*payment.Reques
 	return nil, nil, errNotFound
 }
 
-func (h *handler) refundConfirm(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) refundConfirm(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	p, t, err := h.txOf(r, s, r.URL.Query().Get("tx"))
 	if err != nil {
 		return err
@@ -566,7 +567,7 @@ func (h *handler) refundConfirm(w http.ResponseWriter, r *http.Request, s *Sessi
 	return nil
 }
 
-func (h *handler) refund(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) refund(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	p, t, err := h.txOf(r, s, r.PostFormValue("tx"))
 	if err != nil {
 		return err
@@ -595,7 +596,7 @@ func (h *handler) refund(w http.ResponseWriter, r *http.Request, s *Session) err
 
 // ---- batches ----
 
-func (h *handler) batches(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) batches(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	b, err := h.Ops.Batches(r.Context(), s.MerchantID)
 	if err != nil {
 		return err
@@ -604,7 +605,7 @@ func (h *handler) batches(w http.ResponseWriter, r *http.Request, s *Session) er
 	return nil
 }
 
-func (h *handler) batchResult(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) batchResult(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	file := r.URL.Query().Get("file")
 	if file == "" || strings.ContainsAny(file, "/\\") || strings.HasPrefix(file, ".") {
 		return errNotFound
@@ -625,11 +626,11 @@ func (h *handler) batchResult(w http.ResponseWriter, r *http.Request, s *Session
 
 // ---- users and audit ----
 
-func (h *handler) users(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) users(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	return h.renderUsers(w, r, s, http.StatusOK, map[string]any{})
 }
 
-func (h *handler) renderUsers(w http.ResponseWriter, r *http.Request, s *Session, status int, data map[string]any) error {
+func (h *handler) renderUsers(w http.ResponseWriter, r *http.Request, s *dashuser.Session, status int, data map[string]any) error {
 	ms, err := h.Store.Members(r.Context(), s.MerchantID)
 	if err != nil {
 		return err
@@ -640,7 +641,7 @@ func (h *handler) renderUsers(w http.ResponseWriter, r *http.Request, s *Session
 	return nil
 }
 
-func (h *handler) audit(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) audit(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	e, err := h.Store.AuditEntries(r.Context(), s.MerchantID, 200)
 	if err != nil {
 		return err

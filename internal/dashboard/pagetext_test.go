@@ -10,6 +10,7 @@ import (
 
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -24,10 +25,10 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	stack := testenv.Stack(t)
 	base := stack.Info.APIBase
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
-	reqID, txID := payH2H(t, m, "text-"+dashboard.NewToken()[:8])
+	u := newUser(t, m, dashuser.RoleAdmin)
+	reqID, txID := payH2H(t, m, "text-"+dashuser.NewToken()[:8])
 	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, isConflict, m.ID, "text."+strings.ToLower(m.ID)+"@shop.example",
-		dashboard.RoleMember, "test", base, time.Now())
+		dashuser.RoleMember, "test", base, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

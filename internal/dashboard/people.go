@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 )
 
@@ -16,21 +17,21 @@ import (
 // picker lists the person's merchants: those they work for (each a link to
 // its overview, which any tab may open), open invitations, and memberships
 // carried over from per-merchant users that await their own password.
-func (h *handler) picker(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership) error {
+func (h *handler) picker(w http.ResponseWriter, r *http.Request, s *dashuser.Session, id *dashuser.Identity, ms []*dashuser.Membership) error {
 	return h.renderPicker(w, r, s, ms, http.StatusOK, nil)
 }
 
-func (h *handler) renderPicker(w http.ResponseWriter, r *http.Request, s *Session, ms []*Membership, status int, data map[string]any) error {
+func (h *handler) renderPicker(w http.ResponseWriter, r *http.Request, s *dashuser.Session, ms []*dashuser.Membership, status int, data map[string]any) error {
 	if data == nil {
 		data = map[string]any{}
 	}
 	now := h.Now()
-	var invited, unproven []*Membership
+	var invited, unproven []*dashuser.Membership
 	for _, m := range ms {
 		switch {
 		case m.Pending(now):
 			invited = append(invited, m)
-		case m.State == StateUnproven:
+		case m.State == dashuser.StateUnproven:
 			unproven = append(unproven, m)
 		}
 	}
@@ -42,7 +43,7 @@ func (h *handler) renderPicker(w http.ResponseWriter, r *http.Request, s *Sessio
 // switchMerchant is the header's switcher: it opens another merchant of
 // the person in this tab and remembers it as the one /dashboard lands on.
 // Other tabs keep theirs (the merchant is in each page's address).
-func (h *handler) switchMerchant(w http.ResponseWriter, r *http.Request, s *Session, _ *Identity, ms []*Membership) error {
+func (h *handler) switchMerchant(w http.ResponseWriter, r *http.Request, s *dashuser.Session, _ *dashuser.Identity, ms []*dashuser.Membership) error {
 	m := membershipOf(ms, r.PostFormValue("merchant"))
 	if m == nil {
 		return errNotFound
@@ -58,9 +59,9 @@ func (h *handler) switchMerchant(w http.ResponseWriter, r *http.Request, s *Sess
 // new password: they proved theirs to sign in). The membership turns
 // active at the version read, so an invitation replaced or withdrawn
 // meanwhile is not accepted.
-func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership) error {
+func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request, s *dashuser.Session, id *dashuser.Identity, ms []*dashuser.Membership) error {
 	merchantID := r.PostFormValue("merchant")
-	var m *Membership
+	var m *dashuser.Membership
 	for _, x := range ms {
 		if x.MerchantID == merchantID {
 			m = x
@@ -74,7 +75,7 @@ func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request, s *Se
 		return refuse(errkind.NotFound, "This invitation was withdrawn, replaced or has expired. Ask the merchant's administrator for a new one.")
 	}
 	next := *m
-	next.State, next.InviteHash, next.InviteExpires, next.UpdatedAt = StateActive, "", time.Time{}, h.Now()
+	next.State, next.InviteHash, next.InviteExpires, next.UpdatedAt = dashuser.StateActive, "", time.Time{}, h.Now()
 	if err := h.Store.SaveMemberships(r.Context(), nil, &next); err != nil {
 		if h.IsConflict(err) {
 			return refuse(errkind.Conflict, "The invitation changed meanwhile. Reload the page.")
@@ -93,11 +94,11 @@ func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request, s *Se
 // whose password differed from the identity's: the person proves that
 // user's password, counted like a sign-in (one attempt on the address's
 // counter, before the check).
-func (h *handler) linkMembership(w http.ResponseWriter, r *http.Request, s *Session, id *Identity, ms []*Membership) error {
+func (h *handler) linkMembership(w http.ResponseWriter, r *http.Request, s *dashuser.Session, id *dashuser.Identity, ms []*dashuser.Membership) error {
 	merchantID := r.PostFormValue("merchant")
-	var m *Membership
+	var m *dashuser.Membership
 	for _, x := range ms {
-		if x.MerchantID == merchantID && x.State == StateUnproven {
+		if x.MerchantID == merchantID && x.State == dashuser.StateUnproven {
 			m = x
 		}
 	}
@@ -122,7 +123,7 @@ func (h *handler) linkMembership(w http.ResponseWriter, r *http.Request, s *Sess
 
 // proveOne checks pw against one unproven membership's password, as a
 // counted attempt, and activates it on success (at its version).
-func (h *handler) proveOne(ctx context.Context, email string, m *Membership, pw string) (bool, error) {
+func (h *handler) proveOne(ctx context.Context, email string, m *dashuser.Membership, pw string) (bool, error) {
 	ctx, cancel := countCtx(ctx)
 	defer cancel()
 	a, err := h.admit(ctx, email)
@@ -137,7 +138,7 @@ func (h *handler) proveOne(ctx context.Context, email string, m *Membership, pw 
 		return false, nil
 	}
 	next := *m
-	next.State, next.LegacyHash, next.LegacyTOTP, next.UpdatedAt = StateActive, "", "", h.Now()
+	next.State, next.LegacyHash, next.LegacyTOTP, next.UpdatedAt = dashuser.StateActive, "", "", h.Now()
 	if err := h.Store.SaveMemberships(ctx, nil, &next); err != nil {
 		if h.IsConflict(err) {
 			return false, nil // changed meanwhile (removed, invited again): judged on what was read

@@ -2,19 +2,20 @@ package dashboard_test
 
 import (
 	"context"
-	"github.com/payreq/payreq/internal/batch"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/batch"
+	"github.com/payreq/payreq/internal/dashuser"
+	"github.com/payreq/payreq/internal/payment"
+
 	"github.com/chromedp/chromedp"
 	"github.com/shopspring/decimal"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -33,7 +34,7 @@ func TestBrowserDashboardScreenshots(t *testing.T) {
 		shots = filepath.Join("..", "..", "docs", "img")
 	}
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	st := testenv.Stack(t).Store
 	ctx := context.Background()
 	base := testenv.Stack(t).Info.APIBase
@@ -52,9 +53,9 @@ func TestBrowserDashboardScreenshots(t *testing.T) {
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	for d := 1; d <= 6; d++ {
 		n := int64(8 + 3*d%7)
-		if err := st.SeedOverview(ctx, m.ID, dynamo.OverviewBucket{Start: today.AddDate(0, 0, -d), Unit: "EUR", Approved: n, Declined: int64(d % 3),
+		if err := st.SeedOverview(ctx, m.ID, payment.OverviewBucket{Start: today.AddDate(0, 0, -d), Unit: "EUR", Approved: n, Declined: int64(d % 3),
 			Volume: decimal.NewFromInt(n * 47).Add(decimal.RequireFromString("0.35")), Declines: map[string]int64{"005": int64(d % 3)},
-			Methods: map[string]dynamo.OverviewMethod{"card": {Count: n, Volume: decimal.NewFromInt(n * 47).Add(decimal.RequireFromString("0.35"))}}}); err != nil {
+			Methods: map[string]payment.OverviewMethod{"card": {Count: n, Volume: decimal.NewFromInt(n * 47).Add(decimal.RequireFromString("0.35"))}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

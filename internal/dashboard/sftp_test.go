@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -70,7 +70,7 @@ func sftpRun(t *testing.T, user, password, keyFile, batch string) (string, bool)
 // the same way.
 func TestSFTPPasswordAndKeysSetInTheDashboardWorkWithTheRealClient(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	const sftpPassword = "dashboard-set sftp password"
 	prof := u.get("/dashboard/profile")
@@ -139,7 +139,7 @@ func TestSFTPPasswordAndKeysSetInTheDashboardWorkWithTheRealClient(t *testing.T)
 // download it.
 func TestBatchSummaryAndResultDownload(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.mustSignIn()
 	const pw = "batch upload password"
 	hash, err := sftpauth.HashPassword(pw)
@@ -149,7 +149,7 @@ func TestBatchSummaryAndResultDownload(t *testing.T) {
 	if err := testenv.Stack(t).Store.SetSFTPPassword(context.Background(), m.ID, m.ID, hash, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	name := "orders-" + strings.ToLower(dashboard.NewToken()[:8]) + ".csv"
+	name := "orders-" + strings.ToLower(dashuser.NewToken()[:8]) + ".csv"
 	content := "Jane Doe;4111 1111 1111 1111;12/30;123;jane@example.com;4155550100;1 Main St;Springfield;IL;62701;US;10.50;USD;INV-1\n" +
 		"Joe Roe;4000 0000 0000 0002;12/30;123;joe@example.com;4155550100;1 Main St;Springfield;IL;62701;US;11.00;USD;INV-2\n" +
 		"Bad Row;4111 1111 1111 1112;13/30;12;not-an-email;123;1 Main St;Springfield;IL;62701;US;10,50;USD;INV-3\n"
@@ -191,7 +191,7 @@ func TestBatchSummaryAndResultDownload(t *testing.T) {
 	if strings.Contains(dl.body, "411111111111") || strings.Contains(dl.body, "4111 1111") {
 		t.Error("the result file carries a card number")
 	}
-	other := newUser(t, testenv.NewMerchant(t), dashboard.RoleAdmin)
+	other := newUser(t, testenv.NewMerchant(t), dashuser.RoleAdmin)
 	other.mustSignIn()
 	if p := other.get("/dashboard/batches/result?file=" + url.QueryEscape(result)); p.status != http.StatusNotFound || strings.Contains(p.body, "approved") {
 		t.Errorf("another merchant's user downloads the result: %d", p.status)

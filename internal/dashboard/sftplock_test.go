@@ -17,7 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	bt "github.com/payreq/payreq/internal/browsertest"
-	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
@@ -180,7 +180,7 @@ func TestSFTPLockoutWithTheRealClientAndTheDashboardPanel(t *testing.T) {
 		t.Fatalf("not locked: %+v", c)
 	}
 
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	tab := bt.New(t)
 	signInTab(t, tab, u)
 	bt.Navigate(t, tab, u.base+u.at("/dashboard/profile"))

@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
@@ -65,7 +67,7 @@ func newPerson(t testing.TB, email string) {
 	}
 	now := time.Now()
 	testenv.Seeded(t, "dashboard identity", testenv.Stack(t).Store.CreateIdentity(context.Background(),
-		&dashboard.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+		&dashuser.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
 }
 
 // join makes email an active member of merchantID with role.
@@ -78,8 +80,8 @@ func join(t testing.TB, email, merchantID, role string) {
 		t.Fatal(err)
 	}
 	testenv.Seeded(t, "dashboard membership", st.SaveMemberships(context.Background(), nil,
-		&dashboard.Membership{Email: email, MerchantID: merchantID, MerchantName: m.Name, Role: role,
-			State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
+		&dashuser.Membership{Email: email, MerchantID: merchantID, MerchantName: m.Name, Role: role,
+			State: dashuser.StateActive, CreatedAt: now, UpdatedAt: now}))
 }
 
 // newBrowser is a signed-out browser of the person email, working in merchantID.
@@ -194,10 +196,10 @@ const sessionCookie = "payreq_session"
 
 func TestSignInIssuesAFreshSessionIDAndSignOutEndsIt(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	// A fixation attempt: the attacker plants a session id of their own.
 	base, _ := url.Parse(u.base)
-	planted := dashboard.NewToken()
+	planted := dashuser.NewToken()
 	u.client.Jar.SetCookies(base, []*http.Cookie{{Name: sessionCookie, Value: planted, Path: "/"}})
 	p := u.signIn(password)
 	if p.status != http.StatusSeeOther {
@@ -242,10 +244,10 @@ func TestSignInIssuesAFreshSessionIDAndSignOutEndsIt(t *testing.T) {
 
 func TestEveryChangeNeedsTheSessionsCSRFToken(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	token := csrfOf(t, u.get("/dashboard/profile"))
-	other := newUser(t, testenv.NewMerchant(t), dashboard.RoleAdmin)
+	other := newUser(t, testenv.NewMerchant(t), dashuser.RoleAdmin)
 	other.mustSignIn()
 	otherToken := csrfOf(t, other.get("/dashboard/profile"))
 	form := func(csrf string) url.Values {
@@ -289,8 +291,8 @@ func alter(tok string) string {
 
 func TestRepeatedFailuresLockTheUserOutWithBackOff(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
-	for i := 1; i <= dashboard.MaxFailures; i++ {
+	u := newUser(t, m, dashuser.RoleMember)
+	for i := 1; i <= lockout.MaxFailures; i++ {
 		if p := u.signIn("wrong password " + strconv.Itoa(i)); p.status != http.StatusUnauthorized {
 			t.Fatalf("failure %d: %d", i, p.status)
 		}
@@ -301,7 +303,7 @@ func TestRepeatedFailuresLockTheUserOutWithBackOff(t *testing.T) {
 		t.Fatalf("right password while locked: %d", p.status)
 	}
 	stored := attempts(t, u)
-	if stored.Failures != dashboard.MaxFailures || time.Until(stored.LockedUntil) <= 0 || time.Until(stored.LockedUntil) > dashboard.LockFor(dashboard.MaxFailures) {
+	if stored.Failures != lockout.MaxFailures || time.Until(stored.LockedUntil) <= 0 || time.Until(stored.LockedUntil) > lockout.LockFor(lockout.MaxFailures) {
 		t.Errorf("failures %d, locked until %v", stored.Failures, stored.LockedUntil)
 	}
 	// An unknown address gets the same answer as a wrong password.
@@ -312,15 +314,15 @@ func TestRepeatedFailuresLockTheUserOutWithBackOff(t *testing.T) {
 }
 
 func TestLockForDoublesUpToAnHour(t *testing.T) {
-	if dashboard.LockFor(dashboard.MaxFailures-1) != 0 {
-		t.Error("locked before MaxFailures")
+	if lockout.LockFor(lockout.MaxFailures-1) != 0 {
+		t.Error("locked before lockout.MaxFailures")
 	}
-	prev := dashboard.LockFor(dashboard.MaxFailures)
+	prev := lockout.LockFor(lockout.MaxFailures)
 	if prev <= 0 {
-		t.Fatal("no lock at MaxFailures")
+		t.Fatal("no lock at lockout.MaxFailures")
 	}
-	for f := dashboard.MaxFailures + 1; f < dashboard.MaxFailures+12; f++ {
-		d := dashboard.LockFor(f)
+	for f := lockout.MaxFailures + 1; f < lockout.MaxFailures+12; f++ {
+		d := lockout.LockFor(f)
 		if d != min(2*prev, time.Hour) {
 			t.Errorf("failure %d: %v after %v", f, d, prev)
 		}
@@ -332,7 +334,7 @@ func TestSetPasswordLinkWorksOnceAndSignsInWithTOTP(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	s := testenv.Stack(t)
 	email := "invited." + strings.ToLower(m.ID) + "@shop.example"
-	link, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now())
+	link, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, email, dashuser.RoleAdmin, "payctl", s.Info.APIBase, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +456,7 @@ func isConflict(err error) bool { return errkind.Is(err, errkind.Conflict) }
 // by status, reference and date, and exports the filtered list as CSV.
 func TestPaymentListFiltersPagesAndExports(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.mustSignIn()
 	api := testenv.Stack(t).Info.APIBase
 	var unpaid []string
@@ -536,7 +538,7 @@ func TestPaymentListFiltersPagesAndExports(t *testing.T) {
 // link's password and can read but not change settings, keys or users.
 func TestAdminInvitesAMemberWhoCannotChangeSettings(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	admin := newUser(t, m, dashboard.RoleAdmin)
+	admin := newUser(t, m, dashuser.RoleAdmin)
 	admin.mustSignIn()
 	users := admin.get("/dashboard/users")
 	email := "member." + strings.ToLower(m.ID) + "@shop.example"
@@ -585,7 +587,7 @@ func TestAdminInvitesAMemberWhoCannotChangeSettings(t *testing.T) {
 // (sealed) secret is the new one.
 func TestWebhookSecretRevealAndRotate(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleAdmin)
+	u := newUser(t, m, dashuser.RoleAdmin)
 	u.mustSignIn()
 	secretRE := regexp.MustCompile(`id="webhook-secret">([^<]+)<`)
 	prof := u.get("/dashboard/profile")
@@ -637,7 +639,7 @@ func TestLocalStackSeedsADashboardAdmin(t *testing.T) {
 // too, and nothing on the page changes them.
 func TestProfileShowsTheMerchantsMethods(t *testing.T) {
 	m := testenv.NewMerchant(t, func(m *merchant.Merchant) { m.Methods = []int{1, 30, 44, 45, 27} })
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	u.mustSignIn()
 	prof := u.get("/dashboard/profile").body
 	i := strings.Index(prof, `id="methods"`)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
@@ -121,10 +122,10 @@ func TestSignInTimeDoesNotTellWhichUsersExist(t *testing.T) {
 	for i := range users {
 		users[i] = fmt.Sprintf("timed%d.%s@shop.example", i, strings.ToLower(m.ID))
 		now := time.Now()
-		testenv.Seeded(t, "dashboard identity", st.CreateIdentity(context.Background(), &dashboard.Identity{Email: users[i],
+		testenv.Seeded(t, "dashboard identity", st.CreateIdentity(context.Background(), &dashuser.Identity{Email: users[i],
 			PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
-		testenv.Seeded(t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashboard.Membership{Email: users[i],
-			MerchantID: m.ID, Role: dashboard.RoleMember, State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
+		testenv.Seeded(t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashuser.Membership{Email: users[i],
+			MerchantID: m.ID, Role: dashuser.RoleMember, State: dashuser.StateActive, CreatedAt: now, UpdatedAt: now}))
 	}
 	b := newBrowser(t, m.ID, "")
 	b.base = base
@@ -184,12 +185,12 @@ func (s *callLog) note(c string) {
 	s.mu.Unlock()
 }
 
-func (s *callLog) Identity(ctx context.Context, email string) (*dashboard.Identity, []*dashboard.Membership, error) {
+func (s *callLog) Identity(ctx context.Context, email string) (*dashuser.Identity, []*dashuser.Membership, error) {
 	s.note("Identity")
 	return s.Store.Identity(ctx, email)
 }
 
-func (s *callLog) UpdateIdentity(ctx context.Context, id *dashboard.Identity) error {
+func (s *callLog) UpdateIdentity(ctx context.Context, id *dashuser.Identity) error {
 	s.note("UpdateIdentity")
 	return s.Store.UpdateIdentity(ctx, id)
 }
@@ -224,7 +225,7 @@ func TestUnknownAndExistingUsersCostTheSameWork(t *testing.T) {
 		}
 	})
 	m := testenv.NewMerchant(t)
-	u := newUser(t, m, dashboard.RoleMember)
+	u := newUser(t, m, dashuser.RoleMember)
 	ghost := newBrowser(t, m.ID, "nobody."+strings.ToLower(m.ID)+"@shop.example")
 	u.base, ghost.base = base, base
 	work := func(b *user) string {
@@ -240,7 +241,7 @@ func TestUnknownAndExistingUsersCostTheSameWork(t *testing.T) {
 		}
 		return strings.Join(rec.calls, ",") + " + " + strconv.Itoa(len(checks)) + " check"
 	}
-	for i := 1; i <= dashboard.MaxFailures+1; i++ { // the last one while locked
+	for i := 1; i <= lockout.MaxFailures+1; i++ { // the last one while locked
 		mine, theirs := work(u), work(ghost)
 		if mine != theirs {
 			t.Errorf("attempt %d: a user's wrong password makes %q, nobody's address %q", i, mine, theirs)
@@ -248,11 +249,11 @@ func TestUnknownAndExistingUsersCostTheSameWork(t *testing.T) {
 		if i == 1 && mine != "Identity,LoginAttempts,PutLoginAttempts + 1 check" {
 			t.Errorf("attempt 1: %q", mine)
 		}
-		if i == dashboard.MaxFailures+1 && mine != "Identity,LoginAttempts + 1 check" {
+		if i == lockout.MaxFailures+1 && mine != "Identity,LoginAttempts + 1 check" {
 			t.Errorf("while locked: %q", mine)
 		}
 	}
-	if got := attempts(t, ghost); got.Failures != dashboard.MaxFailures || !got.Locked(c.Now()) {
+	if got := attempts(t, ghost); got.Failures != lockout.MaxFailures || !got.Locked(c.Now()) {
 		t.Errorf("nobody's address: %d failures, locked until %v; want it counted and locked like a user", got.Failures, got.LockedUntil)
 	}
 }

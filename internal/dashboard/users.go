@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 )
@@ -21,8 +22,8 @@ var errLastAdmin = refuse(errkind.Invalid, "A merchant needs at least one admini
 
 // targetMember reads the membership of this merchant a form names; none is
 // 404 (only this merchant's memberships are ever read).
-func (h *handler) targetMember(r *http.Request, s *Session) (*Membership, error) {
-	email, ok := NormalizeEmail(r.PostFormValue("email"))
+func (h *handler) targetMember(r *http.Request, s *dashuser.Session) (*dashuser.Membership, error) {
+	email, ok := dashuser.NormalizeEmail(r.PostFormValue("email"))
 	if !ok {
 		return nil, errNotFound
 	}
@@ -41,7 +42,7 @@ func (h *handler) targetMember(r *http.Request, s *Session) (*Membership, error)
 func (h *handler) withUsersLocked(r *http.Request, merchantID string, change func() error) error {
 	ctx, cancel := countCtx(r.Context())
 	defer cancel()
-	owner := NewToken()
+	owner := dashuser.NewToken()
 	giveUp := time.Now().Add(10 * time.Second)
 	busy := refuse(errkind.Conflict, "Another change to the members is in progress. Try again.")
 	for attempt := 0; ; attempt++ {
@@ -86,7 +87,7 @@ func (h *handler) otherAdmins(r *http.Request, merchantID, email string) (bool, 
 		return false, err
 	}
 	for _, m := range list {
-		if m.Email != email && m.MerchantID == merchantID && m.Role == RoleAdmin && m.Usable() {
+		if m.Email != email && m.MerchantID == merchantID && m.Role == dashuser.RoleAdmin && m.Usable() {
 			return true, nil
 		}
 	}
@@ -94,10 +95,10 @@ func (h *handler) otherAdmins(r *http.Request, merchantID, email string) (bool, 
 }
 
 // changeRole makes a member an admin or a member; the last admin stays one.
-func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	role := r.PostFormValue("role")
-	if role != RoleAdmin && role != RoleMember {
-		return h.renderUsers(w, r, s, http.StatusBadRequest, map[string]any{"Error": fmt.Sprintf("The role must be %s or %s.", RoleAdmin, RoleMember)})
+	if role != dashuser.RoleAdmin && role != dashuser.RoleMember {
+		return h.renderUsers(w, r, s, http.StatusBadRequest, map[string]any{"Error": fmt.Sprintf("The role must be %s or %s.", dashuser.RoleAdmin, dashuser.RoleMember)})
 	}
 	m, err := h.targetMember(r, s)
 	if err != nil {
@@ -114,7 +115,7 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 			if from == role {
 				return nil
 			}
-			if from == RoleAdmin && m.Usable() {
+			if from == dashuser.RoleAdmin && m.Usable() {
 				ok, err := h.otherAdmins(r, s.MerchantID, m.Email)
 				if err != nil {
 					return err
@@ -142,7 +143,7 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 		return h.renderUsers(w, r, s, http.StatusOK, map[string]any{"Notice": m.Email + " is already " + role + "."})
 	}
 	h.auditLog(r.Context(), s, "user.role", fmt.Sprintf("%s: %s → %s", m.Email, from, role))
-	if m.Email == s.Email && role != RoleAdmin {
+	if m.Email == s.Email && role != dashuser.RoleAdmin {
 		// Demoted oneself: the admin pages are closed from now on.
 		http.Redirect(w, r, MerchantPath(s.MerchantID, "/overview"), http.StatusSeeOther)
 		return nil
@@ -153,7 +154,7 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *Session)
 // removeUser ends a person's membership of this merchant (their sessions
 // lose it on their next request; their other merchants are untouched); the
 // last admin stays.
-func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *Session) error {
+func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *dashuser.Session) error {
 	m, err := h.targetMember(r, s)
 	if err != nil {
 		return err
@@ -163,7 +164,7 @@ func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *Session)
 			if m, err = h.Store.Membership(r.Context(), m.Email, s.MerchantID); err != nil {
 				return h.notFoundAs(err)
 			}
-			if m.Role == RoleAdmin && m.Usable() {
+			if m.Role == dashuser.RoleAdmin && m.Usable() {
 				ok, err := h.otherAdmins(r, s.MerchantID, m.Email)
 				if err != nil {
 					return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -31,7 +32,7 @@ func (u *user) in(merchantID string) *user {
 	return &v
 }
 
-func membership(t *testing.T, merchantID, email string) (*dashboard.Membership, error) {
+func membership(t *testing.T, merchantID, email string) (*dashuser.Membership, error) {
 	t.Helper()
 	return testenv.Stack(t).Store.Membership(context.Background(), email, merchantID)
 }
@@ -50,10 +51,10 @@ func roleOf(t *testing.T, merchantID, email string) string {
 // untouched.
 func TestRemovedAndDemotedMembersLoseAccessOnTheirNextRequest(t *testing.T) {
 	m, other := testenv.NewMerchant(t), testenv.NewMerchant(t)
-	a := newUser(t, m, dashboard.RoleAdmin)
-	b := newUser(t, m, dashboard.RoleAdmin)
-	c := newUser(t, m, dashboard.RoleMember)
-	join(t, c.email, other.ID, dashboard.RoleMember) // c works for another merchant too
+	a := newUser(t, m, dashuser.RoleAdmin)
+	b := newUser(t, m, dashuser.RoleAdmin)
+	c := newUser(t, m, dashuser.RoleMember)
+	join(t, c.email, other.ID, dashuser.RoleMember) // c works for another merchant too
 	for _, u := range []*user{a, b, c} {
 		u.mustSignIn()
 	}
@@ -63,7 +64,7 @@ func TestRemovedAndDemotedMembersLoseAccessOnTheirNextRequest(t *testing.T) {
 
 	// Demoted: b's very next request has the member pages only, in the
 	// same session.
-	if p := a.setRole(b.email, dashboard.RoleMember); p.status != http.StatusOK || !strings.Contains(p.body, b.email+" (member)") {
+	if p := a.setRole(b.email, dashuser.RoleMember); p.status != http.StatusOK || !strings.Contains(p.body, b.email+" (member)") {
 		t.Fatalf("demote b: %d\n%.800s", p.status, p.body)
 	}
 	if p := b.get("/dashboard/users"); p.status != http.StatusForbidden {
@@ -99,24 +100,24 @@ func TestRemovedAndDemotedMembersLoseAccessOnTheirNextRequest(t *testing.T) {
 	}
 
 	// The last admin can be neither demoted nor removed, not even by itself.
-	if p := a.setRole(a.email, dashboard.RoleMember); p.status != http.StatusBadRequest || !strings.Contains(p.body, "at least one administrator") {
+	if p := a.setRole(a.email, dashuser.RoleMember); p.status != http.StatusBadRequest || !strings.Contains(p.body, "at least one administrator") {
 		t.Errorf("demote the last admin: %d", p.status)
 	}
 	if p := a.remove(a.email); p.status != http.StatusBadRequest {
 		t.Errorf("remove the last admin: %d", p.status)
 	}
-	if roleOf(t, m.ID, a.email) != dashboard.RoleAdmin {
+	if roleOf(t, m.ID, a.email) != dashuser.RoleAdmin {
 		t.Fatal("the last admin lost the role")
 	}
 
 	// Promoted: b gets the admin pages on its next request; then a may step down.
-	if p := a.setRole(b.email, dashboard.RoleAdmin); p.status != http.StatusOK {
+	if p := a.setRole(b.email, dashuser.RoleAdmin); p.status != http.StatusOK {
 		t.Fatalf("promote b: %d", p.status)
 	}
 	if p := b.get("/dashboard/users"); p.status != http.StatusOK {
 		t.Errorf("promoted member: %d", p.status)
 	}
-	if p := a.setRole(a.email, dashboard.RoleMember); p.status != http.StatusSeeOther || p.header.Get("Location") != a.home() {
+	if p := a.setRole(a.email, dashuser.RoleMember); p.status != http.StatusSeeOther || p.header.Get("Location") != a.home() {
 		t.Fatalf("a steps down: %d %s", p.status, p.header.Get("Location"))
 	}
 	if p := a.get("/dashboard/audit"); p.status != http.StatusForbidden {
@@ -139,7 +140,7 @@ func TestRemovedAndDemotedMembersLoseAccessOnTheirNextRequest(t *testing.T) {
 
 	// An admin who is not the last may leave: the merchant's pages close,
 	// the session stays (their list of merchants).
-	d := newUser(t, m, dashboard.RoleAdmin)
+	d := newUser(t, m, dashuser.RoleAdmin)
 	d.mustSignIn()
 	if p := d.remove(d.email); p.status != http.StatusSeeOther || p.header.Get("Location") != "/dashboard/merchants" {
 		t.Errorf("admin removes itself: %d %s", p.status, p.header.Get("Location"))
@@ -153,7 +154,7 @@ func TestRemovedAndDemotedMembersLoseAccessOnTheirNextRequest(t *testing.T) {
 
 	// Invited again, c gets nothing until accepting.
 	s := testenv.Stack(t)
-	if _, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, c.email, dashboard.RoleAdmin, "payctl", s.Info.APIBase, time.Now()); err != nil {
+	if _, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, c.email, dashuser.RoleAdmin, "payctl", s.Info.APIBase, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if p := c.get("/dashboard/users"); p.status != http.StatusNotFound {
@@ -166,12 +167,12 @@ func TestRemovedAndDemotedMembersLoseAccessOnTheirNextRequest(t *testing.T) {
 // remains.
 func TestTwoAdminsDemotingEachOtherLeaveOneAdmin(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	a := newUser(t, m, dashboard.RoleAdmin)
-	b := newUser(t, m, dashboard.RoleAdmin)
+	a := newUser(t, m, dashuser.RoleAdmin)
+	b := newUser(t, m, dashuser.RoleAdmin)
 	a.mustSignIn()
 	b.mustSignIn()
-	fa := url.Values{"csrf": {csrfOf(t, a.get("/dashboard/users"))}, "email": {b.email}, "role": {dashboard.RoleMember}}
-	fb := url.Values{"csrf": {csrfOf(t, b.get("/dashboard/users"))}, "email": {a.email}, "role": {dashboard.RoleMember}}
+	fa := url.Values{"csrf": {csrfOf(t, a.get("/dashboard/users"))}, "email": {b.email}, "role": {dashuser.RoleMember}}
+	fb := url.Values{"csrf": {csrfOf(t, b.get("/dashboard/users"))}, "email": {a.email}, "role": {dashuser.RoleMember}}
 	var wg sync.WaitGroup
 	var pa, pb page
 	wg.Add(2)
@@ -180,7 +181,7 @@ func TestTwoAdminsDemotingEachOtherLeaveOneAdmin(t *testing.T) {
 	wg.Wait()
 	admins := 0
 	for _, e := range []string{a.email, b.email} {
-		if roleOf(t, m.ID, e) == dashboard.RoleAdmin {
+		if roleOf(t, m.ID, e) == dashuser.RoleAdmin {
 			admins++
 		}
 	}
@@ -199,10 +200,10 @@ func TestTwoAdminsDemotingEachOtherLeaveOneAdmin(t *testing.T) {
 // entry), never answer 5xx, and leave the member's other merchant alone.
 func TestRemovalsAtOnceKeepAnAdminAndRemoveOnce(t *testing.T) {
 	m, other := testenv.NewMerchant(t), testenv.NewMerchant(t)
-	a := newUser(t, m, dashboard.RoleAdmin)
-	b := newUser(t, m, dashboard.RoleAdmin)
-	c := newUser(t, m, dashboard.RoleMember)
-	join(t, c.email, other.ID, dashboard.RoleAdmin)
+	a := newUser(t, m, dashuser.RoleAdmin)
+	b := newUser(t, m, dashuser.RoleAdmin)
+	c := newUser(t, m, dashuser.RoleMember)
+	join(t, c.email, other.ID, dashuser.RoleAdmin)
 	for _, u := range []*user{a, b, c} {
 		u.mustSignIn()
 	}
@@ -219,7 +220,7 @@ func TestRemovalsAtOnceKeepAnAdminAndRemoveOnce(t *testing.T) {
 	ps := fire(t, posts)
 	left := 0
 	for _, e := range []string{a.email, b.email} {
-		if mm, err := membership(t, m.ID, e); err == nil && mm.Role == dashboard.RoleAdmin {
+		if mm, err := membership(t, m.ID, e); err == nil && mm.Role == dashuser.RoleAdmin {
 			left++
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/apikey"
+	"github.com/payreq/payreq/internal/dashuser"
+	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -86,8 +88,8 @@ func layout(p *pw, v view, d map[string]any) {
 // person's account and sign-out. The switcher and sign-out are forms of
 // the person (their token may be this page's: see signedInPerson).
 func header(p *pw, d map[string]any, csrf string) {
-	s := d["Session"].(*Session)
-	merchants, _ := d["Merchants"].([]*Membership)
+	s := d["Session"].(*dashuser.Session)
+	merchants, _ := d["Merchants"].([]*dashuser.Membership)
 	page := str(d, "Page")
 	if page == "payment" || page == "refund" {
 		page = "payments"
@@ -143,7 +145,7 @@ func header(p *pw, d map[string]any, csrf string) {
 }
 
 // merchantLabel names a merchant in the picker and the switcher.
-func merchantLabel(m *Membership) string {
+func merchantLabel(m *dashuser.Membership) string {
 	if m.MerchantName == "" {
 		return m.MerchantID
 	}
@@ -165,9 +167,9 @@ func viewLogin(p *pw, d map[string]any) {
 // invitations, and memberships awaiting the password that merchant knew.
 func viewMerchants(p *pw, d map[string]any) {
 	csrf := str(d, "CSRF")
-	active, _ := d["Active"].([]*Membership)
-	invited, _ := d["Invited"].([]*Membership)
-	unproven, _ := d["Unproven"].([]*Membership)
+	active, _ := d["Active"].([]*dashuser.Membership)
+	invited, _ := d["Invited"].([]*dashuser.Membership)
+	unproven, _ := d["Unproven"].([]*dashuser.Membership)
 	p.raw(`<h1>Your merchants</h1>`)
 	if len(active) == 0 {
 		p.raw(`<p>You work for no merchant yet: a merchant's administrator invites you.</p>`)
@@ -341,7 +343,7 @@ func viewProfile(p *pw, d map[string]any) {
 		p.f(`<dt>Password logins</dt><dd id="sftp-lock" class="error">Locked until %s after %d wrong passwords in a row. SSH key logins still work; setting a new password ends the lock.</dd>`,
 			when(until), d["SFTPFailures"])
 	} else if n, _ := d["SFTPFailures"].(int); n > 0 {
-		p.f(`<dt>Password logins</dt><dd id="sftp-lock">%d wrong passwords since the last login (%d lock the password out for a while).</dd>`, n, MaxFailures)
+		p.f(`<dt>Password logins</dt><dd id="sftp-lock">%d wrong passwords since the last login (%d lock the password out for a while).</dd>`, n, lockout.MaxFailures)
 	}
 	p.raw(`</dl>`)
 	if keys, _ := d["SFTPKeys"].([]string); len(keys) > 0 {
@@ -375,10 +377,10 @@ func viewProfile(p *pw, d map[string]any) {
 }
 
 func viewAccount(p *pw, d map[string]any) {
-	id := d["Identity"].(*Identity)
+	id := d["Identity"].(*dashuser.Identity)
 	csrf := str(d, "CSRF")
 	p.f(`<h1>Account</h1><p>Signed in as <strong id="account-email">%s</strong>: one password and one second factor for every merchant you work for.</p>`, id.Email)
-	if ms, _ := d["Memberships"].([]*Membership); len(ms) > 0 {
+	if ms, _ := d["Memberships"].([]*dashuser.Membership); len(ms) > 0 {
 		p.raw(`<h2>Your merchants</h2><ul id="account-merchants">`)
 		for _, m := range ms {
 			p.f(`<li><a href="%s">%s</a> · %s</li>`, MerchantPath(m.MerchantID, "/overview"), merchantLabel(m), m.Role)
@@ -610,22 +612,22 @@ func viewUsers(p *pw, d map[string]any) {
 	now, _ := d["Now"].(time.Time)
 	csrf := str(d, "CSRF")
 	p.raw(`<ul id="users">`)
-	for _, m := range d["Members"].([]*Membership) {
+	for _, m := range d["Members"].([]*dashuser.Membership) {
 		state := ""
 		switch {
-		case m.State == StateInvited && m.Pending(now):
+		case m.State == dashuser.StateInvited && m.Pending(now):
 			state = ", invited until " + when(m.InviteExpires)
-		case m.State == StateInvited:
+		case m.State == dashuser.StateInvited:
 			state = ", invitation lapsed"
-		case m.State == StateUnproven:
+		case m.State == dashuser.StateUnproven:
 			state = ", awaiting the password this merchant knew (or a new invitation)"
 		}
-		other := map[string]string{RoleAdmin: RoleMember, RoleMember: RoleAdmin}[m.Role]
+		other := map[string]string{dashuser.RoleAdmin: dashuser.RoleMember, dashuser.RoleMember: dashuser.RoleAdmin}[m.Role]
 		p.f(`<li data-state="%s"><span class="user">%s (%s%s)</span> <form method="post" action="%s" class="inline">`, m.State, m.Email, m.Role, state, p.at("/users/role"))
 		p.csrf(csrf)
 		p.f(`<input type="hidden" name="email" value="%s"><button type="submit" name="role" value="%s" aria-label="Make %s: %s">Make %s</button></form>`,
 			m.Email, other, other, m.Email, other)
-		if m.State == StateInvited {
+		if m.State == dashuser.StateInvited {
 			// Invites again: a new link e-mailed, the earlier one void.
 			p.f(` <form method="post" action="%s" class="inline">`, p.at("/users"))
 			p.csrf(csrf)
@@ -648,7 +650,7 @@ func viewUsers(p *pw, d map[string]any) {
 func viewAudit(p *pw, d map[string]any) {
 	p.raw(`<h1>Audit log</h1><div class="scroll" tabindex="0" role="region" aria-label="Audit log"><table id="audit"><caption>Changes to settings, keys and users, newest first</caption>
 <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Detail</th></tr></thead><tbody>`)
-	es := d["Entries"].([]AuditEntry)
+	es := d["Entries"].([]dashuser.AuditEntry)
 	for _, e := range es {
 		p.f(`<tr><td>%s</td><td>%s</td><td class="action">%s</td><td class="wrap">%s</td></tr>`, when(e.At), e.Actor, e.Action, e.Detail)
 	}

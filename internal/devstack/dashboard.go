@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -47,7 +48,7 @@ func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, 
 		return seed, err
 	}
 	now := time.Now().UTC()
-	id := &dashboard.Identity{Email: seed.Email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}
+	id := &dashuser.Identity{Email: seed.Email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}
 	if err := store.CreateIdentity(ctx, id); err != nil && !errkind.Is(err, errkind.Exists) {
 		return seed, fmt.Errorf("seed dashboard identity: %w", err)
 	}
@@ -55,8 +56,8 @@ func seedDashboardUser(ctx context.Context, store *dynamo.Store, path, apiBase, 
 	if m, err := store.Merchant(ctx, merchantID); err == nil {
 		name = m.Name
 	}
-	m := &dashboard.Membership{Email: seed.Email, MerchantID: merchantID, MerchantName: name, Role: dashboard.RoleAdmin,
-		State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}
+	m := &dashuser.Membership{Email: seed.Email, MerchantID: merchantID, MerchantName: name, Role: dashuser.RoleAdmin,
+		State: dashuser.StateActive, CreatedAt: now, UpdatedAt: now}
 	if err := store.SaveMemberships(ctx, nil, m); err != nil && !errkind.Is(err, errkind.Conflict) {
 		return seed, fmt.Errorf("seed dashboard membership: %w", err)
 	}

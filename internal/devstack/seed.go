@@ -12,8 +12,8 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // SeedMerchant is the merchant every local stack starts with: a sandbox
@@ -46,7 +46,7 @@ func seedMerchant(ctx context.Context, store *dynamo.Store, sealer *seal.Sealer,
 	}
 	if seed.WebhookSecret == "" {
 		var err error
-		if seed.WebhookSecret, err = notify.NewWebhookSecret(); err != nil {
+		if seed.WebhookSecret, err = webhook.NewWebhookSecret(); err != nil {
 			return seed, err
 		}
 	}

@@ -20,10 +20,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/payreq/payreq/internal/cfn"
+	"github.com/payreq/payreq/internal/devstack/sftpd"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
-	"github.com/payreq/payreq/internal/sftpd"
 )
 
 // DefaultSFTPPort is the local SFTP server's port of `make dev`.

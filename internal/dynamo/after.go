@@ -30,7 +30,7 @@ import (
 // its shard n (0…OpenShards-1) to OpenShards+n, so the reconciler reads the
 // attempts nobody looked at yet (a fresh crash) before those it is backing
 // off from, and a crowd of stuck attempts never hides a new one.
-const BackoffShards = OpenShards
+const BackoffShards = payment.OpenShards
 
 type disputeRecord struct {
 	ID              string     `dynamodbav:"id"`

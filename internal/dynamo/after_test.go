@@ -116,7 +116,7 @@ func TestAfterWritesAreSafeToSendTwice(t *testing.T) {
 	if err := plain.DeferRecovery(ctx, tx.ID, open, next.Add(time.Minute), 2); !errkind.Is(err, errkind.Conflict) {
 		t.Fatalf("a back-off from a look that is no longer current: %v, want a conflict", err)
 	}
-	back, err := plain.OpenAttempts(ctx, dynamo.BackoffShards+int(uint64(tx.ID)%dynamo.OpenShards), next.Add(time.Second), 10)
+	back, err := plain.OpenAttempts(ctx, dynamo.BackoffShards+int(uint64(tx.ID)%payment.OpenShards), next.Add(time.Second), 10)
 	if err != nil || len(back) != 1 || back[0].ID != tx.ID || back[0].RecoverTries != 1 {
 		t.Fatalf("the backed-off attempt in its back-off shard: %+v %v", back, err)
 	}

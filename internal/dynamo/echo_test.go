@@ -13,7 +13,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/payment"
@@ -107,7 +106,7 @@ func TestLostAnswerCounterCountsOnce(t *testing.T) {
 	w := payment.WindowAt(who, "EUR", time.Now())
 	one := int64(1)
 	fired = loseAnswer(t, "UpdateItem", who, false)
-	if err := s.ReserveLimits(ctx, w, decimal.RequireFromString("10"), dynamo.LimitCaps{DailyCount: one}); err != nil {
+	if err := s.ReserveLimits(ctx, w, decimal.RequireFromString("10"), payment.LimitCaps{DailyCount: one}); err != nil {
 		t.Fatalf("reserve the last place with a lost answer: %v", err)
 	}
 	fired()
@@ -144,7 +143,7 @@ func TestLostAnswerGuardedUpdateReturnsItsResult(t *testing.T) {
 	r := newRequest(t, s, uniq("mer_echo_lease_"))
 	now := time.Now()
 	fired := loseAnswer(t, "UpdateItem", strconv.FormatInt(r.ID, 10), false)
-	got, err := s.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: r.ID, MerchantID: r.MerchantID, TransactionID: 77, Now: now, Until: now.Add(time.Minute)})
+	got, err := s.LeasePaymentRequest(ctx, payment.Lease{RequestID: r.ID, MerchantID: r.MerchantID, TransactionID: 77, Now: now, Until: now.Add(time.Minute)})
 	fired()
 	if err != nil || got == nil || got.ID != r.ID {
 		t.Fatalf("lease after a lost answer: %+v, %v; want the leased request", got, err)

@@ -28,30 +28,29 @@ import (
 
 const limitsPrefix = "limits#"
 
-// The limit types are domain types (package payment): the core's store
-// contract is written in them.
+// LimitCaps and LimitUsage remain aliases of payment's types only for
+// internal/payments/logic_test.go, which still names them through dynamo.
 type (
-	LimitCaps   = payment.LimitCaps
-	LimitUsage  = payment.LimitUsage
-	LimitWindow = payment.LimitWindow
+	LimitCaps  = payment.LimitCaps
+	LimitUsage = payment.LimitUsage
 )
 
 // WindowAt returns the UTC month and day of t (payment.WindowAt).
-func WindowAt(merchantID, unit string, t time.Time) LimitWindow {
+func WindowAt(merchantID, unit string, t time.Time) payment.LimitWindow {
 	return payment.WindowAt(merchantID, unit, t)
 }
 
-func windowKey(w LimitWindow) map[string]types.AttributeValue {
+func windowKey(w payment.LimitWindow) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(limitsPrefix + w.MerchantID), "sk": strAV(w.Month)}
 }
 
-func windowNames(w LimitWindow) map[string]string {
+func windowNames(w payment.LimitWindow) map[string]string {
 	return map[string]string{"#mc": "mc", "#ma": "ma_" + w.Unit, "#dc": "dc" + w.Day, "#da": "da" + w.Day + "_" + w.Unit}
 }
 
 // monthEnd is when the item may expire: the end of the month after, so a
 // late release still finds it.
-func windowExpiresAt(w LimitWindow) int64 {
+func windowExpiresAt(w payment.LimitWindow) int64 {
 	t, err := time.Parse("2006-01", w.Month)
 	if err != nil {
 		return time.Now().Add(62 * 24 * time.Hour).Unix()
@@ -63,7 +62,7 @@ func windowExpiresAt(w LimitWindow) int64 {
 // limited counter stays within caps; Conflict (nothing added) otherwise.
 // Callers check amount against the amount caps first: an amount above a cap
 // on its own can never fit.
-func (s *Store) ReserveLimits(ctx context.Context, w LimitWindow, amount decimal.Decimal, caps LimitCaps) error {
+func (s *Store) ReserveLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal, caps payment.LimitCaps) error {
 	cond := ""
 	and := func(c string) {
 		if cond != "" {
@@ -112,7 +111,7 @@ func (s *Store) ReserveLimits(ctx context.Context, w LimitWindow, amount decimal
 
 // ReleaseLimits takes one attempt of amount back out of the window's
 // counters (the attempt ended declined).
-func (s *Store) ReleaseLimits(ctx context.Context, w LimitWindow, amount decimal.Decimal) error {
+func (s *Store) ReleaseLimits(ctx context.Context, w payment.LimitWindow, amount decimal.Decimal) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                &s.t.Operations,
 		Key:                      windowKey(w),
@@ -134,12 +133,12 @@ func (s *Store) ReleaseLimits(ctx context.Context, w LimitWindow, amount decimal
 
 // LimitUsageOf reads the window's counters (to report which limit a refused
 // reservation hit).
-func (s *Store) LimitUsageOf(ctx context.Context, w LimitWindow) (LimitUsage, error) {
+func (s *Store) LimitUsageOf(ctx context.Context, w payment.LimitWindow) (payment.LimitUsage, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: windowKey(w), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return LimitUsage{}, fmt.Errorf("read payment limits of merchant %s: %w", w.MerchantID, err)
+		return payment.LimitUsage{}, fmt.Errorf("read payment limits of merchant %s: %w", w.MerchantID, err)
 	}
-	var u LimitUsage
+	var u payment.LimitUsage
 	get := func(name string) decimal.Decimal {
 		if n, ok := out.Item[name].(*types.AttributeValueMemberN); ok {
 			if d, err := decimal.NewFromString(n.Value); err == nil {

@@ -46,13 +46,6 @@ const (
 	aggregateTries = 8
 )
 
-// The aggregates are domain types (internal/payment), so the dashboard
-// reads what the store returns without a copy of its own.
-type (
-	OverviewBucket = payment.OverviewBucket
-	OverviewMethod = payment.OverviewMethod
-)
-
 var attrSafe = regexp.MustCompile(`^[a-z0-9]{1,20}$`)
 
 func overviewKeys(merchantID, unit string, at time.Time) (hour, day map[string]types.AttributeValue, hourExp, dayExp int64) {
@@ -172,7 +165,7 @@ func (s *Store) AggregateRefund(ctx context.Context, tx *payment.Transaction, no
 // Overview reads a merchant's buckets from..to (inclusive, UTC): hours or
 // days, every currency, oldest first. One Query (a page holds 1 MB: 30
 // days of a few currencies are a few kilobytes).
-func (s *Store) Overview(ctx context.Context, merchantID string, from, to time.Time, hourly bool) ([]OverviewBucket, error) {
+func (s *Store) Overview(ctx context.Context, merchantID string, from, to time.Time, hourly bool) ([]payment.OverviewBucket, error) {
 	prefix, layout := "d#", "2006-01-02"
 	if hourly {
 		prefix, layout = "h#", "2006-01-02T15"
@@ -186,7 +179,7 @@ func (s *Store) Overview(ctx context.Context, merchantID string, from, to time.T
 			":to":   strAV(prefix + to.UTC().Format(layout) + "#~"),
 		},
 	}
-	var out []OverviewBucket
+	var out []payment.OverviewBucket
 	p := dynamodb.NewQueryPaginator(s.queryAPI(), in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -204,20 +197,20 @@ func (s *Store) Overview(ctx context.Context, merchantID string, from, to time.T
 	return out, nil
 }
 
-func bucketOf(item map[string]types.AttributeValue, layout string, hourly bool) (OverviewBucket, error) {
+func bucketOf(item map[string]types.AttributeValue, layout string, hourly bool) (payment.OverviewBucket, error) {
 	sk, _ := item["sk"].(*types.AttributeValueMemberS)
 	if sk == nil {
-		return OverviewBucket{}, errors.New("overview item without sk")
+		return payment.OverviewBucket{}, errors.New("overview item without sk")
 	}
 	f := strings.Split(sk.Value, "#")
 	if len(f) != 3 {
-		return OverviewBucket{}, fmt.Errorf("overview item %q", sk.Value)
+		return payment.OverviewBucket{}, fmt.Errorf("overview item %q", sk.Value)
 	}
 	start, err := time.Parse(layout, f[1])
 	if err != nil {
-		return OverviewBucket{}, fmt.Errorf("overview item %q: %w", sk.Value, err)
+		return payment.OverviewBucket{}, fmt.Errorf("overview item %q: %w", sk.Value, err)
 	}
-	b := OverviewBucket{Start: start, Hourly: hourly, Unit: f[2], Declines: map[string]int64{}, Methods: map[string]OverviewMethod{}}
+	b := payment.OverviewBucket{Start: start, Hourly: hourly, Unit: f[2], Declines: map[string]int64{}, Methods: map[string]payment.OverviewMethod{}}
 	for k, v := range item {
 		n, ok := v.(*types.AttributeValueMemberN)
 		if !ok || k == "expiresAt" {
@@ -225,7 +218,7 @@ func bucketOf(item map[string]types.AttributeValue, layout string, hourly bool) 
 		}
 		d, err := decimal.NewFromString(n.Value)
 		if err != nil {
-			return OverviewBucket{}, fmt.Errorf("overview item %q %s: %w", sk.Value, k, err)
+			return payment.OverviewBucket{}, fmt.Errorf("overview item %q %s: %w", sk.Value, k, err)
 		}
 		switch {
 		case k == "ap":
@@ -311,7 +304,7 @@ func (s *Store) NotificationProblems(ctx context.Context, merchantID string) ([]
 // transaction to mark: benchmarks and tests fill a period with the
 // aggregates of many payments at once (the real path, AggregateSettled,
 // adds one transaction at a time).
-func (s *Store) SeedOverview(ctx context.Context, merchantID string, b OverviewBucket) error {
+func (s *Store) SeedOverview(ctx context.Context, merchantID string, b payment.OverviewBucket) error {
 	hour, day, hourExp, dayExp := overviewKeys(merchantID, b.Unit, b.Start)
 	key, exp := day, dayExp
 	if b.Hourly {

@@ -30,7 +30,6 @@ const (
 	// (when the reconciler may step in), so the reconciler finds every
 	// attempt a crash left mid-way with one query per shard.
 	OpenAttemptsIndex = "byOpenAttempt"
-	OpenShards        = payment.OpenShards
 )
 
 // The stored forms of a transaction's parts (payment.Transaction is the
@@ -183,7 +182,7 @@ func (rec transactionRecord) transaction() *payment.Transaction {
 	return t
 }
 
-func openShard(id int64) int { return int(uint64(id) % OpenShards) }
+func openShard(id int64) int { return int(uint64(id) % payment.OpenShards) }
 
 func unmarshalTransaction(item map[string]types.AttributeValue) (*payment.Transaction, error) {
 	var rec transactionRecord
@@ -472,19 +471,13 @@ func (s *Store) CompleteRefund(ctx context.Context, txID int64, refundID, status
 
 // ---- Payment request side of an attempt ----------------------------------
 
-// The attempt's types are domain types (package payment).
-type (
-	AttemptLease = payment.AttemptLease
-	Lease        = payment.Lease
-)
-
 // LeasePaymentRequest takes the attempt lease with one conditional write and
 // returns the request: it must belong to the merchant, be unpaid, match the
 // expected amount and unit, and no attempt may hold it. An expired lease is
 // not taken over here: its attempt may have charged, so the service first
 // drives it to a final state (which releases the lease). Any condition
 // failing yields Conflict; PaymentRequestLease tells which.
-func (s *Store) LeasePaymentRequest(ctx context.Context, l Lease) (*payment.Request, error) {
+func (s *Store) LeasePaymentRequest(ctx context.Context, l payment.Lease) (*payment.Request, error) {
 	cond := "merchantId = :m AND #status = :unpaid AND attribute_not_exists(attemptTx)"
 	vals := map[string]types.AttributeValue{
 		":m": strAV(l.MerchantID), ":unpaid": numberAV(int64(payment.RequestUnpaid)),
@@ -535,23 +528,23 @@ func (s *Store) CreateLeasedPaymentRequest(ctx context.Context, r *payment.Reque
 }
 
 // PaymentRequestLease loads a request together with its attempt lease.
-func (s *Store) PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, AttemptLease, error) {
+func (s *Store) PaymentRequestLease(ctx context.Context, id int64) (*payment.Request, payment.AttemptLease, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.PaymentRequests, Key: map[string]types.AttributeValue{"id": numberAV(id)}, ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, AttemptLease{}, fmt.Errorf("get payment request %d: %w", id, err)
+		return nil, payment.AttemptLease{}, fmt.Errorf("get payment request %d: %w", id, err)
 	}
 	if out.Item == nil {
-		return nil, AttemptLease{}, notFound()
+		return nil, payment.AttemptLease{}, notFound()
 	}
 	r, err := unmarshalRequest(out.Item)
 	if err != nil {
-		return nil, AttemptLease{}, err
+		return nil, payment.AttemptLease{}, err
 	}
-	var l AttemptLease
+	var l payment.AttemptLease
 	if err := attributevalue.UnmarshalMap(out.Item, &l); err != nil {
-		return nil, AttemptLease{}, fmt.Errorf("unmarshal lease of payment request %d: %w", id, err)
+		return nil, payment.AttemptLease{}, fmt.Errorf("unmarshal lease of payment request %d: %w", id, err)
 	}
 	return r, l, nil
 }

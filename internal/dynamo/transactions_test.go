@@ -44,7 +44,7 @@ func TestAttemptLeaseAndCommit(t *testing.T) {
 	now := time.Now()
 	r := newRequest(t, s, "mer_a")
 	lease := func(tx int64, at time.Time, mer string, amt *decimal.Decimal) error {
-		_, err := s.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: r.ID, MerchantID: mer, TransactionID: tx, Now: at, Until: at.Add(time.Second), Amount: amt})
+		_, err := s.LeasePaymentRequest(ctx, payment.Lease{RequestID: r.ID, MerchantID: mer, TransactionID: tx, Now: at, Until: at.Add(time.Second), Amount: amt})
 		return err
 	}
 	other := decimal.RequireFromString("12.51")
@@ -145,7 +145,7 @@ func TestCancelVersusApprove(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		r := newRequest(t, s, "mer_race")
 		now := time.Now()
-		if _, err := s.LeasePaymentRequest(ctx, dynamo.Lease{RequestID: r.ID, MerchantID: "mer_race", TransactionID: 7, Now: now, Until: now.Add(time.Minute)}); err != nil {
+		if _, err := s.LeasePaymentRequest(ctx, payment.Lease{RequestID: r.ID, MerchantID: "mer_race", TransactionID: 7, Now: now, Until: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -231,7 +231,7 @@ func TestLimitCountersUnderConcurrency(t *testing.T) {
 	s, calls := txStore(t)
 	ctx := context.Background()
 	w := dynamo.WindowAt("mer_lim_"+strconv.FormatInt(time.Now().UnixNano(), 36), "EUR", time.Now())
-	caps := dynamo.LimitCaps{DailyCount: 5, DailyAmount: func() *decimal.Decimal { d := decimal.RequireFromString("1000"); return &d }()}
+	caps := payment.LimitCaps{DailyCount: 5, DailyAmount: func() *decimal.Decimal { d := decimal.RequireFromString("1000"); return &d }()}
 	ten := decimal.RequireFromString("10.10")
 	var ok, refused int
 	var mu sync.Mutex

@@ -24,13 +24,13 @@ import (
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testing/memstore"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // endpoint answers each post with the next status (the last one repeats)
@@ -38,15 +38,15 @@ import (
 type endpoint struct {
 	mu       sync.Mutex
 	statuses []int
-	posts    []notify.Request
+	posts    []webhook.Request
 }
 
-func (e *endpoint) Send(_ context.Context, r notify.Request) notify.Attempt {
+func (e *endpoint) Send(_ context.Context, r webhook.Request) webhook.Attempt {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.posts = append(e.posts, r)
 	status := e.statuses[min(len(e.posts), len(e.statuses))-1]
-	a := notify.Attempt{At: time.Now().UTC(), StatusCode: status, Latency: 3 * time.Millisecond}
+	a := webhook.Attempt{At: time.Now().UTC(), StatusCode: status, Latency: 3 * time.Millisecond}
 	if status < 200 || status > 299 {
 		a.Err = fmt.Sprintf("HTTP %d", status)
 	}
@@ -100,7 +100,7 @@ func newDelivery(t *testing.T, statuses ...int) *deliveryEnv {
 	q.sent = nil
 	ep := &endpoint{statuses: statuses}
 	n := &notifier.Notifier{Store: st, Queue: q, Sender: ep, Sealer: sealer, QueueURL: "notifications", DLQURL: "notifications-dlq",
-		Schedule: notify.DefaultSchedule, Log: log}
+		Schedule: webhook.DefaultSchedule, Log: log}
 	return &deliveryEnv{st: st, q: q, ep: ep, n: n, ev: sent[0], tx: sent[0].TransactionID, req: r.ID}
 }
 
@@ -222,12 +222,12 @@ func TestFastLostRecordOfAFailedAttemptStillClearsTheOutbox(t *testing.T) {
 func TestFastLastAttemptIsDeadLettered(t *testing.T) {
 	e := newDelivery(t, 500)
 	ev := e.ev
-	ev.Attempts, ev.DueAt = len(notify.DefaultSchedule), time.Now().Add(-time.Second)
+	ev.Attempts, ev.DueAt = len(webhook.DefaultSchedule), time.Now().Add(-time.Second)
 	if failed := e.handle(t, ev); len(failed) != 0 {
 		t.Fatalf("retried: %v", failed)
 	}
 	ds := e.deliveries(t)
-	if len(ds) != 1 || ds[0].Outcome != "dead-lettered" || ds[0].Attempt != len(notify.DefaultSchedule)+1 {
+	if len(ds) != 1 || ds[0].Outcome != "dead-lettered" || ds[0].Attempt != len(webhook.DefaultSchedule)+1 {
 		t.Fatalf("deliveries %+v", ds)
 	}
 	if sent := e.q.events(); len(sent) != 1 || sent[0].EventID != ev.EventID {

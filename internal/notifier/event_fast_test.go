@@ -10,8 +10,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // TestEventNotificationBodies: a refund's and a dispute's notifications are
@@ -46,7 +46,7 @@ func TestEventNotificationBodies(t *testing.T) {
 	base := payment.NotifyEvent{RequestID: e.req, MerchantID: "mer_delivery", TransactionID: e.tx,
 		TransactionStatusID: payment.TxApproved, PaymentRequestStatusID: payment.RequestPaid, OccurredAt: now}
 
-	post := func(ev payment.NotifyEvent) notify.Request {
+	post := func(ev payment.NotifyEvent) webhook.Request {
 		t.Helper()
 		n := e.ep.count()
 		if failed := e.handle(t, ev); len(failed) != 0 {
@@ -63,14 +63,14 @@ func TestEventNotificationBodies(t *testing.T) {
 	refund := base
 	refund.EventID, refund.Type, refund.ObjectID = "evt_1_rf_RFTEST_refunded", payment.EventRefundSucceeded, "RFTEST"
 	got := post(refund)
-	if !notify.VerifyXSignature(got.Body, got.Header.Get(notify.HeaderXSignature), "pk_test_delivery") {
+	if !webhook.VerifyXSignature(got.Body, got.Header.Get(webhook.HeaderXSignature), "pk_test_delivery") {
 		t.Fatal("refund notification: X-Signature does not verify")
 	}
 	v, _ := url.ParseQuery(string(got.Body))
 	if v.Get("type") != "refund.succeeded" || v.Get("refundId") != "RFTEST" || v.Get("refundStatus") != "refunded" ||
 		v.Get("refundAmount") != "9.99" || v.Get("transactionStatusId") != "1" || v.Get("paymentRequestStatusId") != "1" ||
-		got.Header.Get(notify.HeaderWebhookID) != "msg_"+refund.EventID {
-		t.Fatalf("refund notification %s (webhook-id %s)", got.Body, got.Header.Get(notify.HeaderWebhookID))
+		got.Header.Get(webhook.HeaderWebhookID) != "msg_"+refund.EventID {
+		t.Fatalf("refund notification %s (webhook-id %s)", got.Body, got.Header.Get(webhook.HeaderWebhookID))
 	}
 
 	dispute := base
@@ -88,11 +88,11 @@ func TestEventNotificationBodies(t *testing.T) {
 	e.st.PutMerchant(m)
 	got = post(dispute)
 	secret, _ := e.n.Sealer.Open(m.SealedSecret, m.ID)
-	j, err := notify.VerifyJSONEventBody(got.Body, secret)
+	j, err := webhook.VerifyJSONEventBody(got.Body, secret)
 	if err != nil || j.Type != "dispute.created" || j.Dispute == nil || j.Dispute.ID != "dp_1" || j.Dispute.Amount != "9.99" || j.Refund != nil {
 		t.Fatalf("JSON dispute notification %s: %+v %v", got.Body, j, err)
 	}
-	if _, err := notify.VerifyJSONBody(got.Body, secret); err != nil {
+	if _, err := webhook.VerifyJSONBody(got.Body, secret); err != nil {
 		t.Fatalf("the receivers' JSON check refuses an event: %v", err)
 	}
 	var raw map[string]any

@@ -21,7 +21,7 @@
 // the event goes to the dead-letter queue, from which `payctl dlq redrive`
 // brings it back.
 //
-// Not to be confused with internal/notify, which builds and signs each notification.
+// Each notification's body, signature and retry schedule are internal/webhook's.
 package notifier
 
 import (
@@ -41,9 +41,9 @@ import (
 
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/seal"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // Store is the persistence the notifier needs.
@@ -91,7 +91,7 @@ var ItemRetryDelays = []time.Duration{5 * time.Second, 30 * time.Second}
 
 // Sender posts one built notification.
 type Sender interface {
-	Send(ctx context.Context, r notify.Request) notify.Attempt
+	Send(ctx context.Context, r webhook.Request) webhook.Attempt
 }
 
 // Notifier is the SQS handler of the notifier function.
@@ -108,7 +108,7 @@ type Notifier struct {
 	// Empty: the interactive ones.
 	BatchQueueURL string
 	BatchDLQURL   string
-	Schedule      notify.Schedule
+	Schedule      webhook.Schedule
 	// Overview keeps the dashboard's aggregates (*dynamo.Store); nil: none.
 	Overview Overview
 	Log      *slog.Logger
@@ -411,11 +411,11 @@ func (n *Notifier) deliver(ctx context.Context, ev payment.NotifyEvent, subjects
 	if c, ok := currency.Lookup(req.Unit); ok {
 		decimals = c.Decimals
 	}
-	format := notify.FormatForm
+	format := webhook.FormatForm
 	if m.NotificationFormat == "json" {
-		format = notify.FormatJSON
+		format = webhook.FormatJSON
 	}
-	built, err := notify.Build(note, notify.Options{URL: target, Format: format, Decimals: decimals,
+	built, err := webhook.Build(note, webhook.Options{URL: target, Format: format, Decimals: decimals,
 		APIKey: apiKey, WebhookSecret: secret, PreviousWebhookSecrets: previous, EventID: ev.EventID, Now: now})
 	if err != nil {
 		return delivery{}, fmt.Errorf("build notification %s: %w", ev.EventID, err)
@@ -495,20 +495,20 @@ func arnName(arn string) string { return arn[strings.LastIndexByte(arn, ':')+1:]
 // sendDelay is the SQS delay of an event due at dueAt, counted from now
 // (the time of sending): whole seconds rounded down, so the message arrives
 // at most a second early and deliver waits the rest; waits longer than SQS
-// allows are chained (notify.Hop).
+// allows are chained (webhook.Hop).
 func sendDelay(dueAt, now time.Time) time.Duration {
 	d := dueAt.Sub(now)
 	if d <= 0 {
 		return 0
 	}
-	if d > notify.SQSMaxDelay {
-		hop, _ := notify.Hop(dueAt, now)
+	if d > webhook.SQSMaxDelay {
+		hop, _ := webhook.Hop(dueAt, now)
 		return hop
 	}
 	return d.Truncate(time.Second)
 }
 
-func (n *Notifier) retry(ev payment.NotifyEvent, a notify.Attempt) (payment.NotifyEvent, bool) {
+func (n *Notifier) retry(ev payment.NotifyEvent, a webhook.Attempt) (payment.NotifyEvent, bool) {
 	n.rndMu.Lock()
 	if n.rnd == nil {
 		n.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -516,15 +516,15 @@ func (n *Notifier) retry(ev payment.NotifyEvent, a notify.Attempt) (payment.Noti
 	next := ev
 	next.Attempts++
 	var ok bool
-	next.DueAt, ok = notify.NextAttempt(next.Attempts, a, n.Schedule, n.rnd)
+	next.DueAt, ok = webhook.NextAttempt(next.Attempts, a, n.Schedule, n.rnd)
 	n.rndMu.Unlock()
 	return next, ok
 }
 
 // Notification builds the spec's notification from the stored request and
 // the event's statuses.
-func Notification(r *payment.Request, ev payment.NotifyEvent) notify.Notification {
-	n := notify.Notification{
+func Notification(r *payment.Request, ev payment.NotifyEvent) webhook.Notification {
+	n := webhook.Notification{
 		ID: r.ID, TransactionID: ev.TransactionID, TransactionStatusID: int(ev.TransactionStatusID),
 		PaymentRequestStatusID: int(ev.PaymentRequestStatusID), MerchantID: r.MerchantID, Unit: r.Unit,
 		// No fee model yet: the whole amount is deposited (fee 0).
@@ -542,8 +542,8 @@ func Notification(r *payment.Request, ev payment.NotifyEvent) notify.Notificatio
 // the event's, everything else is stored. A refund's status is the one its
 // type reports (a refund that failed after it succeeded is notified twice,
 // each in its own words).
-func EventOf(tx *payment.Transaction, ev payment.NotifyEvent) (*notify.Event, bool) {
-	e := &notify.Event{Type: ev.Type, EventID: ev.EventID, ObjectID: ev.ObjectID}
+func EventOf(tx *payment.Transaction, ev payment.NotifyEvent) (*webhook.Event, bool) {
+	e := &webhook.Event{Type: ev.Type, EventID: ev.EventID, ObjectID: ev.ObjectID}
 	if strings.HasPrefix(ev.Type, "refund.") {
 		r := tx.RefundByID(ev.ObjectID)
 		if r == nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/payreq/payreq/internal/payment"
 
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/notifier"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
@@ -33,7 +32,7 @@ func attemptsOf(t *testing.T, requestID int64) []payment.DeliveryAttempt {
 	return d
 }
 
-func todayEUR(t *testing.T, merchantID string) dynamo.OverviewBucket {
+func todayEUR(t *testing.T, merchantID string) payment.OverviewBucket {
 	t.Helper()
 	now := time.Now().UTC()
 	bs, err := testenv.Stack(t).Store.Overview(context.Background(), merchantID, now, now, false)
@@ -45,7 +44,7 @@ func todayEUR(t *testing.T, merchantID string) dynamo.OverviewBucket {
 			return b
 		}
 	}
-	return dynamo.OverviewBucket{}
+	return payment.OverviewBucket{}
 }
 
 // The notifier adds a settled transaction to its merchant's overview once,

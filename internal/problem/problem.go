@@ -21,19 +21,15 @@ import (
 // TypeBase prefixes the "type" URI of every problem; the suffix is a stable slug.
 const TypeBase = "https://docs.payreq.dev/problems/"
 
-// FieldError is one entry of the "errors" member of a 400 problem: the
-// field error of an errkind.Error, so the edge passes them through as they are.
-type FieldError = errkind.FieldError
-
 // Problem is an RFC 9457 problem object with the service's extension members.
 type Problem struct {
-	Type     string       `json:"type"`
-	Title    string       `json:"title"`
-	Status   int          `json:"status"`
-	Detail   string       `json:"detail,omitempty"`
-	Instance string       `json:"instance,omitempty"`
-	Code     codes.Code   `json:"code,omitempty"`
-	Errors   []FieldError `json:"errors,omitempty"`
+	Type     string               `json:"type"`
+	Title    string               `json:"title"`
+	Status   int                  `json:"status"`
+	Detail   string               `json:"detail,omitempty"`
+	Instance string               `json:"instance,omitempty"`
+	Code     codes.Code           `json:"code,omitempty"`
+	Errors   []errkind.FieldError `json:"errors,omitempty"`
 
 	// Headers are extra response headers (Retry-After, Allow). Not serialised.
 	Headers http.Header `json:"-"`

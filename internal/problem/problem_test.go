@@ -21,7 +21,7 @@ func legacy(status int, slug, title, detail string, code codes.Code) *Problem {
 // the problem the edge built by hand before kinds existed (status, type,
 // title, detail, code, errors), so moving the core to kinds changes no body.
 func TestKindsMapToTheSameBodies(t *testing.T) {
-	fields := []FieldError{{Field: "amount", Code: codes.InvalidAmount, Detail: "amount must be greater than zero"},
+	fields := []errkind.FieldError{{Field: "amount", Code: codes.InvalidAmount, Detail: "amount must be greater than zero"},
 		{Field: "unit", Code: codes.InvalidCurrency, Detail: "unit is not accepted"}}
 	cases := []struct {
 		kind *errkind.Error
@@ -50,7 +50,7 @@ func TestKindsMapToTheSameBodies(t *testing.T) {
 		}
 	}
 	bad := errkind.Because(errkind.IdempotencyKeyInvalid, "Send one key.", "")
-	bad.Fields = []FieldError{{Field: "Idempotency-Key", Detail: "must be sent once"}}
+	bad.Fields = []errkind.FieldError{{Field: "Idempotency-Key", Detail: "must be sent once"}}
 	want := legacy(400, "invalid-idempotency-key", "Bad Request", "Send one key.", "")
 	want.Errors = bad.Fields
 	if got, want := body(t, From(bad)), body(t, want); got != want {
@@ -90,7 +90,7 @@ func TestEveryKindAndReasonHasAnEntry(t *testing.T) {
 }
 
 // legacyValidation is problem.Validation as it was written before kinds.
-func legacyValidation(errs []FieldError) *Problem {
+func legacyValidation(errs []errkind.FieldError) *Problem {
 	p := legacy(http.StatusBadRequest, "validation", "Invalid request", "One or more fields are invalid.", "")
 	p.Errors = errs
 	if len(errs) > 0 {

@@ -28,13 +28,6 @@ import (
 	"github.com/payreq/payreq/internal/sig"
 )
 
-// Job kinds (package sandboxjob, where the payment core reads them).
-const (
-	KindResult         = sandboxjob.KindResult
-	KindThreeDSTimeout = sandboxjob.KindThreeDSTimeout
-	KindThreeDSAnswer  = sandboxjob.KindThreeDSAnswer
-)
-
 // Paths the worker calls.
 const (
 	ResultPath  = "/callbacks/svc"
@@ -151,7 +144,7 @@ func (w *worker) deliver(ctx context.Context, job sandboxjob.Job) error {
 		ProviderRef: job.ProviderRef, Timestamp: w.Now().UTC().Format(time.RFC3339)}
 	path := ResultPath
 	switch job.Kind {
-	case KindResult:
+	case sandboxjob.KindResult:
 		if w.Provider != nil {
 			out, err := w.Provider.Lookup(ctx, payment.ChargeReference(job.TransactionID))
 			if err != nil {
@@ -171,9 +164,9 @@ func (w *worker) deliver(ctx context.Context, job sandboxjob.Job) error {
 			w.Log.Error("sandbox job with invalid status dropped", "transaction_id", job.TransactionID, "status", job.Status)
 			return nil
 		}
-	case KindThreeDSTimeout:
+	case sandboxjob.KindThreeDSTimeout:
 		path, cb.Result = ThreeDSPath, "timeout"
-	case KindThreeDSAnswer:
+	case sandboxjob.KindThreeDSAnswer:
 		if job.Result != "approve" && job.Result != "fail" {
 			w.Log.Error("sandbox 3-D Secure answer with invalid result dropped", "transaction_id", job.TransactionID)
 			return nil

@@ -65,10 +65,10 @@ func TestWorkerDeliversSignedCallbacks(t *testing.T) {
 	h := New(Deps{BaseURL: srv.URL + "/", Key: key, Queue: q, QueueURL: "q", MaxWait: time.Second})
 	now := time.Now()
 	resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("a", sandboxjob.Job{Kind: KindResult, EventID: "e1", TransactionID: 1, PaymentRequestID: 9, Status: 1, DueAt: now.Add(150 * time.Millisecond)}),
-		record("b", sandboxjob.Job{Kind: KindResult, EventID: "e2", TransactionID: 2, Status: 2, Code: "005", DueAt: now}),
-		record("c", sandboxjob.Job{Kind: KindThreeDSTimeout, EventID: "e3", TransactionID: 3, DueAt: now}),
-		record("d", sandboxjob.Job{Kind: KindResult, EventID: "e4", TransactionID: 4, Status: 1, DueAt: now.Add(time.Hour)}),
+		record("a", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e1", TransactionID: 1, PaymentRequestID: 9, Status: 1, DueAt: now.Add(150 * time.Millisecond)}),
+		record("b", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e2", TransactionID: 2, Status: 2, Code: "005", DueAt: now}),
+		record("c", sandboxjob.Job{Kind: sandboxjob.KindThreeDSTimeout, EventID: "e3", TransactionID: 3, DueAt: now}),
+		record("d", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e4", TransactionID: 4, Status: 1, DueAt: now.Add(time.Hour)}),
 		{MessageId: "e", Body: "not json"},
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -97,14 +97,14 @@ func TestWorkerDeliversSignedCallbacks(t *testing.T) {
 	mu.Lock()
 	fail = true
 	mu.Unlock()
-	resp, _ = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("f", sandboxjob.Job{Kind: KindResult, EventID: "e5", TransactionID: 5, Status: 1})}})
+	resp, _ = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("f", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e5", TransactionID: 5, Status: 1})}})
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "f" {
 		t.Fatalf("%+v", resp)
 	}
 }
 
 func TestEventIDIsStable(t *testing.T) {
-	if EventIDFor(KindResult, 42) != "sbx_provider_result_42" || EventIDFor(KindResult, 42) == EventIDFor(KindThreeDSTimeout, 42) {
-		t.Fatal(EventIDFor(KindResult, 42))
+	if EventIDFor(sandboxjob.KindResult, 42) != "sbx_provider_result_42" || EventIDFor(sandboxjob.KindResult, 42) == EventIDFor(sandboxjob.KindThreeDSTimeout, 42) {
+		t.Fatal(EventIDFor(sandboxjob.KindResult, 42))
 	}
 }

@@ -1,6 +1,6 @@
 // Package sftpauth is the custom identity provider of the merchants' SFTP
 // server: AWS Transfer Family invokes it (as a Lambda) for every login, and
-// the local SFTP server (package sftpd) calls the very same Authenticator, so
+// the local SFTP server (internal/devstack/sftpd) calls the very same Authenticator, so
 // both environments accept exactly the same credentials and homes.
 //
 // Password attempts are counted and locked out as the dashboard's sign-ins

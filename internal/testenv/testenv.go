@@ -24,9 +24,9 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/mail"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testing/needs"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // Options are used when the shared stack starts; a TestMain may set them
@@ -130,7 +130,7 @@ func NewMerchant(tb testing.TB, mutate ...func(*merchant.Merchant)) Merchant {
 		APIKeyHash: merchant.HashAPIKey(apiKey), APIKeyPrefix: merchant.KeyPrefix(apiKey),
 		CreatedAt: now, UpdatedAt: now}
 	m.SealedAPIKey = sealer.Seal(apiKey, m.ID)
-	secret, err := notify.NewWebhookSecret()
+	secret, err := webhook.NewWebhookSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}

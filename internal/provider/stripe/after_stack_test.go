@@ -12,19 +12,20 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/payment"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // afterEnv is the local production stack against stripe-mock behind a front
-// that plays what Stripe does after its first answer (stripemock.Front
+// that plays what Stripe does after its first answer (stripetest.Front
 // with KeepState): saved results per Idempotency-Key, 500s included;
 // intents and refunds kept, listed and searched; refunds answered pending;
 // disputes; events signed as Stripe signs them, posted to the stack.
 type afterEnv struct {
-	front *stripemock.Front
+	front *stripetest.Front
 	stack *devstack.Stack
 	base  string
 	key   string
@@ -34,7 +35,7 @@ const afterSecret = "whsec_after_first_answer"
 
 func startAfter(t *testing.T) *afterEnv {
 	t.Helper()
-	front, err := stripemock.NewFront(stripemock.Start(t, stripemock.Succeeded))
+	front, err := stripetest.NewFront(stripetest.Start(t, stripemock.Succeeded))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func (e *afterEnv) eventsSent(t *testing.T, prID int64) map[string]bool {
 	return out
 }
 
-func ack(t *testing.T, a stripemock.EventAnswer) map[string]any {
+func ack(t *testing.T, a stripetest.EventAnswer) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(a.Body, &m); err != nil {

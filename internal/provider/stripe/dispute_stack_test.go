@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // disputeEvent is the merchant notification's event id of Stripe event a.
-func disputeEvent(txID int64, a stripemock.EventAnswer) string {
+func disputeEvent(txID int64, a stripetest.EventAnswer) string {
 	return fmt.Sprintf("evt_%d_dp_%s", txID, strings.TrimPrefix(a.EventID, "evt_"))
 }
 

@@ -11,10 +11,11 @@ import (
 
 	"github.com/stripe/stripe-go/v83/webhook"
 
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/payment"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // TestProductionMethodsThroughStripe runs every method class the sandbox
@@ -32,7 +33,7 @@ import (
 // type with the next action Stripe documents for it (the OpenAPI
 // description embedded in stripe-mock), and records what the service sent.
 func TestProductionMethodsThroughStripe(t *testing.T) {
-	front := startRecordingFront(t, stripemock.Start(t, stripemock.Succeeded))
+	front := startRecordingFront(t, stripetest.Start(t, stripemock.Succeeded))
 	exp := time.Now().Add(30 * time.Minute).Unix()
 	front.answerWith("upi", map[string]any{"type": "upi_handle_redirect_or_display_qr_code",
 		"upi_handle_redirect_or_display_qr_code": map[string]any{"hosted_instructions_url": "https://payments.stripe.com/upi/instructions/test",

@@ -9,7 +9,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // These tests run the connector through stripe-go against stripe-mock,
@@ -20,7 +20,7 @@ import (
 
 func TestStripeMockBundledFixtures(t *testing.T) {
 	t.Parallel()
-	p, _ := newProvider(t, stripemock.Start(t, nil))
+	p, _ := newProvider(t, stripetest.Start(t, nil))
 	ctx := context.Background()
 	// Interactive and batch charges: every parameter is accepted; the
 	// bundled intent has not succeeded, so the charge is declined.
@@ -50,7 +50,7 @@ func TestStripeMockBundledFixtures(t *testing.T) {
 
 func TestStripeMockApprovedPayment(t *testing.T) {
 	t.Parallel()
-	base := stripemock.Start(t, func(r map[string]map[string]any) {
+	base := stripetest.Start(t, func(r map[string]map[string]any) {
 		pi := r["payment_intent"]
 		pi["status"], pi["next_action"], pi["last_payment_error"] = "succeeded", nil, nil
 	})
@@ -73,7 +73,7 @@ func TestStripeMockApprovedPayment(t *testing.T) {
 func startThreeDSMock(t *testing.T) (base, acs string) {
 	t.Helper()
 	acs = "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_1&payment_intent=pi_1"
-	base = stripemock.Start(t, func(r map[string]map[string]any) {
+	base = stripetest.Start(t, func(r map[string]map[string]any) {
 		pi := r["payment_intent"]
 		pi["status"], pi["last_payment_error"] = "requires_action", nil
 		pi["next_action"] = map[string]any{"type": "redirect_to_url",

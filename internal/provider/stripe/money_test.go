@@ -19,11 +19,12 @@ import (
 	"github.com/stripe/stripe-go/v83/webhook"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/payment"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // recordingFront stands between the service and stripe-mock: it records
@@ -163,7 +164,7 @@ func (f *recordingFront) forceStatus(st string) {
 // when it is bound to it (intent id, reference, payment request, amount,
 // currency), never overwriting the stored intent id.
 func TestStripeMoneyAndEventBinding(t *testing.T) {
-	front := startRecordingFront(t, stripemock.Start(t, stripemock.Succeeded))
+	front := startRecordingFront(t, stripetest.Start(t, stripemock.Succeeded))
 	const whsec = "whsec_money_test_secret"
 	stack := startProductionStack(t, front.URL, whsec)
 	ctx := context.Background()

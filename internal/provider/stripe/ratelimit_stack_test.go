@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // TestAcquirer429IsNotADecline runs the local production stack against
@@ -26,7 +27,7 @@ import (
 //     approved, or asked to try again (503) and approved when it does, and
 //     each request is charged under exactly one Idempotency-Key.
 func TestAcquirer429IsNotADecline(t *testing.T) {
-	front, err := stripemock.NewFront(stripemock.Start(t, stripemock.Succeeded))
+	front, err := stripetest.NewFront(stripetest.Start(t, stripemock.Succeeded))
 	if err != nil {
 		t.Fatal(err)
 	}

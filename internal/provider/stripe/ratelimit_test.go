@@ -9,15 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // rateLimitedStripe is stripe-mock (its intent patched to succeeded) behind
 // a front that answers Stripe's 429 rate_limit.
-func rateLimitedStripe(t *testing.T) *stripemock.Front {
+func rateLimitedStripe(t *testing.T) *stripetest.Front {
 	t.Helper()
-	f, err := stripemock.NewFront(stripemock.Start(t, stripemock.Succeeded))
+	f, err := stripetest.NewFront(stripetest.Start(t, stripemock.Succeeded))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestRateLimitedSearchAfterAUsedKeyIsUnknown(t *testing.T) {
 		if r.URL.Path == "/v1/payment_intents/search" {
 			return &http.Response{StatusCode: http.StatusTooManyRequests, Request: r,
 				Header: http.Header{"Content-Type": {"application/json"}},
-				Body:   io.NopCloser(strings.NewReader(stripemock.RateLimitBody))}, nil
+				Body:   io.NopCloser(strings.NewReader(stripetest.RateLimitBody))}, nil
 		}
 		return http.DefaultTransport.RoundTrip(r)
 	})

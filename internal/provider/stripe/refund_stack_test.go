@@ -16,7 +16,7 @@ import (
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // due makes transaction id's next reconciler look (and a pending attempt's
@@ -248,5 +248,5 @@ func TestRefundsFinishByEvent(t *testing.T) {
 			t.Fatal("a refused refund reached Stripe")
 		}
 	})
-	_ = stripemock.EventAnswer{}
+	_ = stripetest.EventAnswer{}
 }

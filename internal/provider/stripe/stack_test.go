@@ -11,9 +11,10 @@ import (
 
 	"github.com/stripe/stripe-go/v83/webhook"
 
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // TestLocalProductionStack runs the whole local stack in the production
@@ -34,7 +35,7 @@ import (
 func TestLocalProductionStack(t *testing.T) {
 	// stripe-mock's one fixture (patched to succeeded) cannot stay
 	// processing: the front rewrites the status for the one payment that must.
-	front := startRecordingFront(t, stripemock.Start(t, stripemock.Succeeded))
+	front := startRecordingFront(t, stripetest.Start(t, stripemock.Succeeded))
 	const whsec = "whsec_local_test_secret"
 	stack := startProductionStack(t, front.URL, whsec)
 	ctx := context.Background()

@@ -23,12 +23,13 @@ import (
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 	"github.com/payreq/payreq/internal/wire/batchwire"
 )
 
@@ -62,8 +63,8 @@ func TestBenchAcquirerShare(t *testing.T) {
 		baseline  = time.Duration(envInt("PAYREQ_BENCH_BASELINE_S", 60)) * time.Second
 		queueConc = envInt("PAYREQ_BENCH_QUEUE_CONCURRENCY", 4)
 	)
-	mock := stripemock.Start(t, stripemock.Succeeded)
-	front, err := stripemock.NewFront(mock)
+	mock := stripetest.Start(t, stripemock.Succeeded)
+	front, err := stripetest.NewFront(mock)
 	if err != nil {
 		t.Fatal(err)
 	}

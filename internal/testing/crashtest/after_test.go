@@ -11,22 +11,23 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testing/needs"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // The money paths after Stripe's first answer, killed at their crash
 // points on the production stage: stripe-mock behind a front that keeps
-// Stripe's state and signs events as Stripe does (stripemock.Front). Stripe
+// Stripe's state and signs events as Stripe does (stripetest.Front). Stripe
 // sends an event again when its delivery got no 2xx answer (a dead process
 // answers nothing); the test plays that retry.
 
 const afterSecret = "whsec_crash_after"
 
-func startAfterFront(t *testing.T) *stripemock.Front {
+func startAfterFront(t *testing.T) *stripetest.Front {
 	t.Helper()
-	front, err := stripemock.NewFront(stripemock.Start(t, stripemock.Succeeded))
+	front, err := stripetest.NewFront(stripetest.Start(t, stripemock.Succeeded))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,13 +35,13 @@ func startAfterFront(t *testing.T) *stripemock.Front {
 	return front.KeepState()
 }
 
-func productionArgs(front *stripemock.Front) []string {
+func productionArgs(front *stripetest.Front) []string {
 	return []string{"-stage", "production", "-param", "LocalStripeSecretKey=sk_test_crash",
 		"-param", "LocalStripeApiBase=" + front.URL, "-param", "LocalStripeWebhookSecrets=" + afterSecret}
 }
 
 // startOn starts the stack and points the front's events at it.
-func startOn(t *testing.T, front *stripemock.Front, dir, crashAt string) *proc {
+func startOn(t *testing.T, front *stripetest.Front, dir, crashAt string) *proc {
 	t.Helper()
 	p := startStack(t, dir, crashAt, productionArgs(front)...)
 	front.SendEventsTo(p.info.APIBase+"/callbacks/svcwh", afterSecret)

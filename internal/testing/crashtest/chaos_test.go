@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/testing/needs"
@@ -145,7 +144,7 @@ func TestChaos(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		open := 0
-		for shard := 0; shard < dynamo.OpenShards; shard++ {
+		for shard := 0; shard < payment.OpenShards; shard++ {
 			txs, err := s.OpenAttempts(context.Background(), shard, time.Now().Add(time.Hour), 1000)
 			if err != nil {
 				t.Fatal(err)

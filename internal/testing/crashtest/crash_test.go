@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/sandboxjob"
 	"github.com/payreq/payreq/internal/sandboxworker"
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testing/needs"
@@ -144,7 +145,7 @@ func TestCrashInsideCallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb := sandboxworker.Callback{EventID: sandboxworker.EventIDFor(sandboxworker.KindResult, txID), TransactionID: txID,
+	cb := sandboxworker.Callback{EventID: sandboxworker.EventIDFor(sandboxjob.KindResult, txID), TransactionID: txID,
 		PaymentRequestID: reqID, Status: "approved", Timestamp: time.Now().UTC().Format(time.RFC3339)}
 	// The provider retries its callback.
 	if err := sandboxworker.Post(context.Background(), &http.Client{Timeout: 10 * time.Second}, p.info.APIBase,

@@ -14,9 +14,10 @@ import (
 	"testing"
 
 	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/testing/needs"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
 )
 
 // intentFront stands between a production stack and stripe-mock and
@@ -35,7 +36,7 @@ type intentSeen struct{ key, txID, pmType string }
 func startIntentFront(t *testing.T) *intentFront {
 	t.Helper()
 	f := &intentFront{}
-	target, _ := url.Parse(stripemock.Start(t, stripemock.Succeeded))
+	target, _ := url.Parse(stripetest.Start(t, stripemock.Succeeded))
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" && r.Body != nil {

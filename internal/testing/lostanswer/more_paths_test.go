@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/mail"
@@ -113,10 +114,10 @@ func person(r *run, email, role string, merchantIDs ...string) {
 	now := time.Now()
 	st := testenv.PatientStore(r.t, r.st)
 	testenv.Seeded(r.t, "dashboard identity", st.CreateIdentity(context.Background(),
-		&dashboard.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
+		&dashuser.Identity{Email: email, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}))
 	for _, m := range merchantIDs {
-		testenv.Seeded(r.t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashboard.Membership{Email: email,
-			MerchantID: m, Role: role, State: dashboard.StateActive, CreatedAt: now, UpdatedAt: now}))
+		testenv.Seeded(r.t, "dashboard membership", st.SaveMemberships(context.Background(), nil, &dashuser.Membership{Email: email,
+			MerchantID: m, Role: role, State: dashuser.StateActive, CreatedAt: now, UpdatedAt: now}))
 	}
 }
 
@@ -124,7 +125,7 @@ func person(r *run, email, role string, merchantIDs ...string) {
 func withAdmin(r *run) *browser {
 	r.t.Helper()
 	email := "admin." + strings.ToLower(r.m.ID) + "@shop.example"
-	person(r, email, dashboard.RoleAdmin, r.m.ID)
+	person(r, email, dashuser.RoleAdmin, r.m.ID)
 	return newBrowser(r, email)
 }
 
@@ -202,7 +203,7 @@ func TestLostAnswerDashboardPickerAndSwitch(t *testing.T) {
 			other := testenv.NewMerchant(r.t)
 			r.vars["other"] = other.ID
 			email := "two." + strings.ToLower(r.m.ID) + "@shop.example"
-			person(r, email, dashboard.RoleAdmin, r.m.ID, other.ID)
+			person(r, email, dashuser.RoleAdmin, r.m.ID, other.ID)
 			b = newBrowser(r, email)
 		},
 		act: func(r *run) {
@@ -231,7 +232,7 @@ func TestLostAnswerDashboardInvitation(t *testing.T) {
 		act: func(r *run) {
 			email := "new." + strings.ToLower(r.m.ID) + "@shop.example"
 			p := admin.do("POST", at(r, "/users"), url.Values{"csrf": {admin.csrf(at(r, "/users"))},
-				"email": {email}, "role": {dashboard.RoleMember}})
+				"email": {email}, "role": {dashuser.RoleMember}})
 			if p.status != http.StatusOK || strings.Contains(p.body, "set-password") {
 				r.t.Fatalf("invite: %d (the link goes to the invitee's mailbox only)\n%.400s", p.status, p.body)
 			}
@@ -254,7 +255,7 @@ func TestLostAnswerDashboardSetPassword(t *testing.T) {
 		setup: func(r *run) {
 			email := "invited." + strings.ToLower(r.m.ID) + "@shop.example"
 			link, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
-				dashboard.RoleAdmin, "payctl", r.api, time.Now())
+				dashuser.RoleAdmin, "payctl", r.api, time.Now())
 			if err != nil {
 				r.t.Fatal(err)
 			}
@@ -283,9 +284,9 @@ func TestLostAnswerDashboardAcceptAsExistingPerson(t *testing.T) {
 		setup: func(r *run) {
 			other := testenv.NewMerchant(r.t)
 			email := "known." + strings.ToLower(r.m.ID) + "@shop.example"
-			person(r, email, dashboard.RoleMember, other.ID)
+			person(r, email, dashuser.RoleMember, other.ID)
 			if _, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
-				dashboard.RoleAdmin, "payctl", r.api, time.Now()); err != nil {
+				dashuser.RoleAdmin, "payctl", r.api, time.Now()); err != nil {
 				r.t.Fatal(err)
 			}
 			b = newBrowser(r, email)

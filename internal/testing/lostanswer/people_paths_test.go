@@ -14,6 +14,7 @@ import (
 
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/dashboard"
+	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
@@ -30,7 +31,7 @@ func TestLostAnswerDashboardRemoveMembership(t *testing.T) {
 			other := testenv.NewMerchant(r.t)
 			r.vars["other"] = other.ID
 			email := "leaving." + strings.ToLower(r.m.ID) + "@shop.example"
-			person(r, email, dashboard.RoleMember, r.m.ID, other.ID)
+			person(r, email, dashuser.RoleMember, r.m.ID, other.ID)
 			gone = newBrowser(r, email)
 			gone.signIn("/dashboard/merchants")
 			if p := gone.do("GET", at(r, "/overview"), nil); p.status != http.StatusOK {
@@ -116,9 +117,9 @@ func TestLostAnswerDashboardMigration(t *testing.T) {
 			r.vars["other"] = other.ID
 			r.vars["single"] = "single." + strings.ToLower(r.m.ID) + "@shop.example"
 			r.vars["twice"] = "twice." + strings.ToLower(r.m.ID) + "@shop.example"
-			seedLegacy(r, r.m.ID, r.vars["single"], dashboard.RoleAdmin, pwSingle)
-			seedLegacy(r, r.m.ID, r.vars["twice"], dashboard.RoleAdmin, pw1)
-			seedLegacy(r, other.ID, r.vars["twice"], dashboard.RoleMember, pw2)
+			seedLegacy(r, r.m.ID, r.vars["single"], dashuser.RoleAdmin, pwSingle)
+			seedLegacy(r, r.m.ID, r.vars["twice"], dashuser.RoleAdmin, pw1)
+			seedLegacy(r, other.ID, r.vars["twice"], dashuser.RoleMember, pw2)
 		},
 		act: func(r *run) {
 			cfg, err := awsconfig.Load(context.Background())

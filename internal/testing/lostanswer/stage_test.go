@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/sandboxledger"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testenv"
-	"github.com/payreq/payreq/internal/testing/stripemock"
+	"github.com/payreq/payreq/internal/testing/stripetest"
+	"github.com/payreq/payreq/internal/webhook"
 )
 
 // stage is a stack the sweep runs on: the sandbox (the sandbox acquirer
@@ -28,7 +29,7 @@ import (
 type stage struct {
 	st     *devstack.Stack
 	faults *devstack.FaultProxy
-	front  *stripemock.Front // production only
+	front  *stripetest.Front // production only
 	sealer *seal.Sealer
 }
 
@@ -43,7 +44,7 @@ const webhookSecret = "whsec_lost_answer_sweep"
 // fault proxy, for t's lifetime.
 func production(t *testing.T) *stage {
 	testenv.Stack(t) // the emulators
-	front, err := stripemock.NewFront(stripemock.Start(t, stripemock.Succeeded))
+	front, err := stripetest.NewFront(stripetest.Start(t, stripemock.Succeeded))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func (s *stage) newMerchant(t *testing.T, mutate func(*merchant.Merchant)) teste
 	m := &merchant.Merchant{ID: merchant.NewID(), Name: "Live Shop", Methods: merchant.AllSelectors(),
 		APIKeyHash: merchant.HashAPIKey(apiKey), APIKeyPrefix: merchant.KeyPrefix(apiKey), CreatedAt: now, UpdatedAt: now}
 	m.SealedAPIKey = s.sealer.Seal(apiKey, m.ID)
-	secret, err := notify.NewWebhookSecret()
+	secret, err := webhook.NewWebhookSecret()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func (a acsQueue) CompleteChallenge(ctx context.Context, requestID, txID int64, 
 	if a.url == "" {
 		return fmt.Errorf("no PUBLIC_BASE_URL and no SANDBOX_QUEUE_URL: cannot deliver the 3-D Secure answer of transaction %d", txID)
 	}
-	return a.queue.Send(ctx, a.url, sandboxjob.Job{Kind: sandboxworker.KindThreeDSAnswer,
+	return a.queue.Send(ctx, a.url, sandboxjob.Job{Kind: sandboxjob.KindThreeDSAnswer,
 		EventID: sandboxworker.EventIDFor("3ds", txID), TransactionID: txID, PaymentRequestID: requestID,
 		Result: challengeResult(approve), DueAt: time.Now()}, 0)
 }

@@ -26,12 +26,12 @@ import (
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
+	"github.com/payreq/payreq/internal/webhook"
 	"github.com/payreq/payreq/internal/wire"
 	"github.com/payreq/payreq/internal/wire/paywire"
 	dashweb "github.com/payreq/payreq/web/dashboard"
@@ -79,7 +79,7 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 		PublicBaseURL:    b.Cfg.PublicBaseURL,
 		Mailer:           mailer,
 		SFTPAddress:      getenv("SFTP_ADDRESS"),
-		NewWebhookSecret: notify.NewWebhookSecret,
+		NewWebhookSecret: webhook.NewWebhookSecret,
 		HashPassword:     sftpauth.HashPassword,
 		CheckPassword:    sftpauth.CheckPassword,
 	})

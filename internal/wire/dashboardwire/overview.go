@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -12,7 +11,7 @@ import (
 // dashOverview reads the dashboard's aggregates from the store.
 type dashOverview struct{ store *dynamo.Store }
 
-func (o dashOverview) Buckets(ctx context.Context, merchantID string, from, to time.Time, hourly bool) ([]dashboard.Bucket, error) {
+func (o dashOverview) Buckets(ctx context.Context, merchantID string, from, to time.Time, hourly bool) ([]payment.OverviewBucket, error) {
 	return o.store.Overview(ctx, merchantID, from, to, hourly)
 }
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/notifier"
-	"github.com/payreq/payreq/internal/notify"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/safehttp"
+	"github.com/payreq/payreq/internal/webhook"
 	"github.com/payreq/payreq/internal/wire"
 )
 
@@ -28,9 +28,9 @@ func Notifier(ctx context.Context, getenv config.Getenv, opts wire.Options) (wir
 	if err != nil {
 		return nil, fmt.Errorf("wire notifier: %w", err)
 	}
-	schedule := notify.DefaultSchedule
+	schedule := webhook.DefaultSchedule
 	if v := getenv("NOTIFY_RETRY_SCHEDULE"); v != "" {
-		if schedule, err = notify.ParseSchedule(v); err != nil {
+		if schedule, err = webhook.ParseSchedule(v); err != nil {
 			return nil, fmt.Errorf("NOTIFY_RETRY_SCHEDULE: %w", err)
 		}
 	}
@@ -48,7 +48,7 @@ func Notifier(ctx context.Context, getenv config.Getenv, opts wire.Options) (wir
 		Store: b.Store, Queue: queue.New(sqs.NewFromConfig(b.AWS)), Sealer: b.Sealer,
 		// Loopback and private targets are refused at dial time, except on the
 		// local stack where merchants test with receivers on 127.0.0.1.
-		Sender: notify.Sender{Client: safehttp.NewClient(safehttp.Options{
+		Sender: webhook.Sender{Client: safehttp.NewClient(safehttp.Options{
 			Timeout: timeout, AllowPrivate: b.Cfg.Local, RequireHTTPS: !b.Cfg.Sandbox()})},
 		QueueURL: queueURL, DLQURL: dlqURL, Schedule: schedule,
 		BatchQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"), BatchDLQURL: getenv("BATCH_NOTIFICATIONS_DLQ_URL"),

@@ -1,4 +1,4 @@
-package notify
+package webhook
 
 import (
 	"bytes"
@@ -79,13 +79,13 @@ func Build(n Notification, opts Options) (Request, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || !u.IsAbs() || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		// The URL itself is not echoed: it may carry a merchant's token.
-		return Request{}, errors.New("notify: notify URL must be an absolute http(s) URL")
+		return Request{}, errors.New("webhook: notify URL must be an absolute http(s) URL")
 	}
 	if opts.Decimals < 0 || opts.Decimals > 18 {
-		return Request{}, fmt.Errorf("notify: decimals %d out of range 0..18", opts.Decimals)
+		return Request{}, fmt.Errorf("webhook: decimals %d out of range 0..18", opts.Decimals)
 	}
 	if opts.APIKey == "" {
-		return Request{}, errors.New("notify: API key is required for X-Signature")
+		return Request{}, errors.New("webhook: API key is required for X-Signature")
 	}
 	if _, err := webhookKey(opts.WebhookSecret); err != nil {
 		return Request{}, err
@@ -95,7 +95,7 @@ func Build(n Notification, opts Options) (Request, error) {
 		eventID = strconv.FormatInt(n.TransactionID, 10)
 	}
 	if !eventIDPattern.MatchString(eventID) {
-		return Request{}, errors.New("notify: event id must be 1-128 characters of A-Z a-z 0-9 _ -")
+		return Request{}, errors.New("webhook: event id must be 1-128 characters of A-Z a-z 0-9 _ -")
 	}
 	now := opts.Now
 	if now.IsZero() {
@@ -112,7 +112,7 @@ func Build(n Notification, opts Options) (Request, error) {
 		body = n.JSONBody(opts.Decimals, now, opts.WebhookSecret)
 		h.Set("Content-Type", ContentTypeJSON)
 	default:
-		return Request{}, fmt.Errorf("notify: unknown format %q", opts.Format)
+		return Request{}, fmt.Errorf("webhook: unknown format %q", opts.Format)
 	}
 
 	msgID := "msg_" + eventID
@@ -139,7 +139,7 @@ func Build(n Notification, opts Options) (Request, error) {
 func (r Request) HTTPRequest(ctx context.Context) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
-		return nil, errors.New("notify: cannot build HTTP request for the notify URL")
+		return nil, errors.New("webhook: cannot build HTTP request for the notify URL")
 	}
 	req.Header = r.Header.Clone()
 	return req, nil

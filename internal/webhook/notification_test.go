@@ -1,4 +1,4 @@
-package notify
+package webhook
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package notify
+package webhook
 
 import (
 	"errors"
@@ -54,10 +54,10 @@ func ParseSchedule(v string) (Schedule, error) {
 	for part := range strings.SplitSeq(v, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(part))
 		if err != nil {
-			return nil, fmt.Errorf("notify: schedule %q: %w", v, err)
+			return nil, fmt.Errorf("webhook: schedule %q: %w", v, err)
 		}
 		if d <= 0 {
-			return nil, fmt.Errorf("notify: schedule %q: delays must be positive", v)
+			return nil, fmt.Errorf("webhook: schedule %q: delays must be positive", v)
 		}
 		s = append(s, d)
 	}

@@ -1,4 +1,4 @@
-package notify
+package webhook
 
 import (
 	"crypto/hmac"
@@ -34,10 +34,10 @@ const WebhookSecretPrefix = "whsec_"
 
 // Verification errors. They never include secrets or expected signatures.
 var (
-	ErrSignature      = errors.New("notify: signature does not match")
-	ErrMissingHeaders = errors.New("notify: missing webhook-id, webhook-timestamp or webhook-signature header")
-	ErrTimestamp      = errors.New("notify: webhook-timestamp outside the tolerance")
-	ErrWebhookSecret  = errors.New("notify: webhook secret is not whsec_ followed by base64 of at least 24 bytes")
+	ErrSignature      = errors.New("webhook: signature does not match")
+	ErrMissingHeaders = errors.New("webhook: missing webhook-id, webhook-timestamp or webhook-signature header")
+	ErrTimestamp      = errors.New("webhook: webhook-timestamp outside the tolerance")
+	ErrWebhookSecret  = errors.New("webhook: webhook secret is not whsec_ followed by base64 of at least 24 bytes")
 )
 
 // SignXSignature is the spec's X-Signature: Base64(HMAC-SHA512(raw body,
@@ -75,7 +75,7 @@ func mac(h func() hash.Hash, key, msg []byte) []byte {
 func NewWebhookSecret() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("notify: webhook secret: %w", err)
+		return "", fmt.Errorf("webhook: webhook secret: %w", err)
 	}
 	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(b), nil
 }

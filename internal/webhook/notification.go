@@ -1,12 +1,13 @@
-// Package notify builds, signs, schedules and sends the notifications the
-// service POSTs to a merchant's notify URL when a transaction reaches a final
-// state, and verifies them on the receiving side. It is pure: queueing and
+// Package webhook is the message merchants receive: it builds, signs,
+// schedules and sends the notifications the service POSTs to a merchant's
+// notify URL when a transaction reaches a final state, and verifies them on
+// the receiving side. It is pure: queueing and
 // storage are wired on top of it elsewhere.
 //
 // The merchant-facing contract is docs/notifications.md; keep the two in step.
 //
-// Not to be confused with internal/notifier, the function that delivers what this package builds.
-package notify
+// The function that queues and delivers them is internal/notifier.
+package webhook
 
 import (
 	"encoding/json"
@@ -95,7 +96,7 @@ func (n Notification) Validate() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("notify: invalid notification: %w", err)
+		return fmt.Errorf("webhook: invalid notification: %w", err)
 	}
 	return nil
 }
@@ -166,7 +167,7 @@ func (n Notification) FormBody(decimals int32) []byte {
 func ParseForm(body []byte) (Notification, error) {
 	v, err := url.ParseQuery(string(body))
 	if err != nil {
-		return Notification{}, fmt.Errorf("notify: form body: %w", err)
+		return Notification{}, fmt.Errorf("webhook: form body: %w", err)
 	}
 	var n Notification
 	var errs []error
@@ -203,7 +204,7 @@ func ParseForm(body []byte) (Notification, error) {
 	n.Message = v.Get("message")
 	n.Code = codes.Code(v.Get("code"))
 	if err := errors.Join(errs...); err != nil {
-		return Notification{}, fmt.Errorf("notify: form body: %w", err)
+		return Notification{}, fmt.Errorf("webhook: form body: %w", err)
 	}
 	return n, nil
 }
@@ -291,7 +292,7 @@ func VerifyJSONBody(body []byte, webhookSecret string) (JSONNotification, error)
 	}
 	var j JSONNotification
 	if err := json.Unmarshal(body, &j); err != nil {
-		return JSONNotification{}, fmt.Errorf("notify: JSON body: %w", err)
+		return JSONNotification{}, fmt.Errorf("webhook: JSON body: %w", err)
 	}
 	if !VerifyHex(j.SigningString(), j.Signature, webhookSecret) {
 		return j, ErrSignature

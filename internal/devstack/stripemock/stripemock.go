@@ -1,8 +1,8 @@
-// Package stripemockd runs Stripe's official mock server (stripe-mock,
+// Package stripemock runs Stripe's official mock server (stripe-mock,
 // pinned as a Go tool in go.mod) as a child process: `make dev` (paydev
-// -stage production) and, through internal/testing/stripemock, the tests.
+// -stage production) and, through internal/testing/stripetest, the tests.
 // It has no testing import, so a command may link it.
-package stripemockd
+package stripemock
 
 import (
 	"bufio"

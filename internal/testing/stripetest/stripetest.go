@@ -1,6 +1,6 @@
-// Package stripemock starts Stripe's official mock server (stripe-mock,
-// pinned as a Go tool in go.mod) for tests: HTTP on a random loopback port,
-// nothing downloaded, killed when the test ends.
+// Package stripetest is Stripe for tests. Start runs Stripe's official mock
+// server (stripe-mock, through internal/devstack/stripemock) per test: HTTP on
+// a random loopback port, nothing downloaded, killed when the test ends.
 //
 // stripe-mock validates every request against Stripe's OpenAPI description
 // and answers from fixtures; it keeps no state. Patch lets a test replace a
@@ -10,13 +10,13 @@
 // with KeepState, what it remembers after its first answer (state.go):
 // saved results per Idempotency-Key, intents and refunds, disputes, and
 // events signed as Stripe signs them.
-package stripemock
+package stripetest
 
 import (
 	"context"
 	"testing"
 
-	"github.com/payreq/payreq/internal/devstack/stripemockd"
+	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/testing/needs"
 )
 
@@ -32,7 +32,7 @@ func Start(t testing.TB, patch func(resources map[string]map[string]any)) string
 	if patch != nil {
 		fixtures = patchedFixtures(t, ctx, dir, patch)
 	}
-	url, stop, err := stripemockd.Run(ctx, dir, fixtures)
+	url, stop, err := stripemock.Run(ctx, dir, fixtures)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,12 +42,9 @@ func Start(t testing.TB, patch func(resources map[string]map[string]any)) string
 
 func patchedFixtures(t testing.TB, ctx context.Context, dir string, patch func(map[string]map[string]any)) string {
 	t.Helper()
-	p, err := stripemockd.WriteFixtures(ctx, dir, patch)
+	p, err := stripemock.WriteFixtures(ctx, dir, patch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
-
-// Succeeded patches the PaymentIntent fixture to a succeeded payment.
-var Succeeded = stripemockd.Succeeded

@@ -1,4 +1,4 @@
-package stripemock
+package stripetest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package notify
+package webhook
 
 import (
 	"math/rand/v2"

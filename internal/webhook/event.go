@@ -1,4 +1,4 @@
-package notify
+package webhook
 
 import (
 	"encoding/json"
@@ -174,7 +174,7 @@ func (n Notification) eventJSON(decimals int32, now time.Time, webhookSecret str
 func VerifyJSONEventBody(body []byte, webhookSecret string) (JSONEvent, error) {
 	var j JSONEvent
 	if err := json.Unmarshal(body, &j); err != nil {
-		return JSONEvent{}, fmt.Errorf("notify: JSON event body: %w", err)
+		return JSONEvent{}, fmt.Errorf("webhook: JSON event body: %w", err)
 	}
 	if !VerifyHex(j.SigningString(), j.Signature, webhookSecret) {
 		return j, ErrSignature
