@@ -28,18 +28,6 @@ import (
 
 const limitsPrefix = "limits#"
 
-// LimitCaps and LimitUsage remain aliases of payment's types only for
-// internal/payments/logic_test.go, which still names them through dynamo.
-type (
-	LimitCaps  = payment.LimitCaps
-	LimitUsage = payment.LimitUsage
-)
-
-// WindowAt returns the UTC month and day of t (payment.WindowAt).
-func WindowAt(merchantID, unit string, t time.Time) payment.LimitWindow {
-	return payment.WindowAt(merchantID, unit, t)
-}
-
 func windowKey(w payment.LimitWindow) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(limitsPrefix + w.MerchantID), "sk": strAV(w.Month)}
 }

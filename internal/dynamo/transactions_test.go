@@ -230,7 +230,7 @@ func TestTransactionStates(t *testing.T) {
 func TestLimitCountersUnderConcurrency(t *testing.T) {
 	s, calls := txStore(t)
 	ctx := context.Background()
-	w := dynamo.WindowAt("mer_lim_"+strconv.FormatInt(time.Now().UnixNano(), 36), "EUR", time.Now())
+	w := payment.WindowAt("mer_lim_"+strconv.FormatInt(time.Now().UnixNano(), 36), "EUR", time.Now())
 	caps := payment.LimitCaps{DailyCount: 5, DailyAmount: func() *decimal.Decimal { d := decimal.RequireFromString("1000"); return &d }()}
 	ten := decimal.RequireFromString("10.10")
 	var ok, refused int

@@ -9,7 +9,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/payreq/payreq/internal/codes"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
@@ -44,19 +43,19 @@ func TestStaticLimitCode(t *testing.T) {
 }
 
 func TestExceededCode(t *testing.T) {
-	caps := dynamo.LimitCaps{DailyCount: 3, MonthlyCount: 10, DailyAmount: dec("100"), MonthlyAmount: dec("500")}
+	caps := payment.LimitCaps{DailyCount: 3, MonthlyCount: 10, DailyAmount: dec("100"), MonthlyAmount: dec("500")}
 	ten := decimal.RequireFromString("10")
 	for _, c := range []struct {
-		u    dynamo.LimitUsage
+		u    payment.LimitUsage
 		want codes.Code
 	}{
-		{dynamo.LimitUsage{}, ""},
-		{dynamo.LimitUsage{DailyCount: 2, MonthlyCount: 9, DailyAmount: decimal.RequireFromString("90"), MonthlyAmount: decimal.RequireFromString("490")}, ""},
-		{dynamo.LimitUsage{DailyCount: 3}, codes.DailyCountExceeded},
-		{dynamo.LimitUsage{MonthlyCount: 10}, codes.MonthlyCountExceeded},
-		{dynamo.LimitUsage{DailyAmount: decimal.RequireFromString("90.01")}, codes.DailyAmountExceeded},
-		{dynamo.LimitUsage{MonthlyAmount: decimal.RequireFromString("490.01")}, codes.MonthlyAmountExceeded},
-		{dynamo.LimitUsage{DailyCount: 3, MonthlyAmount: decimal.RequireFromString("500")}, codes.DailyCountExceeded},
+		{payment.LimitUsage{}, ""},
+		{payment.LimitUsage{DailyCount: 2, MonthlyCount: 9, DailyAmount: decimal.RequireFromString("90"), MonthlyAmount: decimal.RequireFromString("490")}, ""},
+		{payment.LimitUsage{DailyCount: 3}, codes.DailyCountExceeded},
+		{payment.LimitUsage{MonthlyCount: 10}, codes.MonthlyCountExceeded},
+		{payment.LimitUsage{DailyAmount: decimal.RequireFromString("90.01")}, codes.DailyAmountExceeded},
+		{payment.LimitUsage{MonthlyAmount: decimal.RequireFromString("490.01")}, codes.MonthlyAmountExceeded},
+		{payment.LimitUsage{DailyCount: 3, MonthlyAmount: decimal.RequireFromString("500")}, codes.DailyCountExceeded},
 	} {
 		if got := ExceededCode(c.u, caps, ten); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.u, got, c.want)
