@@ -25,7 +25,7 @@ import (
 // AfterStore (after.go), outboxMarker (complete.go) and refundAggregator
 // (views.go).
 
-// Leases is the attempt lease (service.go, recover.go): the request
+// Leases is the attempt lease (pay.go, recover.go): the request
 // names the one transaction that may charge it (attemptTx). It is taken by
 // one conditional write, so of two concurrent attempts one gets Conflict;
 // it is released only by the attempt's final commit (Commits) or, when
