@@ -37,42 +37,42 @@ var layerNames = []string{"domain", "core", "adapter", "handler", "wiring", "ent
 // is placed on purpose.
 var layerOf = map[string]int{
 	// domain
-	"internal/batch":         layerDomain, // the batch file format, the result file, a job's records
-	"internal/card":          layerDomain,
-	"internal/checkouttoken": layerDomain,
-	"internal/codes":         layerDomain,
-	"internal/config":        layerDomain, // a leaf on purpose: configuration imports no adapter
-	"internal/crashpoint":    layerDomain,
-	"internal/currency":      layerDomain,
-	"internal/dashuser":      layerDomain,
-	"internal/errkind":       layerDomain,
-	"internal/emf":           layerDomain, // metrics are log lines: no I/O beyond the logger
-	"internal/ids":           layerDomain,
-	"internal/merchant":      layerDomain,
-	"internal/payer":         layerDomain,
-	"internal/payment":       layerDomain,
-	"internal/paylink":       layerDomain,
-	"internal/provider":      layerDomain, // the acquirer seam: types and the interface adapters implement
-	"internal/sandboxjob":    layerDomain,
-	"internal/sandboxledger": layerDomain,
-	"internal/seal":          layerDomain,
-	"internal/sftpuser":      layerDomain,
-	"internal/sig":           layerDomain,
-	"web":                    layerDomain, // embedded assets: leaves
-	"web/dashboard":          layerDomain,
+	"internal/batch":                     layerDomain, // the batch file format, the result file, a job's records
+	"internal/card":                      layerDomain,
+	"internal/checkouttoken":             layerDomain,
+	"internal/codes":                     layerDomain,
+	"internal/config":                    layerDomain, // a leaf on purpose: configuration imports no adapter
+	"internal/crashpoint":                layerDomain,
+	"internal/currency":                  layerDomain,
+	"internal/dashuser":                  layerDomain,
+	"internal/errkind":                   layerDomain,
+	"internal/emf":                       layerDomain, // metrics are log lines: no I/O beyond the logger
+	"internal/ids":                       layerDomain,
+	"internal/merchant":                  layerDomain,
+	"internal/payer":                     layerDomain,
+	"internal/payment":                   layerDomain,
+	"internal/paylink":                   layerDomain,
+	"internal/provider":                  layerDomain, // the acquirer seam: types and the interface adapters implement
+	"internal/provider/sandbox/asyncjob": layerDomain,
+	"internal/provider/sandbox/ledger":   layerDomain,
+	"internal/seal":                      layerDomain,
+	"internal/sftpuser":                  layerDomain,
+	"internal/sig":                       layerDomain,
+	"web":                                layerDomain, // embedded assets: leaves
+	"web/dashboard":                      layerDomain,
 
 	// core: the state machines, with the store interfaces they need
-	"internal/audit":            layerCore,
-	"internal/batchproc":        layerCore, // the batch file's state machine (S3 and SQS events)
-	"internal/lockout":          layerCore, // attempt counting and lockout of dashboard and SFTP logins
-	"internal/mail":             layerCore, // an e-mail message and the local mailbox (files); SES is dashboardwire's
-	"internal/notifier":         layerCore, // the notification state machine (SQS events) and the reconciler
-	"internal/webhook":          layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
-	"internal/payments":         layerCore, // payment, refund and 3-D Secure state machines
-	"internal/provider/sandbox": layerCore, // the simulated acquirer over its ledger interface
-	"internal/safehttp":         layerCore, // the SSRF-safe client of merchants' endpoints
-	"internal/sandboxworker":    layerCore, // the sandbox acquirer's asynchronous side (SQS events)
-	"internal/sftpauth":         layerCore, // login decisions; the Lambda is sftpauthwire's
+	"internal/audit":                   layerCore,
+	"internal/batchproc":               layerCore, // the batch file's state machine (S3 and SQS events)
+	"internal/lockout":                 layerCore, // attempt counting and lockout of dashboard and SFTP logins
+	"internal/mail":                    layerCore, // an e-mail message and the local mailbox (files); SES is dashboardwire's
+	"internal/notifier":                layerCore, // the notification state machine (SQS events) and the reconciler
+	"internal/webhook":                 layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
+	"internal/payments":                layerCore, // payment, refund and 3-D Secure state machines
+	"internal/provider/sandbox":        layerCore, // the simulated acquirer over its ledger interface
+	"internal/safehttp":                layerCore, // the SSRF-safe client of merchants' endpoints
+	"internal/provider/sandbox/worker": layerCore, // the sandbox acquirer's asynchronous side (SQS events)
+	"internal/sftpauth":                layerCore, // login decisions; the Lambda is sftpauthwire's
 
 	// adapters: exactly the packages that import an AWS service client or
 	// stripe-go (TestAdaptersOnlyInWiring checks the list both ways)
@@ -178,10 +178,10 @@ func isAdapter(p goPackage) bool {
 // answers). Everything else reports an error kind (internal/errkind) and
 // lets the edge choose the status.
 var httpEdge = map[string]string{
-	"internal/webhook":         "reads the merchant's answer",
-	"internal/safehttp":        "the client of merchants' endpoints",
-	"internal/provider/stripe": "reads Stripe's answers",
-	"internal/sandboxworker":   "posts the sandbox acquirer's callbacks to the service",
+	"internal/webhook":                 "reads the merchant's answer",
+	"internal/safehttp":                "the client of merchants' endpoints",
+	"internal/provider/stripe":         "reads Stripe's answers",
+	"internal/provider/sandbox/worker": "posts the sandbox acquirer's callbacks to the service",
 }
 
 // problemWriters are the packages that write problems (import

@@ -16,7 +16,7 @@ import (
 	"github.com/payreq/payreq/internal/audit"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -99,7 +99,7 @@ func TestAuditThroughTheStack(t *testing.T) {
 	// A charge booked an hour ago (past the grace period) for no transaction.
 	ref := "ptx_" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	hourAgo := time.Now().Add(-time.Hour)
-	if _, _, err := e.store.PutLedgerEntry(ctx, sandboxledger.Entry{Reference: ref, Kind: sandboxledger.KindCharge, Amount: "4.20", Unit: "EUR",
+	if _, _, err := e.store.PutLedgerEntry(ctx, ledger.Entry{Reference: ref, Kind: ledger.KindCharge, Amount: "4.20", Unit: "EUR",
 		Status: provider.Approved, CreatedAt: hourAgo, UpdatedAt: hourAgo}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 )
 
 // The invariant audit's records live in the operations table:
@@ -114,7 +114,7 @@ func auditLedger(item map[string]types.AttributeValue) (audit.LedgerEntry, error
 	if err != nil {
 		return audit.LedgerEntry{}, err
 	}
-	return audit.LedgerEntry{Reference: e.Reference, Charge: e.Kind == sandboxledger.KindCharge,
+	return audit.LedgerEntry{Reference: e.Reference, Charge: e.Kind == ledger.KindCharge,
 		Approved: e.Status == provider.Approved, Voided: e.Voided, Abandoned: e.Abandoned, UpdatedAt: e.UpdatedAt}, nil
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -62,7 +62,7 @@ func TestFullPassContinuesFromItsCheckpointOnDynamoDB(t *testing.T) {
 		put(tb["TransactionsTable"], ti)
 		put(tb["PaymentRequestsTable"], ri)
 		if status == payment.TxApproved {
-			li, err := dynamo.LedgerItem(sandboxledger.Entry{Reference: payment.ChargeReference(id), Kind: sandboxledger.KindCharge, TransactionID: id,
+			li, err := dynamo.LedgerItem(ledger.Entry{Reference: payment.ChargeReference(id), Kind: ledger.KindCharge, TransactionID: id,
 				Method: "card", Amount: "1.00", Unit: "EUR", Status: provider.Approved, CreatedAt: at, UpdatedAt: at})
 			if err != nil {
 				t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 )
 
 // Every write stamps writeId (echo.go), so a retried write, or a write
@@ -36,7 +36,7 @@ func TestStreamChangeIgnoresWriteID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	led, err := dynamo.LedgerItem(sandboxledger.Entry{Reference: payment.ChargeReference(7), Kind: sandboxledger.KindCharge, TransactionID: 7,
+	led, err := dynamo.LedgerItem(ledger.Entry{Reference: payment.ChargeReference(7), Kind: ledger.KindCharge, TransactionID: 7,
 		Amount: "1.00", Unit: "EUR", Status: 1, CreatedAt: at, UpdatedAt: at})
 	if err != nil {
 		t.Fatal(err)

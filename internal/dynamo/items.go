@@ -7,7 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 )
 
 // The stored forms of the payment records, exactly as the store writes
@@ -40,7 +40,7 @@ func RequestItem(r *payment.Request) (map[string]types.AttributeValue, error) {
 }
 
 // LedgerItem is e's item in the operations table.
-func LedgerItem(e sandboxledger.Entry) (map[string]types.AttributeValue, error) {
+func LedgerItem(e ledger.Entry) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(toLedgerItem(e))
 	if err != nil {
 		return nil, fmt.Errorf("marshal ledger entry: %w", err)

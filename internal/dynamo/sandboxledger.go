@@ -12,7 +12,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 )
 
 // The sandbox acquirer's ledger lives in the operations table: pk
@@ -22,7 +22,7 @@ const (
 	ledgerRetention = 90 * 24 * time.Hour
 )
 
-var _ sandboxledger.Store = (*Store)(nil)
+var _ ledger.Store = (*Store)(nil)
 
 type ledgerItem struct {
 	PK            string               `dynamodbav:"pk"`
@@ -53,7 +53,7 @@ func ledgerKey(ref string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": strAV(ledgerPrefix + ref), "sk": strAV("entry")}
 }
 
-func toLedgerItem(e sandboxledger.Entry) ledgerItem {
+func toLedgerItem(e ledger.Entry) ledgerItem {
 	it := ledgerItem{
 		PK: ledgerPrefix + e.Reference, SK: "entry", Kind: e.Kind, TransactionID: e.TransactionID, Method: string(e.Method),
 		Amount: e.Amount, Unit: e.Unit, Status: int(e.Status), Code: string(e.Code), Message: e.Message,
@@ -67,8 +67,8 @@ func toLedgerItem(e sandboxledger.Entry) ledgerItem {
 	return it
 }
 
-func (it ledgerItem) entry() sandboxledger.Entry {
-	e := sandboxledger.Entry{
+func (it ledgerItem) entry() ledger.Entry {
+	e := ledger.Entry{
 		Reference: it.PK[len(ledgerPrefix):], Kind: it.Kind, TransactionID: it.TransactionID, Method: provider.Method(it.Method),
 		Amount: it.Amount, Unit: it.Unit, Status: provider.Status(it.Status), Code: codes.Code(it.Code), Message: it.Message,
 		ProviderRef: it.ProviderRef, Abandoned: it.Abandoned, NextAction: it.NextAction, AsyncStatus: provider.Status(it.AsyncStatus),
@@ -81,20 +81,20 @@ func (it ledgerItem) entry() sandboxledger.Entry {
 	return e
 }
 
-func unmarshalLedger(item map[string]types.AttributeValue) (sandboxledger.Entry, error) {
+func unmarshalLedger(item map[string]types.AttributeValue) (ledger.Entry, error) {
 	var it ledgerItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return sandboxledger.Entry{}, fmt.Errorf("unmarshal ledger entry: %w", err)
+		return ledger.Entry{}, fmt.Errorf("unmarshal ledger entry: %w", err)
 	}
 	return it.entry(), nil
 }
 
 // PutLedgerEntry books e unless its reference is booked already; it returns
 // the booked entry and whether it is e.
-func (s *Store) PutLedgerEntry(ctx context.Context, e sandboxledger.Entry) (sandboxledger.Entry, bool, error) {
+func (s *Store) PutLedgerEntry(ctx context.Context, e ledger.Entry) (ledger.Entry, bool, error) {
 	item, err := attributevalue.MarshalMap(toLedgerItem(e))
 	if err != nil {
-		return sandboxledger.Entry{}, false, fmt.Errorf("marshal ledger entry: %w", err)
+		return ledger.Entry{}, false, fmt.Errorf("marshal ledger entry: %w", err)
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.t.Operations, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
@@ -104,26 +104,26 @@ func (s *Store) PutLedgerEntry(ctx context.Context, e sandboxledger.Entry) (sand
 		return cur, false, gerr
 	}
 	if err != nil {
-		return sandboxledger.Entry{}, false, fmt.Errorf("put ledger entry: %w", err)
+		return ledger.Entry{}, false, fmt.Errorf("put ledger entry: %w", err)
 	}
 	return e, true, nil
 }
 
 // LedgerEntry reads a booked entry (strongly consistent).
-func (s *Store) LedgerEntry(ctx context.Context, ref string) (sandboxledger.Entry, error) {
+func (s *Store) LedgerEntry(ctx context.Context, ref string) (ledger.Entry, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: ledgerKey(ref), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return sandboxledger.Entry{}, fmt.Errorf("get ledger entry: %w", err)
+		return ledger.Entry{}, fmt.Errorf("get ledger entry: %w", err)
 	}
 	if out.Item == nil {
-		return sandboxledger.Entry{}, notFound()
+		return ledger.Entry{}, notFound()
 	}
 	return unmarshalLedger(out.Item)
 }
 
 // SettleLedgerEntry moves a pending entry to its final status, once; a final
 // entry is returned as booked.
-func (s *Store) SettleLedgerEntry(ctx context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (sandboxledger.Entry, error) {
+func (s *Store) SettleLedgerEntry(ctx context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (ledger.Entry, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.t.Operations, Key: ledgerKey(ref),
 		UpdateExpression:         aws.String("SET #status = :st, code = :code, message = :msg, updatedAt = :now REMOVE nextAction"),
@@ -139,7 +139,7 @@ func (s *Store) SettleLedgerEntry(ctx context.Context, ref string, st provider.S
 		return s.LedgerEntry(ctx, ref)
 	}
 	if err != nil {
-		return sandboxledger.Entry{}, fmt.Errorf("settle ledger entry: %w", err)
+		return ledger.Entry{}, fmt.Errorf("settle ledger entry: %w", err)
 	}
 	return unmarshalLedger(out.Attributes)
 }
@@ -163,8 +163,8 @@ func (s *Store) VoidLedgerEntry(ctx context.Context, ref string, now time.Time) 
 
 // LedgerEntries lists every booked entry (tests and checks; a full,
 // consistent scan of the operations table's ledger items).
-func (s *Store) LedgerEntries(ctx context.Context) ([]sandboxledger.Entry, error) {
-	var out []sandboxledger.Entry
+func (s *Store) LedgerEntries(ctx context.Context) ([]ledger.Entry, error) {
+	var out []ledger.Entry
 	err := s.consistentScan(ctx, s.t.Operations, "begins_with(pk, :p)", map[string]types.AttributeValue{":p": strAV(ledgerPrefix)},
 		func(item map[string]types.AttributeValue) error {
 			e, err := unmarshalLedger(item)

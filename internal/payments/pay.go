@@ -20,7 +20,7 @@ import (
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxjob"
+	"github.com/payreq/payreq/internal/provider/sandbox/asyncjob"
 )
 
 // Pay runs attempt a on payment request requestID of merchant m. A processed
@@ -664,15 +664,15 @@ func (s *Service) schedule(ctx context.Context, tx *payment.Transaction, out pro
 	if !s.Sandbox || s.Queue == nil {
 		return
 	}
-	job := sandboxjob.Job{TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID, ProviderRef: tx.ProviderRef}
+	job := asyncjob.Job{TransactionID: tx.ID, PaymentRequestID: tx.PaymentRequestID, ProviderRef: tx.ProviderRef}
 	after := s.ChallengeWindow
 	if out.Async != nil {
 		after = out.Async.After
-		job.Kind, job.Status, job.Code = sandboxjob.KindResult, int(out.Async.Status), string(out.Async.Code)
+		job.Kind, job.Status, job.Code = asyncjob.KindResult, int(out.Async.Status), string(out.Async.Code)
 	} else {
-		job.Kind = sandboxjob.KindThreeDSTimeout
+		job.Kind = asyncjob.KindThreeDSTimeout
 	}
-	job.EventID = sandboxjob.EventIDFor(job.Kind, tx.ID)
+	job.EventID = asyncjob.EventIDFor(job.Kind, tx.ID)
 	job.DueAt = now.Add(after).UTC()
 	if err := s.Queue.Send(ctx, s.SandboxQueueURL, job, after); err != nil {
 		// The reconciler resolves the attempt once its window has passed.

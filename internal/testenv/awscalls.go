@@ -89,7 +89,7 @@ func (c *CallCounter) Split() (own, acquirer []string) {
 }
 
 // sandboxLedgerPrefix is the key prefix of the sandbox acquirer's ledger
-// items (internal/dynamo sandboxledger.go).
+// items (internal/dynamo's ledger items).
 const sandboxLedgerPrefix = "sbxledger#"
 
 func touchesLedger(in any) bool {

@@ -8,7 +8,7 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 )
 
 // The sandbox keeps a ledger like a real acquirer: one entry per charge
@@ -20,7 +20,7 @@ import (
 
 // outcomeOf is the Outcome a stored entry stands for, with async delays
 // counted from now.
-func outcomeOf(e sandboxledger.Entry, now time.Time) provider.Outcome {
+func outcomeOf(e ledger.Entry, now time.Time) provider.Outcome {
 	if e.Abandoned {
 		return provider.Final(provider.Declined, codes.TransactionCancelled, e.ProviderRef)
 	}
@@ -42,13 +42,13 @@ func outcomeOf(e sandboxledger.Entry, now time.Time) provider.Outcome {
 // logic; deployments use the DynamoDB one.
 type MemoryLedger struct {
 	mu sync.Mutex
-	m  map[string]sandboxledger.Entry
+	m  map[string]ledger.Entry
 }
 
 // NewMemoryLedger returns an empty ledger.
-func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{m: map[string]sandboxledger.Entry{}} }
+func NewMemoryLedger() *MemoryLedger { return &MemoryLedger{m: map[string]ledger.Entry{}} }
 
-func (l *MemoryLedger) PutLedgerEntry(_ context.Context, e sandboxledger.Entry) (sandboxledger.Entry, bool, error) {
+func (l *MemoryLedger) PutLedgerEntry(_ context.Context, e ledger.Entry) (ledger.Entry, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cur, ok := l.m[e.Reference]; ok {
@@ -58,22 +58,22 @@ func (l *MemoryLedger) PutLedgerEntry(_ context.Context, e sandboxledger.Entry) 
 	return e, true, nil
 }
 
-func (l *MemoryLedger) LedgerEntry(_ context.Context, ref string) (sandboxledger.Entry, error) {
+func (l *MemoryLedger) LedgerEntry(_ context.Context, ref string) (ledger.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.m[ref]
 	if !ok {
-		return sandboxledger.Entry{}, noEntry()
+		return ledger.Entry{}, noEntry()
 	}
 	return e, nil
 }
 
-func (l *MemoryLedger) SettleLedgerEntry(_ context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (sandboxledger.Entry, error) {
+func (l *MemoryLedger) SettleLedgerEntry(_ context.Context, ref string, st provider.Status, c codes.Code, msg string, now time.Time) (ledger.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.m[ref]
 	if !ok {
-		return sandboxledger.Entry{}, noEntry()
+		return ledger.Entry{}, noEntry()
 	}
 	if e.Status == provider.Pending && !e.Abandoned {
 		e.Status, e.Code, e.Message, e.NextAction, e.UpdatedAt = st, c, msg, nil, now
@@ -95,10 +95,10 @@ func (l *MemoryLedger) VoidLedgerEntry(_ context.Context, ref string, now time.T
 }
 
 // Entries lists every entry (tests).
-func (l *MemoryLedger) Entries() []sandboxledger.Entry {
+func (l *MemoryLedger) Entries() []ledger.Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]sandboxledger.Entry, 0, len(l.m))
+	out := make([]ledger.Entry, 0, len(l.m))
 	for _, e := range l.m {
 		out = append(out, e)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 )
 
 // Default delays; deployments may shorten them, tests usually do.
@@ -57,7 +57,7 @@ type Options struct {
 	ChallengeWindow time.Duration
 	// Ledger books charges and refunds (required in deployments; a
 	// MemoryLedger when nil, for unit tests).
-	Ledger sandboxledger.Store
+	Ledger ledger.Store
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -116,8 +116,8 @@ func (s *Sandbox) Charge(ctx context.Context, req provider.ChargeRequest) (provi
 	}
 	now := s.opts.Now().UTC()
 	out := s.apply(req, e)
-	entry := sandboxledger.Entry{
-		Reference: req.Reference, Kind: sandboxledger.KindCharge, TransactionID: req.TransactionID, Method: req.Method,
+	entry := ledger.Entry{
+		Reference: req.Reference, Kind: ledger.KindCharge, TransactionID: req.TransactionID, Method: req.Method,
 		Amount: req.Amount.String(), Unit: req.Unit, Status: out.Status, Code: out.Code, Message: out.Message,
 		ProviderRef: out.ProviderRef, NextAction: out.NextAction, AlwaysFails: e.alwaysFails,
 		CreatedAt: now, UpdatedAt: now,
@@ -149,7 +149,7 @@ func (s *Sandbox) Lookup(ctx context.Context, reference string) (provider.Outcom
 	now := s.opts.Now().UTC()
 	e, err := s.opts.Ledger.LedgerEntry(ctx, reference)
 	if errkind.Is(err, errkind.NotFound) {
-		stored, created, perr := s.opts.Ledger.PutLedgerEntry(ctx, sandboxledger.Entry{Reference: reference, Kind: sandboxledger.KindCharge,
+		stored, created, perr := s.opts.Ledger.PutLedgerEntry(ctx, ledger.Entry{Reference: reference, Kind: ledger.KindCharge,
 			Status: provider.Declined, Code: codes.TransactionCancelled, Abandoned: true, CreatedAt: now, UpdatedAt: now})
 		if perr != nil {
 			return provider.Outcome{}, fmt.Errorf("sandbox ledger: %w", perr)
@@ -359,7 +359,7 @@ func (s *Sandbox) Refund(ctx context.Context, req provider.RefundRequest) (provi
 	}
 	now := s.opts.Now().UTC()
 	ref := "sbx_rf_" + strconv.FormatInt(req.TransactionID, 10) + "_" + req.RefundID
-	stored, _, err := s.opts.Ledger.PutLedgerEntry(ctx, sandboxledger.Entry{Reference: "refund#" + req.RefundID, Kind: sandboxledger.KindRefund,
+	stored, _, err := s.opts.Ledger.PutLedgerEntry(ctx, ledger.Entry{Reference: "refund#" + req.RefundID, Kind: ledger.KindRefund,
 		TransactionID: req.TransactionID, Amount: req.Amount.String(), Unit: req.Unit, Status: provider.Approved,
 		Message: "Refunded", ProviderRef: ref, ChargeRef: req.ChargeReference, CreatedAt: now, UpdatedAt: now})
 	if err != nil {

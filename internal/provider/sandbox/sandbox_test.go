@@ -15,7 +15,7 @@ import (
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 )
 
 const txID = 4242
@@ -510,9 +510,9 @@ func TestRefund(t *testing.T) {
 // The ledger makes the sandbox behave like an acquirer with idempotency
 // keys: a reference is charged once, whatever the calls that follow say.
 func TestLedgerChargesAReferenceOnce(t *testing.T) {
-	ledger := NewMemoryLedger()
+	mem := NewMemoryLedger()
 	clock := now
-	s := New(Options{Ledger: ledger, UPIDelay: time.Minute, Now: func() time.Time { return clock }})
+	s := New(Options{Ledger: mem, UPIDelay: time.Minute, Now: func() time.Time { return clock }})
 	ctx := context.Background()
 	r := cardRequest(t, "4111 1111 1111 1111")
 	first := charge(t, s, r)
@@ -521,7 +521,7 @@ func TestLedgerChargesAReferenceOnce(t *testing.T) {
 	if o := charge(t, s, again); o.Status != first.Status || o.ProviderRef != first.ProviderRef {
 		t.Fatalf("second charge of %s = %+v, want the first outcome %+v", r.Reference, o, first)
 	}
-	if n := len(ledger.Entries()); n != 1 {
+	if n := len(mem.Entries()); n != 1 {
 		t.Fatalf("ledger has %d entries after two charges of one reference, want 1", n)
 	}
 	if o, err := s.Lookup(ctx, r.Reference); err != nil || o.Status != provider.Approved {
@@ -563,8 +563,8 @@ func TestLedgerChargesAReferenceOnce(t *testing.T) {
 		t.Fatalf("second refund = %+v, %v; want the first %+v", b, err, a)
 	}
 	refunds, voided := 0, false
-	for _, e := range ledger.Entries() {
-		if e.Kind == sandboxledger.KindRefund {
+	for _, e := range mem.Entries() {
+		if e.Kind == ledger.KindRefund {
 			refunds++
 		}
 		if e.Reference == r.Reference {

@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/batch"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -739,7 +739,7 @@ func ceilingPayment(ctx context.Context, store *dynamo.Store, sq sender, queueUR
 	if err := store.CreateLeasedRequestWithTransaction(ctx, r, tx, now.Add(30*time.Second)); err != nil {
 		return payment.NotifyEvent{}, err
 	}
-	if _, _, err := store.PutLedgerEntry(ctx, sandboxledger.Entry{Reference: tx.Reference, Kind: sandboxledger.KindCharge, TransactionID: txID,
+	if _, _, err := store.PutLedgerEntry(ctx, ledger.Entry{Reference: tx.Reference, Kind: ledger.KindCharge, TransactionID: txID,
 		Method: provider.MethodAlternative, Amount: r.Amount.String(), Unit: r.Unit, Status: provider.Approved,
 		CreatedAt: now, UpdatedAt: now}); err != nil {
 		return payment.NotifyEvent{}, err

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/sandboxjob"
-	"github.com/payreq/payreq/internal/sandboxworker"
+	"github.com/payreq/payreq/internal/provider/sandbox/asyncjob"
+	"github.com/payreq/payreq/internal/provider/sandbox/worker"
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/testing/needs"
 )
@@ -145,11 +145,11 @@ func TestCrashInsideCallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb := sandboxworker.Callback{EventID: sandboxworker.EventIDFor(sandboxjob.KindResult, txID), TransactionID: txID,
+	cb := worker.Callback{EventID: worker.EventIDFor(asyncjob.KindResult, txID), TransactionID: txID,
 		PaymentRequestID: reqID, Status: "approved", Timestamp: time.Now().UTC().Format(time.RFC3339)}
 	// The provider retries its callback.
-	if err := sandboxworker.Post(context.Background(), &http.Client{Timeout: 10 * time.Second}, p.info.APIBase,
-		sandboxworker.ResultPath, key, cb, time.Now()); err != nil {
+	if err := worker.Post(context.Background(), &http.Client{Timeout: 10 * time.Second}, p.info.APIBase,
+		worker.ResultPath, key, cb, time.Now()); err != nil {
 		t.Fatalf("the provider's retry was refused: %v", err)
 	}
 	checkPaidOnce(t, p, reqID)

@@ -16,7 +16,7 @@ import (
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/stripetest"
@@ -98,7 +98,7 @@ func (s *stage) newMerchant(t *testing.T, mutate func(*merchant.Merchant)) teste
 // reference (the front counts every intent created for it).
 func (s *stage) charged(ctx context.Context, store *dynamo.Store, tx *payment.Transaction) int {
 	if s.front == nil {
-		if e, err := store.LedgerEntry(ctx, tx.Reference); err == nil && e.Kind == sandboxledger.KindCharge && e.Status == provider.Approved && !e.Abandoned {
+		if e, err := store.LedgerEntry(ctx, tx.Reference); err == nil && e.Kind == ledger.KindCharge && e.Status == provider.Approved && !e.Abandoned {
 			return 1
 		}
 		return 0

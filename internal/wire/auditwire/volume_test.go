@@ -28,7 +28,7 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxledger"
+	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
 	"github.com/payreq/payreq/internal/testenv"
 )
 
@@ -251,7 +251,7 @@ func seedChunk(ctx context.Context, db *dynamodb.Client, tb map[string]string, b
 		if err != nil {
 			return err
 		}
-		li, err := dynamo.LedgerItem(sandboxledger.Entry{Reference: payment.ChargeReference(id), Kind: sandboxledger.KindCharge,
+		li, err := dynamo.LedgerItem(ledger.Entry{Reference: payment.ChargeReference(id), Kind: ledger.KindCharge,
 			TransactionID: id, Method: "card", Amount: "4.20", Unit: "EUR", Status: provider.Approved, CreatedAt: at, UpdatedAt: at})
 		if err != nil {
 			return err

@@ -16,11 +16,11 @@ import (
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/lambdahttp"
 	"github.com/payreq/payreq/internal/paylink"
+	"github.com/payreq/payreq/internal/provider/sandbox/asyncjob"
+	"github.com/payreq/payreq/internal/provider/sandbox/worker"
 	"github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/safehttp"
-	"github.com/payreq/payreq/internal/sandboxjob"
-	"github.com/payreq/payreq/internal/sandboxworker"
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/wire"
 	"github.com/payreq/payreq/internal/wire/paywire"
@@ -85,8 +85,8 @@ type acsPoster struct {
 
 func (a acsPoster) CompleteChallenge(ctx context.Context, requestID, txID int64, approve bool) error {
 	now := time.Now()
-	return sandboxworker.Post(ctx, a.client, a.base, sandboxworker.ThreeDSPath, a.key, sandboxworker.Callback{
-		EventID: sandboxworker.EventIDFor("3ds", txID), TransactionID: txID, PaymentRequestID: requestID,
+	return worker.Post(ctx, a.client, a.base, worker.ThreeDSPath, a.key, worker.Callback{
+		EventID: worker.EventIDFor("3ds", txID), TransactionID: txID, PaymentRequestID: requestID,
 		Result: challengeResult(approve), Timestamp: now.UTC().Format(time.RFC3339),
 	}, now)
 }
@@ -102,8 +102,8 @@ func (a acsQueue) CompleteChallenge(ctx context.Context, requestID, txID int64, 
 	if a.url == "" {
 		return fmt.Errorf("no PUBLIC_BASE_URL and no SANDBOX_QUEUE_URL: cannot deliver the 3-D Secure answer of transaction %d", txID)
 	}
-	return a.queue.Send(ctx, a.url, sandboxjob.Job{Kind: sandboxjob.KindThreeDSAnswer,
-		EventID: sandboxworker.EventIDFor("3ds", txID), TransactionID: txID, PaymentRequestID: requestID,
+	return a.queue.Send(ctx, a.url, asyncjob.Job{Kind: asyncjob.KindThreeDSAnswer,
+		EventID: worker.EventIDFor("3ds", txID), TransactionID: txID, PaymentRequestID: requestID,
 		Result: challengeResult(approve), DueAt: time.Now()}, 0)
 }
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/provider/sandbox"
+	"github.com/payreq/payreq/internal/provider/sandbox/worker"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/safehttp"
-	"github.com/payreq/payreq/internal/sandboxworker"
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/wire"
 )
@@ -48,7 +48,7 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ wi
 	// The SSRF-safe client: no redirects (following one would send the
 	// signed body elsewhere), public addresses only outside the local stack.
 	client := safehttp.NewClient(safehttp.Options{Timeout: 5 * time.Second, AllowPrivate: b.Cfg.Local, RequireHTTPS: !b.Cfg.Local})
-	return sandboxworker.New(sandboxworker.Deps{
+	return worker.New(worker.Deps{
 		BaseURL: base, Key: key, Client: client,
 		Queue: queue.New(sqs.NewFromConfig(b.AWS)), QueueURL: queueURL,
 		Log:      b.Logger("sandbox"),
@@ -56,4 +56,4 @@ func Sandbox(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ wi
 	}), nil
 }
 
-var _ sandboxworker.Sender = (*queue.Client)(nil)
+var _ worker.Sender = (*queue.Client)(nil)

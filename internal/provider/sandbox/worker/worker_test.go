@@ -1,4 +1,4 @@
-package sandboxworker
+package worker
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/payreq/payreq/internal/sandboxjob"
+	"github.com/payreq/payreq/internal/provider/sandbox/asyncjob"
 	"github.com/payreq/payreq/internal/sig"
 )
 
@@ -20,19 +20,19 @@ var key = []byte("0123456789abcdef0123456789abcdef")
 
 type sent struct {
 	mu    sync.Mutex
-	jobs  []sandboxjob.Job
+	jobs  []asyncjob.Job
 	delay []time.Duration
 }
 
 func (s *sent) Send(_ context.Context, _ string, body any, d time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.jobs = append(s.jobs, body.(sandboxjob.Job))
+	s.jobs = append(s.jobs, body.(asyncjob.Job))
 	s.delay = append(s.delay, d)
 	return nil
 }
 
-func record(id string, j sandboxjob.Job) events.SQSMessage {
+func record(id string, j asyncjob.Job) events.SQSMessage {
 	b, _ := json.Marshal(j)
 	return events.SQSMessage{MessageId: id, Body: string(b)}
 }
@@ -65,10 +65,10 @@ func TestWorkerDeliversSignedCallbacks(t *testing.T) {
 	h := New(Deps{BaseURL: srv.URL + "/", Key: key, Queue: q, QueueURL: "q", MaxWait: time.Second})
 	now := time.Now()
 	resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("a", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e1", TransactionID: 1, PaymentRequestID: 9, Status: 1, DueAt: now.Add(150 * time.Millisecond)}),
-		record("b", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e2", TransactionID: 2, Status: 2, Code: "005", DueAt: now}),
-		record("c", sandboxjob.Job{Kind: sandboxjob.KindThreeDSTimeout, EventID: "e3", TransactionID: 3, DueAt: now}),
-		record("d", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e4", TransactionID: 4, Status: 1, DueAt: now.Add(time.Hour)}),
+		record("a", asyncjob.Job{Kind: asyncjob.KindResult, EventID: "e1", TransactionID: 1, PaymentRequestID: 9, Status: 1, DueAt: now.Add(150 * time.Millisecond)}),
+		record("b", asyncjob.Job{Kind: asyncjob.KindResult, EventID: "e2", TransactionID: 2, Status: 2, Code: "005", DueAt: now}),
+		record("c", asyncjob.Job{Kind: asyncjob.KindThreeDSTimeout, EventID: "e3", TransactionID: 3, DueAt: now}),
+		record("d", asyncjob.Job{Kind: asyncjob.KindResult, EventID: "e4", TransactionID: 4, Status: 1, DueAt: now.Add(time.Hour)}),
 		{MessageId: "e", Body: "not json"},
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -97,14 +97,14 @@ func TestWorkerDeliversSignedCallbacks(t *testing.T) {
 	mu.Lock()
 	fail = true
 	mu.Unlock()
-	resp, _ = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("f", sandboxjob.Job{Kind: sandboxjob.KindResult, EventID: "e5", TransactionID: 5, Status: 1})}})
+	resp, _ = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("f", asyncjob.Job{Kind: asyncjob.KindResult, EventID: "e5", TransactionID: 5, Status: 1})}})
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "f" {
 		t.Fatalf("%+v", resp)
 	}
 }
 
 func TestEventIDIsStable(t *testing.T) {
-	if EventIDFor(sandboxjob.KindResult, 42) != "sbx_provider_result_42" || EventIDFor(sandboxjob.KindResult, 42) == EventIDFor(sandboxjob.KindThreeDSTimeout, 42) {
-		t.Fatal(EventIDFor(sandboxjob.KindResult, 42))
+	if EventIDFor(asyncjob.KindResult, 42) != "sbx_provider_result_42" || EventIDFor(asyncjob.KindResult, 42) == EventIDFor(asyncjob.KindThreeDSTimeout, 42) {
+		t.Fatal(EventIDFor(asyncjob.KindResult, 42))
 	}
 }

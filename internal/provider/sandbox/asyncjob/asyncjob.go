@@ -1,8 +1,8 @@
-// Package sandboxjob is the message between the payment core and the
-// sandbox function (internal/sandboxworker): the payment core queues a Job
+// Package asyncjob is the message between the payment core and the
+// sandbox function (internal/provider/sandbox/worker): the payment core queues a Job
 // for a sandbox result due later, the worker delivers it as a signed
 // callback. Jobs carry ids and outcomes only, never card data.
-package sandboxjob
+package asyncjob
 
 import (
 	"strconv"

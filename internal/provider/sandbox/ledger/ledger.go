@@ -1,8 +1,8 @@
-// Package sandboxledger is the sandbox acquirer's ledger as domain types:
+// Package ledger is the sandbox acquirer's ledger as domain types:
 // one entry per charge reference and per refund id. The sandbox provider
 // (internal/provider/sandbox) keeps it and internal/dynamo stores it, and
 // neither imports the other for it.
-package sandboxledger
+package ledger
 
 import (
 	"context"

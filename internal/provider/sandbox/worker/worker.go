@@ -1,11 +1,11 @@
-// Package sandboxworker is the asynchronous side of the sandbox provider
+// Package worker is the asynchronous side of the sandbox provider
 // (the `sandbox` function). The payments service queues a Job for each
 // sandbox result that arrives "later" — a UPI collect answered or timed out,
 // a QR code paid, an abandoned 3-D Secure challenge expiring — and this
 // worker delivers it when it is due the way a real provider would: as a
 // signed HTTP callback to the service's own /callbacks endpoints. Jobs carry
 // ids and outcomes only, never card data.
-package sandboxworker
+package worker
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
-	"github.com/payreq/payreq/internal/sandboxjob"
+	"github.com/payreq/payreq/internal/provider/sandbox/asyncjob"
 	"github.com/payreq/payreq/internal/sig"
 )
 
@@ -34,8 +34,8 @@ const (
 	ThreeDSPath = "/callbacks/3ds"
 )
 
-// EventIDFor is the provider event id of a job (sandboxjob.EventIDFor).
-func EventIDFor(kind string, txID int64) string { return sandboxjob.EventIDFor(kind, txID) }
+// EventIDFor is the provider event id of a job (asyncjob.EventIDFor).
+func EventIDFor(kind string, txID int64) string { return asyncjob.EventIDFor(kind, txID) }
 
 // Callback is the JSON body of a provider result callback (also accepted as
 // a form). It is the contract documented in docs/payments.md.
@@ -117,7 +117,7 @@ func (w *worker) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 }
 
 func (w *worker) process(ctx context.Context, rec events.SQSMessage) error {
-	var job sandboxjob.Job
+	var job asyncjob.Job
 	if err := json.Unmarshal([]byte(rec.Body), &job); err != nil || job.TransactionID <= 0 || job.EventID == "" {
 		// A malformed job can never succeed: log it and drop it.
 		w.Log.Error("malformed sandbox job dropped", "message_id", rec.MessageId)
@@ -139,12 +139,12 @@ func (w *worker) process(ctx context.Context, rec events.SQSMessage) error {
 	return w.deliver(ctx, job)
 }
 
-func (w *worker) deliver(ctx context.Context, job sandboxjob.Job) error {
+func (w *worker) deliver(ctx context.Context, job asyncjob.Job) error {
 	cb := Callback{EventID: job.EventID, TransactionID: job.TransactionID, PaymentRequestID: job.PaymentRequestID,
 		ProviderRef: job.ProviderRef, Timestamp: w.Now().UTC().Format(time.RFC3339)}
 	path := ResultPath
 	switch job.Kind {
-	case sandboxjob.KindResult:
+	case asyncjob.KindResult:
 		if w.Provider != nil {
 			out, err := w.Provider.Lookup(ctx, payment.ChargeReference(job.TransactionID))
 			if err != nil {
@@ -164,9 +164,9 @@ func (w *worker) deliver(ctx context.Context, job sandboxjob.Job) error {
 			w.Log.Error("sandbox job with invalid status dropped", "transaction_id", job.TransactionID, "status", job.Status)
 			return nil
 		}
-	case sandboxjob.KindThreeDSTimeout:
+	case asyncjob.KindThreeDSTimeout:
 		path, cb.Result = ThreeDSPath, "timeout"
-	case sandboxjob.KindThreeDSAnswer:
+	case asyncjob.KindThreeDSAnswer:
 		if job.Result != "approve" && job.Result != "fail" {
 			w.Log.Error("sandbox 3-D Secure answer with invalid result dropped", "transaction_id", job.TransactionID)
 			return nil
