@@ -68,7 +68,7 @@ var layerOf = map[string]int{
 	"internal/mail":                    layerCore, // an e-mail message and the local mailbox (files); SES is dashboardwire's
 	"internal/notifier":                layerCore, // the notification state machine (SQS events) and the reconciler
 	"internal/webhook":                 layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
-	"internal/payments":                layerCore, // payment, refund and 3-D Secure state machines
+	"internal/paycore":                 layerCore, // payment, refund and 3-D Secure state machines
 	"internal/provider/sandbox":        layerCore, // the simulated acquirer over its ledger interface
 	"internal/safehttp":                layerCore, // the SSRF-safe client of merchants' endpoints
 	"internal/provider/sandbox/worker": layerCore, // the sandbox acquirer's asynchronous side (SQS events)

@@ -26,7 +26,7 @@ var linkable = map[string][]string{
 	// The API Gateway adapter: HTTP API functions only.
 	"http": {"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter", "github.com/payreq/payreq/internal/lambdahttp"},
 	// The payments core, and the sandbox provider it selects on a sandbox stage.
-	"payments": {"github.com/payreq/payreq/internal/payments"},
+	"payments": {"github.com/payreq/payreq/internal/paycore"},
 	"sandbox":  {"github.com/payreq/payreq/internal/provider/sandbox"},
 }
 

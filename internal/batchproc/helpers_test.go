@@ -35,8 +35,8 @@ import (
 	"github.com/payreq/payreq/internal/devstack/sftpd"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -115,13 +115,13 @@ func (c *countingPay) note(id int64, err error) {
 	}
 }
 
-func (c *countingPay) Pay(ctx context.Context, m *merchant.Merchant, id int64, a payments.Attempt) (payments.Result, error) {
+func (c *countingPay) Pay(ctx context.Context, m *merchant.Merchant, id int64, a paycore.Attempt) (paycore.Result, error) {
 	res, err := c.svc.Pay(ctx, m, id, a)
 	c.note(id, err)
 	return res, err
 }
 
-func (c *countingPay) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error) {
+func (c *countingPay) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a paycore.Attempt) (paycore.Result, error) {
 	res, err := c.svc.PayNew(ctx, m, r, a)
 	c.note(r.ID, err)
 	return res, err

@@ -20,8 +20,8 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -100,7 +100,7 @@ type losingAnswer struct {
 	lost     atomic.Bool
 }
 
-func (l *losingAnswer) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error) {
+func (l *losingAnswer) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a paycore.Attempt) (paycore.Result, error) {
 	res, err := l.PaymentService.PayNew(ctx, m, r, a)
 	if err != nil || r.ReferenceID != l.loseOn || !l.lost.CompareAndSwap(false, true) {
 		return res, err
@@ -109,9 +109,9 @@ func (l *losingAnswer) PayNew(ctx context.Context, m *merchant.Merchant, r payme
 		if _, err := l.PaymentService.PayNew(ctx, m, r, a); !errkind.Is(err, errkind.Exists) {
 			panic(fmt.Sprintf("the repeated create did not answer Exists: %v", err))
 		}
-		return payments.Result{}, errkind.New(errkind.Exists, "already exists", "")
+		return paycore.Result{}, errkind.New(errkind.Exists, "already exists", "")
 	}
-	return payments.Result{}, errkind.UnavailableErr("The payment provider did not answer.")
+	return paycore.Result{}, errkind.UnavailableErr("The payment provider did not answer.")
 }
 
 // A row whose first try charged it but lost the answer is resumed from its

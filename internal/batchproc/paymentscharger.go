@@ -13,16 +13,16 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 )
 
-// PaymentService is the part of payments.Service the batch uses.
+// PaymentService is the part of paycore.Service the batch uses.
 type PaymentService interface {
-	Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a payments.Attempt) (payments.Result, error)
-	PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error)
+	Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a paycore.Attempt) (paycore.Result, error)
+	PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a paycore.Attempt) (paycore.Result, error)
 }
 
 // RequestStore creates and reads payment requests (*dynamo.Store).
@@ -33,10 +33,10 @@ type RequestStore interface {
 
 // PaymentsCharger is the Charger of the service: a row becomes payment
 // request paymentRequestID (created here with the id the row record fixed)
-// and one card attempt with no cardholder present: payments.Service.PayNew
+// and one card attempt with no cardholder present: paycore.Service.PayNew
 // creates the request (leased) and writes its attempt's transaction ahead
 // in one write; a request that exists already is paid with
-// payments.Service.Pay. It is idempotent on the id: the request is created at most once,
+// paycore.Service.Pay. It is idempotent on the id: the request is created at most once,
 // the payment service's attempt lease lets one attempt run at a time, and a
 // request that already has an attempt is answered from that attempt.
 type PaymentsCharger struct {
@@ -54,7 +54,7 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 	req := &payment.Request{ID: id, MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: row.Amount, Unit: row.Unit,
 		ReferenceID: row.ReferenceID, Client: &payment.Client{Name: row.HolderName, Email: row.Email, Phone: row.Phone},
 		CreatedAt: now, UpdatedAt: now}
-	attempt := payments.Attempt{
+	attempt := paycore.Attempt{
 		Method: provider.MethodCard,
 		Payer: &payer.Data{Name: row.HolderName, Email: row.Email, PhoneNumber: row.Phone, Address: row.Address,
 			City: row.City, State: row.State, PostalCode: row.PostalCode, Country: row.Country},
@@ -97,7 +97,7 @@ func (c *PaymentsCharger) ChargeRow(ctx context.Context, m *merchant.Merchant, r
 
 	wait := c.Wait
 	if wait <= 0 {
-		wait = payments.DefaultSyncLease
+		wait = paycore.DefaultSyncLease
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -178,7 +178,7 @@ func (c *PaymentsCharger) existing(ctx context.Context, m *merchant.Merchant, ro
 	return ResultOfRequest(cur), true, nil
 }
 
-func resultOfAttempt(id int64, out payments.Result) batch.Result {
+func resultOfAttempt(id int64, out paycore.Result) batch.Result {
 	res := batch.Result{Status: StatusOf(out.TransactionStatusID), PaymentRequestID: strconv.FormatInt(id, 10)}
 	if out.TransactionID != 0 {
 		res.TransactionID = strconv.FormatInt(out.TransactionID, 10)

@@ -29,8 +29,8 @@ import (
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/devstack/sftpd"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/testing/memobjects"
 	"github.com/payreq/payreq/internal/testing/memstore"
@@ -104,7 +104,7 @@ func newFastEnv(t testing.TB, tune func(*batchproc.Config), deps ...func(*batchp
 	e.objects.Now = clk.Now
 	e.store.PutMerchant(e.m)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := payments.New(payments.Deps{Store: e.store, Provider: e.acq, Sandbox: true, Queue: discardQueue{},
+	svc := paycore.New(paycore.Deps{Store: e.store, Provider: e.acq, Sandbox: true, Queue: discardQueue{},
 		SandboxQueueURL: "sandbox", NotificationsQueueURL: "notifications", Log: quiet})
 	e.pay = &countingPay{svc: svc, store: e.store}
 	// The invocations' deadline is real time (invocationTimeout) and the

@@ -10,8 +10,8 @@ import (
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -32,16 +32,16 @@ func (p *throttledPay) busy() error {
 		&provider.NotProcessedError{RetryAfter: time.Second})
 }
 
-func (p *throttledPay) Pay(ctx context.Context, m *merchant.Merchant, id int64, a payments.Attempt) (payments.Result, error) {
+func (p *throttledPay) Pay(ctx context.Context, m *merchant.Merchant, id int64, a paycore.Attempt) (paycore.Result, error) {
 	if err := p.busy(); err != nil {
-		return payments.Result{}, err
+		return paycore.Result{}, err
 	}
 	return p.svc.Pay(ctx, m, id, a)
 }
 
-func (p *throttledPay) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a payments.Attempt) (payments.Result, error) {
+func (p *throttledPay) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Request, a paycore.Attempt) (paycore.Result, error) {
 	if err := p.busy(); err != nil {
-		return payments.Result{}, err
+		return paycore.Result{}, err
 	}
 	return p.svc.PayNew(ctx, m, r, a)
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/testing/memstore"
@@ -65,7 +65,7 @@ func newRowEnv() *rowEnv {
 	acq := &countingAcquirer{Provider: sandbox.New(sandbox.Options{Ledger: sandbox.NewMemoryLedger()}), charges: map[string]int{}}
 	m := &merchant.Merchant{ID: "mer_rows", Sandbox: true}
 	st.PutMerchant(m)
-	svc := payments.New(payments.Deps{Store: st, Provider: acq, Sandbox: true, Queue: discardQueue{},
+	svc := paycore.New(paycore.Deps{Store: st, Provider: acq, Sandbox: true, Queue: discardQueue{},
 		SandboxQueueURL: "sandbox", NotificationsQueueURL: "notifications", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return &rowEnv{store: st, acq: acq, m: m, charger: &batchproc.PaymentsCharger{Service: svc, Store: st, Wait: 10 * time.Second}}
 }

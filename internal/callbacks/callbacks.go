@@ -6,7 +6,7 @@
 // Every provider callback is signed (package sig): a missing, wrong or stale
 // signature is a 401 before anything is parsed. Bodies are JSON or
 // application/x-www-form-urlencoded; a GET carries the same fields in its
-// query. Results are applied exactly once (payments.Service.Settle): a
+// query. Results are applied exactly once (paycore.Service.Settle): a
 // duplicate event id is acknowledged with 200 and changes nothing, and a
 // result for a transaction that is no longer pending never regresses it.
 package callbacks
@@ -29,8 +29,8 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/sig"
@@ -47,7 +47,7 @@ const DefaultTimeout = 5 * time.Second
 
 // Deps are the handler's collaborators.
 type Deps struct {
-	Service *payments.Service
+	Service *paycore.Service
 	Key     []byte // provider callback key (sig.InfoProviderCallback)
 	Log     *slog.Logger
 	Now     func() time.Time
@@ -204,9 +204,9 @@ func eventIDField(v url.Values, errs *fieldErr) string {
 }
 
 // ParseResult reads a provider result callback's fields.
-func ParseResult(v url.Values) (payments.ProviderResult, error) {
+func ParseResult(v url.Values) (paycore.ProviderResult, error) {
 	var errs fieldErr
-	r := payments.ProviderResult{
+	r := paycore.ProviderResult{
 		EventID:          eventIDField(v, &errs),
 		TransactionID:    idField(v, "transactionId", true, &errs),
 		PaymentRequestID: idField(v, "paymentRequestId", false, &errs),
@@ -267,11 +267,11 @@ func (h *handler) result(w http.ResponseWriter, r *http.Request) error {
 
 func (h *handler) settleError(err error, txID int64) error {
 	switch {
-	case errors.Is(err, payments.ErrUnknownTransaction):
+	case errors.Is(err, paycore.ErrUnknownTransaction):
 		return errkind.NotFoundErr(fmt.Sprintf("Transaction %d does not exist.", txID))
-	case errors.Is(err, payments.ErrMismatch):
+	case errors.Is(err, paycore.ErrMismatch):
 		return errkind.BadInput(fmt.Sprintf("Transaction %d does not belong to that payment request.", txID), "")
-	case errors.Is(err, payments.ErrUnbound):
+	case errors.Is(err, paycore.ErrUnbound):
 		return errkind.ConflictErr(fmt.Sprintf("The provider's result is not for transaction %d; nothing changed.", txID), "")
 	case errors.Is(err, provider.ErrUnknownChallenge):
 		return errkind.ConflictErr(fmt.Sprintf("Transaction %d has no pending 3-D Secure challenge.", txID), "")
@@ -288,7 +288,7 @@ type Ack struct {
 	TransactionStatusID *payment.TransactionStatus `json:"transactionStatusId,omitempty"`
 }
 
-func (h *handler) ack(w http.ResponseWriter, r *http.Request, s payments.Settled, txID int64) {
+func (h *handler) ack(w http.ResponseWriter, r *http.Request, s paycore.Settled, txID int64) {
 	a := Ack{Received: true, Duplicate: s.Duplicate, Changed: s.Changed, TransactionID: txID}
 	if s.Transaction != nil {
 		st := s.Transaction.Status
@@ -330,7 +330,7 @@ func (h *handler) threeDSPost(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.Timeout)
 	defer cancel()
-	var s payments.Settled
+	var s paycore.Settled
 	if result == "timeout" {
 		s, err = h.Service.ExpireChallenge(ctx, eventID, txID, prID)
 	} else {
@@ -363,7 +363,7 @@ func (h *handler) threeDSBrowser(w http.ResponseWriter, r *http.Request) error {
 	eventID := "3ds_" + strconv.FormatInt(txID, 10) + "_" + signatureOf(r)
 	s, err := h.Service.CompleteChallenge(ctx, eventID, txID, prID, result == "approve")
 	if err != nil {
-		if errors.Is(err, payments.ErrUnknownTransaction) || errors.Is(err, payments.ErrMismatch) || errors.Is(err, payments.ErrUnbound) {
+		if errors.Is(err, paycore.ErrUnknownTransaction) || errors.Is(err, paycore.ErrMismatch) || errors.Is(err, paycore.ErrUnbound) {
 			paymentsapi.WriteResultPage(w, http.StatusNotFound, nil, nil, "This authentication does not exist.")
 			return nil
 		}
@@ -379,7 +379,7 @@ func (h *handler) threeDSBrowser(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	httpapi.AddLogAttrs(r, slog.Int64("transaction_id", txID), slog.Bool("duplicate", s.Duplicate), slog.Bool("changed", s.Changed))
-	if target := payments.ReturnTarget(v.Get("return"), req, tx); target != "" {
+	if target := paycore.ReturnTarget(v.Get("return"), req, tx); target != "" {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		http.Redirect(w, r, target, http.StatusSeeOther)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 )
 
 // Stripe events on POST /callbacks/svcwh.
@@ -20,10 +20,10 @@ import (
 // against every configured endpoint secret, so a secret can be rolled
 // without losing events, and says what it means (docs/stripe.md, "Events
 // handled"): a payment result to settle, a refund or a dispute
-// (payments.RefundEvent, DisputeEvent), nothing to settle, or an event the
+// (paycore.RefundEvent, DisputeEvent), nothing to settle, or an event the
 // service ignores.
 //
-// An event changes only the transaction it is bound to (payments.Bind and
+// An event changes only the transaction it is bound to (paycore.Bind and
 // its refund and dispute forms): the intent id stored when Stripe first
 // answered, the metadata reference and payment request id, the amount and
 // currency charged. Any other is acknowledged as ignored, logged with the
@@ -42,16 +42,16 @@ import (
 // StripeSignatureHeader is the header Stripe signs events with.
 const StripeSignatureHeader = "Stripe-Signature"
 
-// Settler applies a provider result (payments.Service).
+// Settler applies a provider result (paycore.Service).
 type Settler interface {
-	Settle(ctx context.Context, r payments.ProviderResult) (payments.Settled, error)
+	Settle(ctx context.Context, r paycore.ProviderResult) (paycore.Settled, error)
 }
 
 // AfterSettler applies Stripe's refund and dispute events
-// (payments.Service); a Settler that has them is used for them too.
+// (paycore.Service); a Settler that has them is used for them too.
 type AfterSettler interface {
-	RefundEvent(ctx context.Context, r payments.RefundResult) (payments.Settled, error)
-	DisputeEvent(ctx context.Context, r payments.DisputeResult) (payments.Settled, error)
+	RefundEvent(ctx context.Context, r paycore.RefundResult) (paycore.Settled, error)
+	DisputeEvent(ctx context.Context, r paycore.DisputeResult) (paycore.Settled, error)
 }
 
 // EventMarker records processed event ids (dynamo.Store).
@@ -63,7 +63,7 @@ type EventMarker interface {
 // (provider/stripe.Webhook): its error, when the signature is refused, says
 // why in a few words.
 type EventReader interface {
-	Read(body []byte, signature string, now time.Time) (payments.Event, error)
+	Read(body []byte, signature string, now time.Time) (paycore.Event, error)
 }
 
 // StripeWebhook configures Stripe events on /callbacks/svcwh.
@@ -108,14 +108,14 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, errIgnored):
 		ack.Ignored = true
-	case errors.Is(err, payments.ErrBindLater):
+	case errors.Is(err, paycore.ErrBindLater):
 		// Before the answer to the service's own call was stored: not
 		// recorded, so Stripe's retry finds it unprocessed and binds it.
 		httpapi.AddLogAttrs(r, slog.String("stripe_event", ev.ID), slog.String("stripe_type", ev.Type), slog.Bool("bind_later", true))
 		e := errkind.UnavailableErr("The event arrived before its payment's answer was stored; send it again.")
 		e.RetryAfter = time.Minute
 		return e
-	case errors.Is(err, payments.ErrUnknownTransaction), errors.Is(err, payments.ErrMismatch), errors.Is(err, payments.ErrUnbound):
+	case errors.Is(err, paycore.ErrUnknownTransaction), errors.Is(err, paycore.ErrMismatch), errors.Is(err, paycore.ErrUnbound):
 		// Not a transaction of this stack (a shared test-mode account),
 		// or an object that is not the transaction's (logged and counted):
 		// acknowledge, or Stripe retries it for days.
@@ -146,10 +146,10 @@ var errIgnored = errors.New("event ignored")
 
 // applyStripe applies event ev; errIgnored for one not acted on. txID is
 // the transaction it concerned (0: none).
-func (h *handler) applyStripe(ctx context.Context, ev payments.Event) (payments.Settled, int64, error) {
+func (h *handler) applyStripe(ctx context.Context, ev paycore.Event) (paycore.Settled, int64, error) {
 	switch {
 	case ev.Ignored:
-		return payments.Settled{}, 0, errIgnored
+		return paycore.Settled{}, 0, errIgnored
 	case ev.Payment != nil:
 		settler := h.Stripe.Settler
 		if settler == nil {
@@ -164,7 +164,7 @@ func (h *handler) applyStripe(ctx context.Context, ev payments.Event) (payments.
 		s, err := h.afterSettler().DisputeEvent(ctx, *ev.Dispute)
 		return s, txOf(s), err
 	}
-	return payments.Settled{}, 0, nil // acknowledged, nothing to settle
+	return paycore.Settled{}, 0, nil // acknowledged, nothing to settle
 }
 
 func (h *handler) afterSettler() AfterSettler {
@@ -174,7 +174,7 @@ func (h *handler) afterSettler() AfterSettler {
 	return h.Service
 }
 
-func txOf(s payments.Settled) int64 {
+func txOf(s paycore.Settled) int64 {
 	if s.Transaction == nil {
 		return 0
 	}

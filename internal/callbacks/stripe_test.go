@@ -16,7 +16,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/errkind"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/stripe"
 )
@@ -25,22 +25,22 @@ import (
 // transaction changes it, later ones are duplicates.
 type fakeSettler struct {
 	mu   sync.Mutex
-	done map[int64]payments.ProviderResult
+	done map[int64]paycore.ProviderResult
 	n    int
 }
 
-func (f *fakeSettler) Settle(_ context.Context, r payments.ProviderResult) (payments.Settled, error) {
+func (f *fakeSettler) Settle(_ context.Context, r paycore.ProviderResult) (paycore.Settled, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
 	if r.TransactionID == 404 {
-		return payments.Settled{}, payments.ErrUnknownTransaction
+		return paycore.Settled{}, paycore.ErrUnknownTransaction
 	}
 	if _, ok := f.done[r.TransactionID]; ok {
-		return payments.Settled{Duplicate: true}, nil
+		return paycore.Settled{Duplicate: true}, nil
 	}
 	f.done[r.TransactionID] = r
-	return payments.Settled{Changed: true}, nil
+	return paycore.Settled{Changed: true}, nil
 }
 
 type memMarker struct {
@@ -59,7 +59,7 @@ func (m *memMarker) MarkCallbackEvent(_ context.Context, id string, _ time.Time,
 }
 
 func stripeServer(t *testing.T) (*httptest.Server, *fakeSettler) {
-	fs := &fakeSettler{done: map[int64]payments.ProviderResult{}}
+	fs := &fakeSettler{done: map[int64]paycore.ProviderResult{}}
 	h := New(Deps{Key: []byte("k"), Stripe: &StripeWebhook{Reader: stripe.Webhook{Secrets: []string{"whsec_old", "whsec_new"}},
 		Events: &memMarker{seen: map[string]bool{}}, Settler: fs}})
 	srv := httptest.NewServer(h)

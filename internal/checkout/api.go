@@ -12,8 +12,8 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -43,7 +43,7 @@ func (h *handler) pay(w http.ResponseWriter, r *http.Request, s *session) error 
 	// Pages reached without the token in their address carry a frame ticket
 	// instead, so their framing policy still comes from the token.
 	frame := h.Tokens.FrameTicket(s.claims)
-	a := payments.Attempt{Hosted: true, CardholderPresent: true, BaseURL: h.baseURL(r),
+	a := paycore.Attempt{Hosted: true, CardholderPresent: true, BaseURL: h.baseURL(r),
 		ReturnTo: "/checkout?" + url.Values{"requestId": {strconv.FormatInt(s.req.ID, 10)}, "resume": {"1"}, "frame": {frame}}.Encode()}
 	switch r.PathValue("method") {
 	case "card":
@@ -132,7 +132,7 @@ func (h *handler) status(w http.ResponseWriter, _ *http.Request, s *session) err
 	if s.req.TransactionID == 0 || s.req.TransactionStatus == nil {
 		return errkind.NotFoundErr("No payment attempt yet.")
 	}
-	res := payments.Result{
+	res := paycore.Result{
 		PaymentRequestID: s.req.ID, TransactionID: s.req.TransactionID, PaymentID: strconv.FormatInt(s.req.TransactionID, 10),
 		TransactionNumber: s.req.TransactionNumber, TransactionStatusID: *s.req.TransactionStatus, PaymentRequestStatusID: s.req.Status,
 	}

@@ -25,9 +25,9 @@ import (
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/ratelimit"
 	"github.com/payreq/payreq/web"
@@ -39,9 +39,9 @@ type Store interface {
 	Merchant(ctx context.Context, id string) (*merchant.Merchant, error)
 }
 
-// Payer runs payment attempts (*payments.Service).
+// Payer runs payment attempts (*paycore.Service).
 type Payer interface {
-	Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a payments.Attempt) (payments.Result, error)
+	Pay(ctx context.Context, m *merchant.Merchant, requestID int64, a paycore.Attempt) (paycore.Result, error)
 }
 
 // Challenges completes sandbox 3-D Secure challenges through the provider

@@ -6,7 +6,7 @@ import (
 
 	"rsc.io/qr"
 
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -35,7 +35,7 @@ func qrDataURL(payload string) (string, error) {
 // pageResult is a payment result as the hosted page receives it: a QR next
 // action carries its rendered image.
 type pageResult struct {
-	payments.Result
+	paycore.Result
 	NextAction *pageAction `json:"nextAction,omitempty"`
 }
 
@@ -44,7 +44,7 @@ type pageAction struct {
 	QRImage string `json:"qrImage,omitempty"`
 }
 
-func forPage(res payments.Result) (pageResult, error) {
+func forPage(res paycore.Result) (pageResult, error) {
 	out := pageResult{Result: res}
 	if na := res.NextAction; na != nil {
 		out.NextAction = &pageAction{NextAction: *na}

@@ -12,7 +12,7 @@ import (
 	"github.com/makiuchi-d/gozxing"
 	"github.com/makiuchi-d/gozxing/qrcode"
 
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -20,7 +20,7 @@ import (
 // back to the payload; other actions are unchanged.
 func TestForPageRendersQR(t *testing.T) {
 	const payload = "payreq-sandbox:qr?amount=21.40&ref=qr_1&unit=EUR"
-	out, err := forPage(payments.Result{NextAction: &provider.NextAction{Type: provider.ActionQR, QRPayload: payload, Reference: "qr_1"}})
+	out, err := forPage(paycore.Result{NextAction: &provider.NextAction{Type: provider.ActionQR, QRPayload: payload, Reference: "qr_1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,11 @@ func TestForPageRendersQR(t *testing.T) {
 		t.Fatalf("decoded %v, %v; want %q", res, err, payload)
 	}
 
-	out, _ = forPage(payments.Result{NextAction: &provider.NextAction{Type: provider.ActionThreeDSRedirect, URL: "/checkout/3ds"}})
+	out, _ = forPage(paycore.Result{NextAction: &provider.NextAction{Type: provider.ActionThreeDSRedirect, URL: "/checkout/3ds"}})
 	if b, _ := json.Marshal(out.NextAction); string(b) != `{"type":"threeds_redirect","url":"/checkout/3ds"}` {
 		t.Errorf("3-D Secure action %s", b)
 	}
-	if out, _ := forPage(payments.Result{}); out.NextAction != nil {
+	if out, _ := forPage(paycore.Result{}); out.NextAction != nil {
 		t.Errorf("no action became %+v", out.NextAction)
 	}
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
@@ -98,12 +98,12 @@ func TestPaymentCoreSendsEachChannelToItsQueue(t *testing.T) {
 	}
 	m := testenv.NewMerchant(t, func(m *merchant.Merchant) { m.NotifyURL = "http://127.0.0.1:1/" })
 	s := testenv.Stack(t)
-	pay := func(ch payment.Channel) payments.Result {
+	pay := func(ch payment.Channel) paycore.Result {
 		now := time.Now().UTC()
 		req := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("12.00"),
 			Unit: "EUR", CreatedAt: now, UpdatedAt: now}
 		testenv.Seeded(t, "payment request", s.Store.CreatePaymentRequest(context.Background(), req))
-		res, err := svc.Pay(context.Background(), m.Merchant, req.ID, payments.Attempt{Method: provider.MethodCard,
+		res, err := svc.Pay(context.Background(), m.Merchant, req.ID, paycore.Attempt{Method: provider.MethodCard,
 			Payer: &payer.Data{Name: "Ann Lee", Email: "ann@example.com", PhoneNumber: "4915112345678", Address: "Main St 1",
 				City: "Berlin", State: "BE", PostalCode: "10115", Country: "DE"},
 			Card:              &card.Input{Holder: "Ann Lee", Number: "4111111111111111", Expiry: "12/" + strconv.Itoa(now.Year()%100+2), CVV: "123"},
@@ -177,7 +177,7 @@ func TestFailedSendIsResentEvenWhileTheQueueIsBusy(t *testing.T) {
 	req := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("12.00"),
 		Unit: "EUR", CreatedAt: now, UpdatedAt: now}
 	testenv.Seeded(t, "payment request", s.Store.CreatePaymentRequest(context.Background(), req))
-	res, err := svc.Pay(context.Background(), m.Merchant, req.ID, payments.Attempt{Method: provider.MethodCard,
+	res, err := svc.Pay(context.Background(), m.Merchant, req.ID, paycore.Attempt{Method: provider.MethodCard,
 		Card:              &card.Input{Holder: "Ann Lee", Number: "4111111111111111", Expiry: "12/" + strconv.Itoa(now.Year()%100+2), CVV: "123"},
 		CardholderPresent: true, Hosted: true})
 	if err != nil || res.TransactionStatusID != payment.TxApproved {

@@ -24,8 +24,8 @@ import (
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/seal"
@@ -81,14 +81,14 @@ func newDelivery(t *testing.T, statuses ...int) *deliveryEnv {
 	m.SealedSecret = sealer.Seal("whsec_"+base64.StdEncoding.EncodeToString([]byte("a test signing secret of 32 bytes")), m.ID)
 	st.PutMerchant(m)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := payments.New(payments.Deps{Store: st, Provider: sandbox.New(sandbox.Options{Ledger: sandbox.NewMemoryLedger()}),
+	svc := paycore.New(paycore.Deps{Store: st, Provider: sandbox.New(sandbox.Options{Ledger: sandbox.NewMemoryLedger()}),
 		Sandbox: true, Queue: q, SandboxQueueURL: "sandbox", NotificationsQueueURL: "notifications", Log: log})
 	r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("9.99"),
 		Unit: "EUR", CreatedAt: now, UpdatedAt: now}
 	if err := st.CreatePaymentRequest(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	res, err := svc.Pay(context.Background(), m, r.ID, payments.Attempt{Method: provider.MethodCard,
+	res, err := svc.Pay(context.Background(), m, r.ID, paycore.Attempt{Method: provider.MethodCard,
 		Card: &card.Input{Holder: "Ann", Number: "4111111111111111", Expiry: "12/39", CVV: "123"}})
 	if err != nil || res.TransactionStatusID != payment.TxApproved {
 		t.Fatalf("pay: %+v %v", res, err)

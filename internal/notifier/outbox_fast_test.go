@@ -20,8 +20,8 @@ import (
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
@@ -83,7 +83,7 @@ func settled(t *testing.T, crash bool) (*memstore.Store, *memQueue, payment.Noti
 	now := time.Now().UTC()
 	m := &merchant.Merchant{ID: "mer_outbox", Sandbox: true, NotifyURL: "https://merchant.example/notify"}
 	st.PutMerchant(m)
-	svc := payments.New(payments.Deps{Store: st, Provider: sandbox.New(sandbox.Options{Ledger: sandbox.NewMemoryLedger()}),
+	svc := paycore.New(paycore.Deps{Store: st, Provider: sandbox.New(sandbox.Options{Ledger: sandbox.NewMemoryLedger()}),
 		Sandbox: true, Queue: q, SandboxQueueURL: "sandbox", NotificationsQueueURL: "notifications",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now }})
 	r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.NewFromInt(9),
@@ -91,7 +91,7 @@ func settled(t *testing.T, crash bool) (*memstore.Store, *memQueue, payment.Noti
 	if err := st.CreatePaymentRequest(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	res, err := svc.Pay(context.Background(), m, r.ID, payments.Attempt{Method: provider.MethodCard,
+	res, err := svc.Pay(context.Background(), m, r.ID, paycore.Attempt{Method: provider.MethodCard,
 		Card: &card.Input{Holder: "Ann", Number: "4111111111111111", Expiry: "12/39", CVV: "123"}})
 	if crash != (err != nil) || (!crash && res.TransactionStatusID != payment.TxApproved) {
 		t.Fatalf("pay (crash %v): %+v %v", crash, res, err)

@@ -10,7 +10,7 @@ import (
 // it: refunds it settles later (or that were made outside the service, in
 // the acquirer's dashboard), disputes, and a charge that succeeded after its
 // transaction was declined (voided at once). The payment core
-// (internal/payments) moves these; docs/stripe.md has the lifecycle.
+// (internal/paycore) moves these; docs/stripe.md has the lifecycle.
 
 // Refund origins.
 const (

@@ -1,7 +1,5 @@
 // Package payment is the domain of payment requests: their fields, states and
 // the validation of what a merchant may create. It has no storage or AWS code.
-//
-// Not to be confused with internal/payments, the core that runs payment attempts on these entities.
 package payment
 
 import (

@@ -9,7 +9,7 @@ import (
 )
 
 // The payment store's contract, in domain terms: what the core
-// (internal/payments) asks of storage and what storage answers. The
+// (internal/paycore) asks of storage and what storage answers. The
 // DynamoDB store implements it; its names (dynamo.Lease, …) are aliases.
 
 // OpenShards is the number of shards open attempts are spread over, so

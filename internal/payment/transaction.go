@@ -10,7 +10,7 @@ import (
 )
 
 // Transaction is one payment attempt on a payment request: the entity the
-// payment core moves through its states (internal/payments). Its stored
+// payment core moves through its states (internal/paycore). Its stored
 // form lives in internal/dynamo. Card data is kept masked (brand, first
 // six, last four) only; nothing here is secret.
 //

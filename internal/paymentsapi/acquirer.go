@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -16,7 +16,7 @@ import (
 // the payer goes on to the return target or the result page. It reports
 // false when the provider has no such challenge.
 func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *payment.Transaction, origins []string) (bool, error) {
-	cr, ok := h.Service.Provider.(payments.ChallengeReader)
+	cr, ok := h.Service.Provider.(paycore.ChallengeReader)
 	if !ok || tx.ProviderRef == "" {
 		return false, nil
 	}
@@ -52,7 +52,7 @@ func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *
 	if st == nil {
 		st = tx
 	}
-	if target := payments.ReturnTarget(r.URL.Query().Get("return"), req, st); target != "" {
+	if target := paycore.ReturnTarget(r.URL.Query().Get("return"), req, st); target != "" {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		http.Redirect(w, r, target, http.StatusSeeOther)

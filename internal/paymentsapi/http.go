@@ -1,6 +1,6 @@
 // Package paymentsapi is the payments function's HTTP edge: its routes,
 // request bodies, problems and the payer's 3-D Secure pages. The attempts
-// themselves run in the payment core, internal/payments, which has no HTTP
+// themselves run in the payment core, internal/paycore, which has no HTTP
 // import.
 package paymentsapi
 
@@ -16,15 +16,15 @@ import (
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payer"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 )
 
 // HandlerDeps are the HTTP handler's collaborators.
 type HandlerDeps struct {
-	Service *payments.Service
+	Service *paycore.Service
 	// Guard wraps every merchant-server route: API-key authentication (it
 	// must put the merchant in the context, see apikey.MerchantFrom), and
 	// whatever else applies to merchant calls (rate limit, idempotency).
@@ -88,7 +88,7 @@ func (h *handler) baseURL(r *http.Request) string {
 }
 
 func pathID(r *http.Request, name string) (int64, error) {
-	id, ok := payments.ParseID(r.PathValue(name))
+	id, ok := paycore.ParseID(r.PathValue(name))
 	if !ok {
 		return 0, errkind.BadInput("The "+name+" must be a positive 64-bit integer, got "+strconv.Quote(r.PathValue(name))+".", "")
 	}
@@ -115,7 +115,7 @@ func (h *handler) payExisting(w http.ResponseWriter, r *http.Request, method pro
 	if err := httpapi.DecodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	res, err := h.Service.Pay(r.Context(), m, id, payments.Attempt{Method: method, Payer: &body, CardholderPresent: true, BaseURL: h.baseURL(r)})
+	res, err := h.Service.Pay(r.Context(), m, id, paycore.Attempt{Method: method, Payer: &body, CardholderPresent: true, BaseURL: h.baseURL(r)})
 	if err != nil {
 		return err
 	}
@@ -152,24 +152,24 @@ func (h *handler) h2h(w http.ResponseWriter, r *http.Request) error {
 	m := apikey.MerchantFrom(r.Context())
 	n, err := strconv.Atoi(r.PathValue("n"))
 	if err != nil || !h.Service.SelectorEnabled(m, n) {
-		return payments.SelectorProblem(n)
+		return paycore.SelectorProblem(n)
 	}
 	var body H2HBody
 	if err := httpapi.DecodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	method, _ := payments.MethodOf(n, body.Card != nil)
+	method, _ := paycore.MethodOf(n, body.Card != nil)
 	if body.Card != nil && n != 1 {
 		return errkind.Validation([]errkind.FieldError{{Field: "card", Code: codes.InvalidPaymentMethod,
 			Detail: "card data is accepted by the sandbox card selector 1 only"}})
 	}
-	a := payments.Attempt{Method: method, Selector: n, Payer: &body.Data, CardholderPresent: true, BaseURL: h.baseURL(r)}
+	a := paycore.Attempt{Method: method, Selector: n, Payer: &body.Data, CardholderPresent: true, BaseURL: h.baseURL(r)}
 	if body.Card != nil {
 		a.Card = &card.Input{Holder: body.Card.HolderName, Number: body.Card.Number, Expiry: body.Card.Expiry, CVV: body.Card.CVC}
 	}
 	body.Data.Normalize()
-	errs := body.Data.Validate(payments.PayerKind(method))
-	var res payments.Result
+	errs := body.Data.Validate(paycore.PayerKind(method))
+	var res paycore.Result
 	if raw := bytes.TrimSpace(body.PaymentRequestID); len(raw) > 0 && string(raw) != "null" {
 		id, ok := parseJSONID(raw)
 		if !ok {
@@ -216,10 +216,10 @@ func parseJSONID(raw json.RawMessage) (int64, bool) {
 			return 0, false
 		}
 	}
-	return payments.ParseID(s)
+	return paycore.ParseID(s)
 }
 
-func (h *handler) logResult(r *http.Request, res payments.Result) {
+func (h *handler) logResult(r *http.Request, res paycore.Result) {
 	httpapi.AddLogAttrs(r, slog.Int64("payment_request_id", res.PaymentRequestID), slog.Int64("transaction_id", res.TransactionID),
 		slog.Int("transaction_status", int(res.TransactionStatusID)), slog.String("code", string(res.LastLog.Code)))
 }
@@ -241,7 +241,7 @@ func (h *handler) cardStatus(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) threeDSStatus(w http.ResponseWriter, r *http.Request) error {
 	m := apikey.MerchantFrom(r.Context())
 	ref := r.PathValue("transaction3dsId")
-	id, ok := payments.ParseThreeDSID(ref)
+	id, ok := paycore.ParseThreeDSID(ref)
 	if !ok {
 		return errkind.BadInput("The transaction3dsId must look like 3ds_<transactionId>, got "+strconv.Quote(ref)+".", "")
 	}
@@ -273,7 +273,7 @@ func (h *handler) refund(w http.ResponseWriter, r *http.Request) error {
 // threeDSRedirect serves the payer's browser: the sandbox challenge page
 // while the challenge is open, a result page afterwards.
 func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error {
-	id, ok := payments.ParseID(r.PathValue("transactionId"))
+	id, ok := paycore.ParseID(r.PathValue("transactionId"))
 	if !ok {
 		WriteResultPage(w, http.StatusNotFound, nil, nil, "This authentication does not exist.")
 		return nil
@@ -308,7 +308,7 @@ func (h *handler) threeDSRedirect(w http.ResponseWriter, r *http.Request) error 
 // TransactionLookup serves GET /transactions/{id} (id: the transaction id
 // or its transactionNumber) for the merchant API function, which mounts it
 // behind its API-key authentication.
-func TransactionLookup(svc *payments.Service, publicBaseURL string) httpapi.HandlerFunc {
+func TransactionLookup(svc *paycore.Service, publicBaseURL string) httpapi.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		m := apikey.MerchantFrom(r.Context())
 		if m == nil {

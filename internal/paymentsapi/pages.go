@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 )
 
 // The payer pages are rendered with explicit escaping rather than
@@ -89,7 +89,7 @@ func newNonce() string {
 }
 
 // writeChallengePage serves the sandbox issuer's challenge for tx.
-func writeChallengePage(s *payments.Service, w http.ResponseWriter, tx *payment.Transaction, returnTo string, origins []string) {
+func writeChallengePage(s *paycore.Service, w http.ResponseWriter, tx *payment.Transaction, returnTo string, origins []string) {
 	d := pageData{Title: "3-D Secure authentication", Nonce: newNonce(), Challenge: true,
 		Amount: string(payment.DisplayAmount(tx.Amount, tx.Unit)), Unit: tx.Unit, Number: tx.Number,
 		ApproveURL: s.ChallengeLink(tx, "approve", returnTo),

@@ -10,14 +10,14 @@ import (
 	sg "github.com/stripe/stripe-go/v83"
 	"github.com/stripe/stripe-go/v83/webhook"
 
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 )
 
 // Stripe's webhook events (docs/stripe.md, "Events handled"), read for the
 // callbacks function: Webhook verifies a delivery's Stripe-Signature and
-// says what the event means for the service, as a payments.Event:
+// says what the event means for the service, as a paycore.Event:
 //
 //	payment_intent.succeeded        → a final result, approved
 //	payment_intent.payment_failed   → a final result, declined with the code per docs/stripe.md
@@ -45,12 +45,12 @@ type Webhook struct {
 // against every secret and reads the event. Its error, when the signature
 // is refused, says why in a few words ("invalid", "too old", "from the
 // future").
-func (w Webhook) Read(body []byte, signature string, now time.Time) (payments.Event, error) {
+func (w Webhook) Read(body []byte, signature string, now time.Time) (paycore.Event, error) {
 	ev, err := w.verify(body, signature, now)
 	if err != nil {
-		return payments.Event{}, err
+		return paycore.Event{}, err
 	}
-	out := payments.Event{ID: ev.ID, Type: string(ev.Type), Ignored: true}
+	out := paycore.Event{ID: ev.ID, Type: string(ev.Type), Ignored: true}
 	if ev.Data == nil {
 		return out, nil
 	}
@@ -116,31 +116,31 @@ func stripeTimestamp(header string) (int64, bool) {
 // stripeResult is the provider result a payment_intent event stands for;
 // ok is false when the event is not one this service acts on.
 // TransactionID 0 means "acknowledge, nothing to settle".
-func stripeResult(ev sg.Event) (payments.ProviderResult, bool) {
+func stripeResult(ev sg.Event) (paycore.ProviderResult, bool) {
 	switch ev.Type {
 	case "payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.requires_action", "payment_intent.canceled":
 	default:
-		return payments.ProviderResult{}, false
+		return paycore.ProviderResult{}, false
 	}
 	var pi sg.PaymentIntent
 	if err := json.Unmarshal(ev.Data.Raw, &pi); err != nil {
-		return payments.ProviderResult{}, false
+		return paycore.ProviderResult{}, false
 	}
 	txID, err := strconv.ParseInt(pi.Metadata[MetaTransactionID], 10, 64)
 	if err != nil || txID <= 0 || pi.Metadata[MetaClosed] != "" {
-		return payments.ProviderResult{}, false
+		return paycore.ProviderResult{}, false
 	}
 	if ev.Type == "payment_intent.requires_action" {
-		return payments.ProviderResult{EventID: ev.ID}, true
+		return paycore.ProviderResult{EventID: ev.ID}, true
 	}
 	out := OutcomeOf(&pi)
 	if !out.Status.Final() {
-		return payments.ProviderResult{EventID: ev.ID}, true
+		return paycore.ProviderResult{EventID: ev.ID}, true
 	}
 	// The event binds to the transaction only by the intent's own facts
-	// (payments.Bind): its id, reference, payment request, amount and
+	// (paycore.Bind): its id, reference, payment request, amount and
 	// currency; the transaction id in metadata only says where to look.
-	r := payments.ProviderResult{EventID: ev.ID, TransactionID: txID, Status: out.Status, Code: out.Code,
+	r := paycore.ProviderResult{EventID: ev.ID, TransactionID: txID, Status: out.Status, Code: out.Code,
 		Message: out.Message, ProviderRef: pi.ID, Facts: FactsOf(&pi)}
 	if out.Status == provider.Declined && out.Code == "004" {
 		r.ThreeDS = payment.ThreeDSFailed
@@ -151,23 +151,23 @@ func stripeResult(ev sg.Event) (payments.ProviderResult, bool) {
 // refundResult reads a refund event (refund.*, charge.refund.updated: the
 // object is a Refund). A void's refund (the service's refund id "void_…")
 // is not a merchant refund: ignored.
-func refundResult(ev sg.Event) (payments.RefundResult, bool) {
+func refundResult(ev sg.Event) (paycore.RefundResult, bool) {
 	var re sg.Refund
 	if err := json.Unmarshal(ev.Data.Raw, &re); err != nil || re.ID == "" || re.PaymentIntent == nil || re.PaymentIntent.ID == "" {
-		return payments.RefundResult{}, false
+		return paycore.RefundResult{}, false
 	}
 	if strings.HasPrefix(re.Metadata[MetaRefundID], "void_") {
-		return payments.RefundResult{}, false
+		return paycore.RefundResult{}, false
 	}
 	amount, unit, ok := FromMinorUnits(re.Amount, string(re.Currency))
 	if !ok {
-		return payments.RefundResult{}, false
+		return paycore.RefundResult{}, false
 	}
 	txID, _ := strconv.ParseInt(re.Metadata[MetaTransactionID], 10, 64)
 	if txID <= 0 {
 		txID, _ = strconv.ParseInt(strings.TrimPrefix(re.Metadata[MetaReference], "ptx_"), 10, 64)
 	}
-	return payments.RefundResult{EventID: ev.ID, RefundRef: re.ID, ChargeRef: re.PaymentIntent.ID,
+	return paycore.RefundResult{EventID: ev.ID, RefundRef: re.ID, ChargeRef: re.PaymentIntent.ID,
 		RefundID: re.Metadata[MetaRefundID], TransactionID: max(txID, 0), Status: string(re.Status),
 		FailureReason: string(re.FailureReason), Amount: amount, Unit: unit}, true
 }
@@ -183,20 +183,20 @@ var disputeEvents = map[string]string{
 
 // disputeResult reads a dispute event (the object is a Dispute). A dispute
 // of a charge made without a PaymentIntent is not the service's: ignored.
-func disputeResult(ev sg.Event) (payments.DisputeResult, bool) {
+func disputeResult(ev sg.Event) (paycore.DisputeResult, bool) {
 	typ, ok := disputeEvents[string(ev.Type)]
 	if !ok {
-		return payments.DisputeResult{}, false
+		return paycore.DisputeResult{}, false
 	}
 	var d sg.Dispute
 	if err := json.Unmarshal(ev.Data.Raw, &d); err != nil || d.ID == "" || d.PaymentIntent == nil || d.PaymentIntent.ID == "" {
-		return payments.DisputeResult{}, false
+		return paycore.DisputeResult{}, false
 	}
 	amount, unit, ok := FromMinorUnits(d.Amount, string(d.Currency))
 	if !ok {
-		return payments.DisputeResult{}, false
+		return paycore.DisputeResult{}, false
 	}
-	r := payments.DisputeResult{EventID: ev.ID, EventType: typ, EventAt: time.Unix(ev.Created, 0).UTC(), Live: ev.Livemode,
+	r := paycore.DisputeResult{EventID: ev.ID, EventType: typ, EventAt: time.Unix(ev.Created, 0).UTC(), Live: ev.Livemode,
 		DisputeID: d.ID, ChargeRef: d.PaymentIntent.ID, Status: string(d.Status), Reason: string(d.Reason),
 		Amount: amount, Unit: unit}
 	if d.EvidenceDetails != nil && d.EvidenceDetails.DueBy > 0 {

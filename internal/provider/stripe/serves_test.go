@@ -6,7 +6,7 @@ import (
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/merchant"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 )
@@ -27,7 +27,7 @@ func TestSelectorsFollowTheConnector(t *testing.T) {
 		}
 	}
 	prod := &merchant.Merchant{Methods: merchant.AllSelectors()[1:]}
-	withStripe := payments.New(payments.Deps{Provider: p})
+	withStripe := paycore.New(paycore.Deps{Provider: p})
 	for _, n := range prod.Methods {
 		if !withStripe.SelectorEnabled(prod, n) {
 			t.Errorf("selector %d disabled in production with Stripe", n)
@@ -59,7 +59,7 @@ func TestSelectorsFollowTheConnector(t *testing.T) {
 		t.Error("the sandbox selector is enabled in production")
 	}
 	sandbox := &merchant.Merchant{Sandbox: true, Methods: merchant.AllSelectors()}
-	sim := payments.New(payments.Deps{Provider: allMethods{}, Sandbox: true})
+	sim := paycore.New(paycore.Deps{Provider: allMethods{}, Sandbox: true})
 	for _, n := range sandbox.Methods {
 		if !sim.SelectorEnabled(sandbox, n) {
 			t.Errorf("sandbox selector %d disabled", n)

@@ -51,8 +51,8 @@ import (
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
@@ -733,7 +733,7 @@ func ceilingPayment(ctx context.Context, store *dynamo.Store, sq sender, queueUR
 		}
 	}
 	txID := ids.New(now)
-	tx := &payment.Transaction{ID: txID, Number: payments.NewTransactionNumber(), PaymentRequestID: r.ID, MerchantID: merchantID,
+	tx := &payment.Transaction{ID: txID, Number: paycore.NewTransactionNumber(), PaymentRequestID: r.ID, MerchantID: merchantID,
 		Status: payment.TxWaiting, Method: string(provider.MethodAlternative), Amount: r.Amount, Unit: r.Unit,
 		CreatedAt: now, UpdatedAt: now, Reference: payment.ChargeReference(txID), RecoverAfter: now.Add(30 * time.Second)}
 	if err := store.CreateLeasedRequestWithTransaction(ctx, r, tx, now.Add(30*time.Second)); err != nil {

@@ -18,8 +18,8 @@ import (
 	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/memstore"
 )
@@ -27,9 +27,9 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // contractStore is what both stores answer in the contract: the core's
-// payments.Store and the request writes tests seed it with.
+// paycore.Store and the request writes tests seed it with.
 type contractStore interface {
-	payments.Store
+	paycore.Store
 	CreatePaymentRequest(ctx context.Context, r *payment.Request) error
 	CancelPaymentRequest(ctx context.Context, id int64, merchantID string, now time.Time) (*payment.Request, error)
 	// The outbox's reconciler side (notifier.OutboxStore, and the notifier's clear).
@@ -55,9 +55,9 @@ var (
 )
 
 // afterContract is the store after a charge's first answer
-// (payments.AfterStore) and the merchants' dispute lists.
+// (paycore.AfterStore) and the merchants' dispute lists.
 type afterContract interface {
-	payments.AfterStore
+	paycore.AfterStore
 	Disputes(ctx context.Context, merchantID string, now time.Time) ([]payment.DisputeEntry, error)
 }
 

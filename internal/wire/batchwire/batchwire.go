@@ -16,7 +16,7 @@ import (
 	"github.com/payreq/payreq/internal/batchproc"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/currency"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/wire"
@@ -75,7 +75,7 @@ func Batch(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ *bat
 // same construction as every other function (paywire.Service), except
 // that its notification sends are coalesced (queue.Coalescer): rows settle
 // many at a time, and their sends share SendMessageBatch calls.
-func PaymentService(ctx context.Context, getenv config.Getenv, opts wire.Options) (*payments.Service, error) {
+func PaymentService(ctx context.Context, getenv config.Getenv, opts wire.Options) (*paycore.Service, error) {
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func PaymentService(ctx context.Context, getenv config.Getenv, opts wire.Options
 	return paymentService(b, getenv)
 }
 
-func paymentService(b *wire.Base, getenv config.Getenv) (*payments.Service, error) {
+func paymentService(b *wire.Base, getenv config.Getenv) (*paycore.Service, error) {
 	svc, err := paywire.Service(b, getenv, "batch")
 	if err != nil {
 		return nil, err

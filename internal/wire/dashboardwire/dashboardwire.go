@@ -26,8 +26,8 @@ import (
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/notifier"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
-	"github.com/payreq/payreq/internal/payments"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/s3store"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -88,7 +88,7 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 // dashOps are the dashboard's operations beyond its tables.
 type dashOps struct {
 	store    *dynamo.Store
-	svc      *payments.Service
+	svc      *paycore.Service
 	queue    *queue.Client
 	queueURL string
 	objects  *s3store.Store

@@ -1,4 +1,4 @@
-// Package paywire builds the payments core (payments.Service) and selects
+// Package paywire builds the payments core (paycore.Service) and selects
 // its provider: the sandbox simulator, the Stripe connector, or none. Every
 // function that takes, refunds, recovers or checks payments imports it
 // (merchant API, payments, callbacks, checkout, dashboard, reconciler,
@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/payreq/payreq/internal/config"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
 	"github.com/payreq/payreq/internal/queue"
@@ -24,7 +24,7 @@ import (
 )
 
 // PaymentService builds the payments core from the environment alone (tests).
-func PaymentService(ctx context.Context, getenv config.Getenv, opts wire.Options) (*payments.Service, error) {
+func PaymentService(ctx context.Context, getenv config.Getenv, opts wire.Options) (*paycore.Service, error) {
 	b, err := wire.LoadSealed(ctx, getenv, opts)
 	if err != nil {
 		return nil, fmt.Errorf("wire payment service: %w", err)
@@ -44,7 +44,7 @@ const (
 )
 
 // Service builds the payments core of function on b (from wire.LoadSealed).
-func Service(b *wire.Base, getenv config.Getenv, function string) (*payments.Service, error) {
+func Service(b *wire.Base, getenv config.Getenv, function string) (*paycore.Service, error) {
 	if b.Cfg.Tables.Transactions == "" {
 		return nil, errors.New("missing environment variable TRANSACTIONS_TABLE")
 	}
@@ -62,7 +62,7 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*payments.Ser
 			return nil, err
 		}
 	}
-	deps := payments.Deps{
+	deps := paycore.Deps{
 		Store: b.Store, ThreeDSKey: threeDSKey, CallbackKey: callbackKey,
 		Queue: queue.New(sqs.NewFromConfig(b.AWS)), NotificationsQueueURL: getenv("NOTIFICATIONS_QUEUE_URL"),
 		BatchNotificationsQueueURL: getenv("BATCH_NOTIFICATIONS_QUEUE_URL"),
@@ -80,7 +80,7 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*payments.Ser
 	} else {
 		deps.Provider = noAcquirer{}
 	}
-	var svc *payments.Service
+	var svc *paycore.Service
 	if !b.Cfg.Sandbox() {
 		// Production: the Stripe connector when a key is configured.
 		if s, ok, err := StripeConfig(b, getenv); err != nil {
@@ -91,7 +91,7 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*payments.Ser
 			}
 		}
 	}
-	svc = payments.New(deps)
+	svc = paycore.New(deps)
 	return svc, nil
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/payreq/payreq/internal/config"
-	"github.com/payreq/payreq/internal/payments"
+	"github.com/payreq/payreq/internal/paycore"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/wire"
 )
@@ -86,7 +86,7 @@ func StripeConfig(b *wire.Base, getenv config.Getenv) (StripeSecret, bool, error
 // in once the payment service exists: Stripe's return_url is the service's
 // signed 3-D Secure page, which needs an absolute PUBLIC_BASE_URL (without
 // one, cards that need 3-D Secure are declined 004).
-func stripeProvider(b *wire.Base, getenv config.Getenv, s StripeSecret, svc **payments.Service) (*stripeprov.Provider, error) {
+func stripeProvider(b *wire.Base, getenv config.Getenv, s StripeSecret, svc **paycore.Service) (*stripeprov.Provider, error) {
 	opts := stripeprov.Options{SecretKey: s.SecretKey, APIBase: s.apiBase, KeyPrefix: getenv(envStripeKeyPrefix)}
 	if base := b.Cfg.PublicBaseURL; strings.HasPrefix(base, "https://") || b.Cfg.Local && base != "" {
 		opts.ReturnURL = func(txID int64, returnTo string) string { return (*svc).ChallengeURL(base, txID, returnTo) }
@@ -94,7 +94,7 @@ func stripeProvider(b *wire.Base, getenv config.Getenv, s StripeSecret, svc **pa
 	return stripeprov.New(opts)
 }
 
-var _ payments.ChallengeReader = (*stripeprov.Provider)(nil)
+var _ paycore.ChallengeReader = (*stripeprov.Provider)(nil)
 
 // StripePublishableKey is the production stage's publishable key for the
 // hosted page's wallet buttons, "" in the sandbox or without one.

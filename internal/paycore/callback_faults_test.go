@@ -1,0 +1,145 @@
+package paycore_test
+
+// A provider callback (the asynchronous result of a pending UPI attempt)
+// under store failures: the request commit decides, the settle records
+// that decision with its notification. A callback whose processing failed
+// is retried by the provider and applied once: the commit's decision
+// stands against a reordered result, and nothing is notified twice.
+// TestFastCallbackRetryAfterAFailedSettle (fast_flows_test.go) covers the
+// provider's plain retry after a failed settle.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/paycore"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider"
+)
+
+func approval(r *payment.Request, res paycore.Result) paycore.ProviderResult {
+	return paycore.ProviderResult{EventID: "evt_ok", TransactionID: res.TransactionID, PaymentRequestID: r.ID,
+		Status: provider.Approved, ProviderRef: "upi_ok"}
+}
+
+func decline(r *payment.Request, res paycore.Result) paycore.ProviderResult {
+	return paycore.ProviderResult{EventID: "evt_no", TransactionID: res.TransactionID, PaymentRequestID: r.ID,
+		Status: provider.Declined, Code: codes.DeclinedContactIssuer}
+}
+
+// paidOnceBy: tx approved, the request paid by it, the approval in the
+// outbox and sent times.
+func (e *fastEnv) paidOnceBy(t *testing.T, r *payment.Request, txID int64, sent int) {
+	t.Helper()
+	tx, _ := e.store.Transaction(context.Background(), txID)
+	got := e.requestNow(t, r.ID)
+	if tx.Status != payment.TxApproved || got.Status != payment.RequestPaid || got.TransactionID != txID {
+		t.Fatalf("transaction %d, request %+v; want approved and paid by %d", tx.Status, got, txID)
+	}
+	if ev := e.store.Outbox(txID); ev == nil || ev.TransactionStatusID != payment.TxApproved || ev.PaymentRequestStatusID != payment.RequestPaid {
+		t.Fatalf("outbox %+v, want the approval", ev)
+	}
+	evs := e.queue.events()
+	if len(evs) != sent {
+		t.Fatalf("%d notifications sent, want %d", len(evs), sent)
+	}
+	for _, ev := range evs {
+		if ev.TransactionStatusID != payment.TxApproved || ev.PaymentRequestStatusID != payment.RequestPaid {
+			t.Fatalf("notification %+v, want the approval", ev)
+		}
+	}
+}
+
+// The approval's settle fails after its commit paid the request; before
+// the provider retries, a reordered decline of the same charge arrives.
+// The commit decided: the decline settles the transaction approved (never
+// declined under a paid request), and the approval's retry is a duplicate.
+func TestCallbackSettleFailsTheCommitDecides(t *testing.T) {
+	e := newFastEnv(t)
+	ctx := context.Background()
+	r, res := e.pendingUPI(t)
+	e.store.Fail("SettleTransaction", 1, errInjected)
+	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
+		t.Fatalf("callback with a failed settle: %v, want the store's error", err)
+	}
+	if tx, _ := e.store.Transaction(ctx, res.TransactionID); tx.Status != payment.TxPending || e.requestNow(t, r.ID).Status != payment.RequestPaid {
+		t.Fatalf("after the failed settle: transaction %d, want pending under a paid request", tx.Status)
+	}
+	st, err := e.svc.Settle(ctx, decline(r, res))
+	if err != nil || !st.Changed || st.Transaction.Status != payment.TxApproved {
+		t.Fatalf("reordered decline: %+v %v, want it to settle the committed approval", st, err)
+	}
+	st, err = e.svc.Settle(ctx, approval(r, res))
+	if err != nil || !st.Duplicate || st.Changed {
+		t.Fatalf("the approval's retry: %+v %v, want a duplicate", st, err)
+	}
+	e.paidOnceBy(t, r, res.TransactionID, 1)
+}
+
+// The settle applies and its answer is lost: the provider's retries (and a
+// reordered decline) are duplicates that write and send nothing; the
+// notification waits in the outbox for the notifier's sweep.
+func TestCallbackSettleAnswerLostAppliedOnce(t *testing.T) {
+	e := newFastEnv(t)
+	ctx := context.Background()
+	r, res := e.pendingUPI(t)
+	e.store.CrashAfter("SettleTransaction", 1, errInjected)
+	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
+		t.Fatalf("callback with a lost settle answer: %v, want the store's error", err)
+	}
+	before := e.requestNow(t, r.ID).Version
+	commits, settles := e.store.Calls("CommitAttempt"), e.store.Calls("SettleTransaction")
+	for _, again := range []paycore.ProviderResult{approval(r, res), approval(r, res), decline(r, res)} {
+		st, err := e.svc.Settle(ctx, again)
+		if err != nil || !st.Duplicate || st.Transaction.Status != payment.TxApproved {
+			t.Fatalf("retry %s: %+v %v, want a duplicate of the approval", again.EventID, st, err)
+		}
+	}
+	if e.requestNow(t, r.ID).Version != before || e.store.Calls("CommitAttempt") != commits || e.store.Calls("SettleTransaction") != settles {
+		t.Fatal("a duplicate callback wrote, or tried to write, again")
+	}
+	e.paidOnceBy(t, r, res.TransactionID, 0)
+}
+
+// The commit fails: nothing is written (the transaction pending, the
+// request unpaid and held by the attempt), and the provider's retry
+// applies the result once.
+func TestCallbackCommitFails(t *testing.T) {
+	e := newFastEnv(t)
+	ctx := context.Background()
+	r, res := e.pendingUPI(t)
+	e.store.Fail("CommitAttempt", 1, errInjected)
+	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
+		t.Fatalf("callback with a failed commit: %v, want the store's error", err)
+	}
+	cur, held, _ := e.store.PaymentRequestLease(ctx, r.ID)
+	tx, _ := e.store.Transaction(ctx, res.TransactionID)
+	if cur.Status != payment.RequestUnpaid || held.TransactionID != res.TransactionID || tx.Status != payment.TxPending {
+		t.Fatalf("after the failed commit: request %+v lease %+v transaction %d; want unpaid, held, pending", cur, held, tx.Status)
+	}
+	if st, err := e.svc.Settle(ctx, approval(r, res)); err != nil || !st.Changed {
+		t.Fatalf("retry: %+v %v", st, err)
+	}
+	e.paidOnceBy(t, r, res.TransactionID, 1)
+}
+
+// The settle fails and the provider never calls again: the reconciler,
+// once the attempt's window has passed, asks the acquirer and settles it.
+func TestCallbackSettleFailsFinishedByTheReconciler(t *testing.T) {
+	e := newFastEnv(t)
+	ctx := context.Background()
+	r, res := e.pendingUPI(t)
+	e.store.Fail("SettleTransaction", 1, errInjected)
+	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
+		t.Fatalf("callback with a failed settle: %v, want the store's error", err)
+	}
+	tx, _ := e.store.Transaction(ctx, res.TransactionID)
+	e.clock.Add(tx.RecoverAfter.Sub(e.clock.Now()) + time.Minute)
+	if n, err := e.svc.RecoverOpen(ctx, e.clock.Now()); err != nil || n != 1 {
+		t.Fatalf("reconciler: %d %v", n, err)
+	}
+	e.paidOnceBy(t, r, res.TransactionID, 1)
+}
