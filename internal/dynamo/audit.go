@@ -42,15 +42,6 @@ const (
 	violationRetention = 400 * 24 * time.Hour
 )
 
-// RecordRetention is how long payment requests and transactions stay in
-// their tables (TTL attribute expiresAt; docs/operations.md, Retention):
-// the card schemes' longest dispute window (540 days) with a margin. A
-// transaction expires RecordRetention after its creation, a request after
-// its creation or, once paid, after its payment: never before the
-// transactions it names. Expired items leave by TTL, and the audit
-// function archives each one to S3 as DynamoDB's TTL removes it.
-const RecordRetention = 730 * 24 * time.Hour
-
 // AuditStore is the audit's storage: subjects read with point reads, the
 // due checks, the kept violations, the stream heartbeat and the full
 // pass's checkpoint and scans (the ports of internal/audit).

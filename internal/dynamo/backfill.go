@@ -114,18 +114,18 @@ func recordExpiry(request bool, item map[string]types.AttributeValue) (int64, bo
 		t, err := time.Parse(time.RFC3339Nano, v.Value)
 		return t, err == nil
 	}
-	from, ok := at("createdAt")
+	created, ok := at("createdAt")
 	if !ok {
 		return 0, false
 	}
-	if request {
-		if st, isN := item["status"].(*types.AttributeValueMemberN); isN && st.Value == fmt.Sprint(int(payment.RequestPaid)) {
-			if paidAt, ok := at("updatedAt"); ok {
-				from = paidAt
-			}
-		}
+	if !request {
+		return transactionExpiresAt(created), true
 	}
-	return from.Add(RecordRetention).Unix(), true
+	var paidAt time.Time
+	if st, isN := item["status"].(*types.AttributeValueMemberN); isN && st.Value == fmt.Sprint(int(payment.RequestPaid)) {
+		paidAt, _ = at("updatedAt")
+	}
+	return requestExpiresAt(created, paidAt), true
 }
 
 // setExpiry writes exp on the item unless it changed since it was read;

@@ -24,15 +24,10 @@ func TransactionItem(t *payment.Transaction) (map[string]types.AttributeValue, e
 	return item, nil
 }
 
-// RequestItem is r's item in the payment requests table; a paid request
-// expires RecordRetention after UpdatedAt (its payment), as the commit
-// writes it.
+// RequestItem is r's item in the payment requests table, as the service
+// writes it (a paid request's UpdatedAt is its payment).
 func RequestItem(r *payment.Request) (map[string]types.AttributeValue, error) {
-	rec := toRequestRecord(r)
-	if r.Status == payment.RequestPaid && !r.UpdatedAt.IsZero() {
-		rec.ExpiresAt = r.UpdatedAt.Add(RecordRetention).Unix()
-	}
-	item, err := attributevalue.MarshalMap(rec)
+	item, err := attributevalue.MarshalMap(toRequestRecord(r))
 	if err != nil {
 		return nil, fmt.Errorf("marshal payment request %d: %w", r.ID, err)
 	}

@@ -66,8 +66,7 @@ type requestRecord struct {
 	CreatedAt         time.Time       `dynamodbav:"createdAt"`
 	UpdatedAt         time.Time       `dynamodbav:"updatedAt"`
 	Version           int64           `dynamodbav:"version"`
-	// ExpiresAt (TTL) is RecordRetention after creation, moved to
-	// RecordRetention after the payment when paid.
+	// ExpiresAt (TTL): requestExpiresAt.
 	ExpiresAt int64 `dynamodbav:"expiresAt,omitempty"`
 }
 
@@ -80,7 +79,11 @@ func toRequestRecord(r *payment.Request) requestRecord {
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Version: r.Version,
 	}
 	if !r.CreatedAt.IsZero() {
-		rec.ExpiresAt = r.CreatedAt.Add(RecordRetention).Unix()
+		var paidAt time.Time
+		if r.Status == payment.RequestPaid {
+			paidAt = r.UpdatedAt // the payment's commit sets both
+		}
+		rec.ExpiresAt = requestExpiresAt(r.CreatedAt, paidAt)
 	}
 	if r.TransactionStatus != nil {
 		s := int(*r.TransactionStatus)

@@ -133,7 +133,7 @@ func toTransactionRecord(t *payment.Transaction) transactionRecord {
 		RecoverTries: t.RecoverTries, After: toAfterRecord(t.After),
 	}
 	if !t.CreatedAt.IsZero() {
-		rec.ExpiresAt = t.CreatedAt.Add(RecordRetention).Unix()
+		rec.ExpiresAt = transactionExpiresAt(t.CreatedAt)
 	}
 	if p := t.Payer; p != nil {
 		rec.Payer = &txPayerRecord{Name: p.Name, Email: p.Email, Phone: p.Phone, Country: p.Country}
@@ -605,11 +605,9 @@ func (s *Store) commitInput(c payment.AttemptCommit) (*dynamodb.UpdateItemInput,
 	switch c.Status {
 	case payment.TxApproved, payment.TxDeclined:
 		if c.Status == payment.TxApproved {
-			// A paid request is kept RecordRetention from its payment:
-			// never less than the transactions it names.
 			set += ", #status = :paid, expiresAt = :exp"
 			vals[":paid"] = numberAV(int64(payment.RequestPaid))
-			vals[":exp"] = numberAV(c.Now.Add(RecordRetention).Unix())
+			vals[":exp"] = numberAV(requestExpiresAt(time.Time{}, c.Now))
 		}
 		expr = set + " REMOVE attemptTx, leaseUntil ADD version :one"
 	case payment.TxPending:
