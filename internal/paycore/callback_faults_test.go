@@ -30,6 +30,20 @@ func decline(r *payment.Request, res paycore.Result) paycore.ProviderResult {
 		Status: provider.Declined, Code: codes.DeclinedContactIssuer}
 }
 
+// callbackFaulted leaves a UPI attempt pending, makes the store's next op
+// go wrong as f and delivers the provider's approval: the callback must
+// answer the store's error.
+func callbackFaulted(t *testing.T, op string, f storeFault) (*fastEnv, *payment.Request, paycore.Result) {
+	t.Helper()
+	e := newFastEnv(t)
+	r, res := e.pendingUPI(t)
+	e.inject(op, f)
+	if _, err := e.svc.Settle(context.Background(), approval(r, res)); !errors.Is(err, errInjected) {
+		t.Fatalf("callback with %s %s: %v, want the store's error", op, f, err)
+	}
+	return e, r, res
+}
+
 // paidOnceBy: tx approved, the request paid by it, the approval in the
 // outbox and sent times.
 func (e *fastEnv) paidOnceBy(t *testing.T, r *payment.Request, txID int64, sent int) {
@@ -58,13 +72,8 @@ func (e *fastEnv) paidOnceBy(t *testing.T, r *payment.Request, txID int64, sent 
 // The commit decided: the decline settles the transaction approved (never
 // declined under a paid request), and the approval's retry is a duplicate.
 func TestCallbackSettleFailsTheCommitDecides(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := callbackFaulted(t, "SettleTransaction", failsBeforeApplying)
 	ctx := context.Background()
-	r, res := e.pendingUPI(t)
-	e.store.Fail("SettleTransaction", 1, errInjected)
-	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
-		t.Fatalf("callback with a failed settle: %v, want the store's error", err)
-	}
 	if tx, _ := e.store.Transaction(ctx, res.TransactionID); tx.Status != payment.TxPending || e.requestNow(t, r.ID).Status != payment.RequestPaid {
 		t.Fatalf("after the failed settle: transaction %d, want pending under a paid request", tx.Status)
 	}
@@ -83,13 +92,8 @@ func TestCallbackSettleFailsTheCommitDecides(t *testing.T) {
 // reordered decline) are duplicates that write and send nothing; the
 // notification waits in the outbox for the notifier's sweep.
 func TestCallbackSettleAnswerLostAppliedOnce(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := callbackFaulted(t, "SettleTransaction", answerLost)
 	ctx := context.Background()
-	r, res := e.pendingUPI(t)
-	e.store.CrashAfter("SettleTransaction", 1, errInjected)
-	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
-		t.Fatalf("callback with a lost settle answer: %v, want the store's error", err)
-	}
 	before := e.requestNow(t, r.ID).Version
 	commits, settles := e.store.Calls("CommitAttempt"), e.store.Calls("SettleTransaction")
 	for _, again := range []paycore.ProviderResult{approval(r, res), approval(r, res), decline(r, res)} {
@@ -108,13 +112,8 @@ func TestCallbackSettleAnswerLostAppliedOnce(t *testing.T) {
 // request unpaid and held by the attempt), and the provider's retry
 // applies the result once.
 func TestCallbackCommitFails(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := callbackFaulted(t, "CommitAttempt", failsBeforeApplying)
 	ctx := context.Background()
-	r, res := e.pendingUPI(t)
-	e.store.Fail("CommitAttempt", 1, errInjected)
-	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
-		t.Fatalf("callback with a failed commit: %v, want the store's error", err)
-	}
 	cur, held, _ := e.store.PaymentRequestLease(ctx, r.ID)
 	tx, _ := e.store.Transaction(ctx, res.TransactionID)
 	if cur.Status != payment.RequestUnpaid || held.TransactionID != res.TransactionID || tx.Status != payment.TxPending {
@@ -129,13 +128,8 @@ func TestCallbackCommitFails(t *testing.T) {
 // The settle fails and the provider never calls again: the reconciler,
 // once the attempt's window has passed, asks the acquirer and settles it.
 func TestCallbackSettleFailsFinishedByTheReconciler(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := callbackFaulted(t, "SettleTransaction", failsBeforeApplying)
 	ctx := context.Background()
-	r, res := e.pendingUPI(t)
-	e.store.Fail("SettleTransaction", 1, errInjected)
-	if _, err := e.svc.Settle(ctx, approval(r, res)); !errors.Is(err, errInjected) {
-		t.Fatalf("callback with a failed settle: %v, want the store's error", err)
-	}
 	tx, _ := e.store.Transaction(ctx, res.TransactionID)
 	e.clock.Add(tx.RecoverAfter.Sub(e.clock.Now()) + time.Minute)
 	if n, err := e.svc.RecoverOpen(ctx, e.clock.Now()); err != nil || n != 1 {

@@ -140,6 +140,30 @@ type fastEnv struct {
 	m     *merchant.Merchant
 }
 
+// storeFault is how an injected store call goes wrong.
+type storeFault int
+
+const (
+	failsBeforeApplying storeFault = iota // nothing written
+	answerLost                            // written; only its answer is lost
+)
+
+func (f storeFault) String() string {
+	if f == answerLost {
+		return "losing its answer"
+	}
+	return "failing"
+}
+
+// inject makes the store's next call of op go wrong as f, with errInjected.
+func (e *fastEnv) inject(op string, f storeFault) {
+	if f == answerLost {
+		e.store.CrashAfter(op, 1, errInjected)
+		return
+	}
+	e.store.Fail(op, 1, errInjected)
+}
+
 func newFastEnv(t *testing.T) *fastEnv {
 	t.Helper()
 	clk := &clock{now: time.Now().UTC()}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
 )
 
@@ -25,6 +26,19 @@ func refundEnv(t *testing.T) (*fastEnv, *refundRecorder) {
 	rec := &refundRecorder{Provider: e.svc.Provider, ids: map[string]int{}}
 	e.svc.Provider = rec
 	return e, rec
+}
+
+// refundFaulted approves a payment, makes the store's next op go wrong as f
+// and asks for its refund, which must answer the store's error.
+func refundFaulted(t *testing.T, op string, f storeFault) (*fastEnv, *refundRecorder, paycore.Result) {
+	t.Helper()
+	e, rec := refundEnv(t)
+	res := e.approved(t, "12.00")
+	e.inject(op, f)
+	if _, err := e.svc.Refund(context.Background(), e.m, res.TransactionID); !errors.Is(err, errInjected) {
+		t.Fatalf("refund with %s %s: %v, want the store's error", op, f, err)
+	}
+	return e, rec, res
 }
 
 // refundOf is the transaction's stored refund (nil: none).
@@ -54,13 +68,8 @@ func refundedOnce(t *testing.T, r *payment.Refund, rec *refundRecorder, calls in
 // The begin fails before it applies: no refund recorded, the acquirer not
 // asked; the merchant's retry refunds.
 func TestRefundBeginFails(t *testing.T) {
-	e, rec := refundEnv(t)
+	e, rec, res := refundFaulted(t, "BeginRefund", failsBeforeApplying)
 	ctx := context.Background()
-	res := e.approved(t, "12.00")
-	e.store.Fail("BeginRefund", 1, errInjected)
-	if _, err := e.svc.Refund(ctx, e.m, res.TransactionID); !errors.Is(err, errInjected) {
-		t.Fatalf("refund with a failed begin: %v, want the store's error", err)
-	}
 	if r := e.refundOf(t, res.TransactionID); r != nil || len(rec.ids) != 0 {
 		t.Fatalf("after the failed begin: refund %+v, acquirer asked %v; want neither", r, rec.ids)
 	}
@@ -75,13 +84,8 @@ func TestRefundBeginFails(t *testing.T) {
 // processing and the acquirer not asked; the retry asks under the recorded
 // refund's id (not a new one) and ends it refunded.
 func TestRefundBeginAnswerLost(t *testing.T) {
-	e, rec := refundEnv(t)
+	e, rec, res := refundFaulted(t, "BeginRefund", answerLost)
 	ctx := context.Background()
-	res := e.approved(t, "12.00")
-	e.store.CrashAfter("BeginRefund", 1, errInjected)
-	if _, err := e.svc.Refund(ctx, e.m, res.TransactionID); !errors.Is(err, errInjected) {
-		t.Fatalf("refund with a lost begin answer: %v, want the store's error", err)
-	}
 	begun := e.refundOf(t, res.TransactionID)
 	if begun == nil || begun.Status != payment.RefundProcessing || len(rec.ids) != 0 {
 		t.Fatalf("after the lost answer: refund %+v, acquirer asked %v; want processing, not asked", begun, rec.ids)
@@ -97,13 +101,8 @@ func TestRefundBeginAnswerLost(t *testing.T) {
 // the reconciler, asks the acquirer again under the same id (which
 // answers the refund it made) and records it refunded.
 func TestRefundCompletionFailsRetriedByTheMerchant(t *testing.T) {
-	e, rec := refundEnv(t)
+	e, rec, res := refundFaulted(t, "WriteRefund", failsBeforeApplying)
 	ctx := context.Background()
-	res := e.approved(t, "12.00")
-	e.store.Fail("WriteRefund", 1, errInjected)
-	if _, err := e.svc.Refund(ctx, e.m, res.TransactionID); !errors.Is(err, errInjected) {
-		t.Fatalf("refund with a failed completion: %v, want the store's error", err)
-	}
 	if r := e.refundOf(t, res.TransactionID); r == nil || r.Status != payment.RefundProcessing {
 		t.Fatalf("refund %+v, want processing", r)
 	}
@@ -118,13 +117,8 @@ func TestRefundCompletionFailsRetriedByTheMerchant(t *testing.T) {
 // refunded, and neither the merchant's retry nor the reconciler asks the
 // acquirer again.
 func TestRefundCompletionAnswerLost(t *testing.T) {
-	e, rec := refundEnv(t)
+	e, rec, res := refundFaulted(t, "WriteRefund", answerLost)
 	ctx := context.Background()
-	res := e.approved(t, "12.00")
-	e.store.CrashAfter("WriteRefund", 1, errInjected)
-	if _, err := e.svc.Refund(ctx, e.m, res.TransactionID); !errors.Is(err, errInjected) {
-		t.Fatalf("refund with a lost completion answer: %v, want the store's error", err)
-	}
 	refundedOnce(t, e.refundOf(t, res.TransactionID), rec, 1)
 	v, err := e.svc.Refund(ctx, e.m, res.TransactionID)
 	if err != nil || v.Status != payment.RefundRefunded {
@@ -141,13 +135,8 @@ func TestRefundCompletionAnswerLost(t *testing.T) {
 // the begin opened the transaction for the reconciler, which asks the
 // acquirer under the recorded id and ends the refund refunded.
 func TestRefundBeginAnswerLostFinishedByTheReconciler(t *testing.T) {
-	e, rec := refundEnv(t)
+	e, rec, res := refundFaulted(t, "BeginRefund", answerLost)
 	ctx := context.Background()
-	res := e.approved(t, "12.00")
-	e.store.CrashAfter("BeginRefund", 1, errInjected)
-	if _, err := e.svc.Refund(ctx, e.m, res.TransactionID); !errors.Is(err, errInjected) {
-		t.Fatalf("refund with a lost begin answer: %v, want the store's error", err)
-	}
 	begun := e.refundOf(t, res.TransactionID)
 	e.clock.Add(time.Hour)
 	if _, err := e.svc.RecoverOpen(ctx, e.clock.Now()); err != nil {

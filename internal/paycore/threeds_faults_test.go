@@ -19,6 +19,20 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 )
 
+// challengeFaulted opens a 3-D Secure challenge, makes the store's next op
+// go wrong as f and has the payer authenticate: the completion must answer
+// the store's error.
+func challengeFaulted(t *testing.T, op string, f storeFault) (*fastEnv, *payment.Request, paycore.Result) {
+	t.Helper()
+	e := newFastEnv(t)
+	r, res := e.challenged(t)
+	e.inject(op, f)
+	if _, err := e.svc.CompleteChallenge(context.Background(), "ev1", res.TransactionID, r.ID, true); !errors.Is(err, errInjected) {
+		t.Fatalf("completion with %s %s: %v, want the store's error", op, f, err)
+	}
+	return e, r, res
+}
+
 // committedNotSettled: the commit paid the request for tx, whose settle is
 // missing (still pending, nothing in the outbox, nothing sent).
 func (e *fastEnv) committedNotSettled(t *testing.T, r *payment.Request, txID int64) {
@@ -61,13 +75,8 @@ func (e *fastEnv) approvedOnce(t *testing.T, r *payment.Request, txID int64, sen
 // answering "fail" this time still completes the approval the acquirer
 // booked first, and it is this retry that settles and notifies.
 func TestThreeDSSettleFailsRetriedByThePayer(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := challengeFaulted(t, "SettleTransaction", failsBeforeApplying)
 	ctx := context.Background()
-	r, res := e.challenged(t)
-	e.store.Fail("SettleTransaction", 1, errInjected)
-	if _, err := e.svc.CompleteChallenge(ctx, "ev1", res.TransactionID, r.ID, true); !errors.Is(err, errInjected) {
-		t.Fatalf("completion with a failed settle: %v, want the store's error", err)
-	}
 	e.committedNotSettled(t, r, res.TransactionID)
 	st, err := e.svc.CompleteChallenge(ctx, "ev2", res.TransactionID, r.ID, false)
 	if err != nil || !st.Changed || st.Transaction.Status != payment.TxApproved {
@@ -80,13 +89,8 @@ func TestThreeDSSettleFailsRetriedByThePayer(t *testing.T) {
 // window has passed, the reconciler asks the acquirer and settles the
 // approval as authenticated.
 func TestThreeDSSettleFailsFinishedByTheReconciler(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := challengeFaulted(t, "SettleTransaction", failsBeforeApplying)
 	ctx := context.Background()
-	r, res := e.challenged(t)
-	e.store.Fail("SettleTransaction", 1, errInjected)
-	if _, err := e.svc.CompleteChallenge(ctx, "ev1", res.TransactionID, r.ID, true); !errors.Is(err, errInjected) {
-		t.Fatalf("completion with a failed settle: %v, want the store's error", err)
-	}
 	e.clock.Add(paycore.DefaultChallengeWindow + paycore.DefaultPendingGrace + time.Minute)
 	if n, err := e.svc.RecoverOpen(ctx, e.clock.Now()); err != nil || n != 1 {
 		t.Fatalf("reconciler: %d %v", n, err)
@@ -98,13 +102,8 @@ func TestThreeDSSettleFailsFinishedByTheReconciler(t *testing.T) {
 // and sends nothing more (the notification waits in the outbox, which the
 // notifier's sweep sends).
 func TestThreeDSSettleAnswerLost(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := challengeFaulted(t, "SettleTransaction", answerLost)
 	ctx := context.Background()
-	r, res := e.challenged(t)
-	e.store.CrashAfter("SettleTransaction", 1, errInjected)
-	if _, err := e.svc.CompleteChallenge(ctx, "ev1", res.TransactionID, r.ID, true); !errors.Is(err, errInjected) {
-		t.Fatalf("completion with a lost settle answer: %v, want the store's error", err)
-	}
 	st, err := e.svc.CompleteChallenge(ctx, "ev2", res.TransactionID, r.ID, true)
 	if err != nil || st.Changed || st.Transaction.Status != payment.TxApproved {
 		t.Fatalf("retry: %+v %v, want the stored approval, unchanged", st, err)
@@ -115,13 +114,8 @@ func TestThreeDSSettleAnswerLost(t *testing.T) {
 // The commit fails: nothing is written (the request unpaid, the attempt
 // still holding it, the transaction pending), and the retry completes.
 func TestThreeDSCommitFails(t *testing.T) {
-	e := newFastEnv(t)
+	e, r, res := challengeFaulted(t, "CommitAttempt", failsBeforeApplying)
 	ctx := context.Background()
-	r, res := e.challenged(t)
-	e.store.Fail("CommitAttempt", 1, errInjected)
-	if _, err := e.svc.CompleteChallenge(ctx, "ev1", res.TransactionID, r.ID, true); !errors.Is(err, errInjected) {
-		t.Fatalf("completion with a failed commit: %v, want the store's error", err)
-	}
 	cur, held, _ := e.store.PaymentRequestLease(ctx, r.ID)
 	tx, _ := e.store.Transaction(ctx, res.TransactionID)
 	if cur.Status != payment.RequestUnpaid || held.TransactionID != res.TransactionID || tx.Status != payment.TxPending {
