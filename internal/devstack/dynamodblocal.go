@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +47,12 @@ const DynamoDBLocalHeapEnv = "PAYREQ_DYNAMODB_LOCAL_HEAP"
 // few hundred MB of heap). docs/testing.md has the measurements.
 var dynamoDBLocalFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData"}
 
+// DynamoDBLocalTieredEnv, set to 1, gives DynamoDB Local the JVM's server
+// compiler too (tiered compilation): slower to its first answers, faster
+// once warm. The volume runs (`make bench`, batch-million, audit-million),
+// which keep one emulator busy for many minutes, set it.
+const DynamoDBLocalTieredEnv = "PAYREQ_DYNAMODB_LOCAL_TIERED"
+
 // dynamoDBLocal is how to run the pinned DynamoDB Local.
 type dynamoDBLocal struct {
 	java    string // the java program
@@ -55,9 +62,13 @@ type dynamoDBLocal struct {
 }
 
 // command is the program and arguments that run DynamoDB Local on port, in
-// memory or in dir, with heap as its -Xmx when set.
-func (d *dynamoDBLocal) command(port int, dir, heap string) []string {
+// memory or in dir, with heap as its -Xmx when set, and with the server
+// compiler when tiered.
+func (d *dynamoDBLocal) command(port int, dir, heap string, tiered bool) []string {
 	args := append([]string{d.java}, dynamoDBLocalFlags...)
+	if tiered {
+		args = slices.DeleteFunc(args, func(f string) bool { return strings.HasPrefix(f, "-XX:TieredStopAtLevel") })
+	}
 	if d.archive != "" {
 		args = append(args, "-XX:SharedArchiveFile="+d.archive)
 	}
@@ -293,7 +304,7 @@ func recordClasses(ctx context.Context, d *dynamoDBLocal, archive string) error 
 		return err
 	}
 	tmp := archive + ".tmp"
-	args := d.command(port, "", "")
+	args := d.command(port, "", "", false)
 	args = append([]string{args[0], "-XX:ArchiveClassesAtExit=" + tmp}, args[1:]...)
 	var out bytes.Buffer
 	cmd := exec.Command(args[0], args[1:]...)

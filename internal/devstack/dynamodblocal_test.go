@@ -158,29 +158,35 @@ func TestDynamoDBLocalClassArchiveIsUsable(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(filepath.Dir(d.jar), "no-archive.txt"))
 		t.Fatalf("no class archive was recorded:\n%s", b)
 	}
-	port, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := d.command(port, "", "")
-	args = append([]string{"-Xshare:on"}, args[1:]...)
-	var out strings.Builder
-	cmd := exec.Command(d.java, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited }()
-	for !dynamoDBAnswers(fmt.Sprintf("http://127.0.0.1:%d", port)) {
-		select {
-		case <-exited:
-			t.Fatalf("java -Xshare:on ... exited: the archive is not usable:\n%s", out.String())
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	// With the client compiler only, as the tests run it, and tiered, as the
+	// volume runs do.
+	for _, tiered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tiered=%v", tiered), func(t *testing.T) {
+			port, err := FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := d.command(port, "", "", tiered)
+			args = append([]string{"-Xshare:on"}, args[1:]...)
+			var out strings.Builder
+			cmd := exec.Command(d.java, args...)
+			cmd.Stdout, cmd.Stderr = &out, &out
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
+			defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited }()
+			for !dynamoDBAnswers(fmt.Sprintf("http://127.0.0.1:%d", port)) {
+				select {
+				case <-exited:
+					t.Fatalf("java -Xshare:on ... exited: the archive is not usable:\n%s", out.String())
+				case <-ctx.Done():
+					t.Fatal(ctx.Err())
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		})
 	}
 }

@@ -165,7 +165,7 @@ func startEmulators(ctx context.Context, ddb *dynamoDBLocal, infra, logDir strin
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	cmd := ddb.command(dynamoPort, os.Getenv(DynamoDBLocalDirEnv), os.Getenv(DynamoDBLocalHeapEnv))
+	cmd := ddb.command(dynamoPort, os.Getenv(DynamoDBLocalDirEnv), os.Getenv(DynamoDBLocalHeapEnv), os.Getenv(DynamoDBLocalTieredEnv) == "1")
 	if err := e.start(logDir, "dynamodb-local", dynamoDBLocalReady(dynamoPort), infra, nil, cmd[0], cmd[1:]...); err != nil {
 		return nil, err
 	}
