@@ -1,0 +1,212 @@
+package adyen_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/currency"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/provider/adyen"
+)
+
+// adyenSample is the notification item and key of Adyen's own HMAC example
+// (its "Verify HMAC signatures" page and its libraries' tests): the
+// signature is Adyen's, not computed here.
+var adyenSample = adyen.NotificationItem{
+	PSPReference: "7914073381342284", MerchantAccountCode: "TestMerchant",
+	MerchantReference: "TestPayment-1407325143704", EventCode: "AUTHORISATION", Success: "true",
+	AdditionalData: map[string]string{"hmacSignature": "coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0="},
+}
+
+const adyenSampleKey = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+
+func init() {
+	adyenSample.Amount.Currency, adyenSample.Amount.Value = "EUR", 1130
+}
+
+func TestHMACAcceptsAdyensSampleAndRefusesTampering(t *testing.T) {
+	if got := adyenSample.SigningString(); got != "7914073381342284::TestMerchant:TestPayment-1407325143704:1130:EUR:AUTHORISATION:true" {
+		t.Fatalf("signing string = %q", got)
+	}
+	if !adyen.Verify(adyenSample, []string{"00", adyenSampleKey}) {
+		t.Fatal("Adyen's own sample refused")
+	}
+	tampered := []func(*adyen.NotificationItem){
+		func(it *adyen.NotificationItem) { it.Amount.Value = 1131 },
+		func(it *adyen.NotificationItem) { it.Success = "false" },
+		func(it *adyen.NotificationItem) { it.MerchantReference += "x" },
+		func(it *adyen.NotificationItem) { it.EventCode = "REFUND" },
+		func(it *adyen.NotificationItem) { it.OriginalReference = "1" },
+		func(it *adyen.NotificationItem) {
+			it.AdditionalData = map[string]string{"hmacSignature": "doqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0="}
+		},
+		func(it *adyen.NotificationItem) { it.AdditionalData = nil },
+	}
+	for i, change := range tampered {
+		it := adyenSample
+		change(&it)
+		if adyen.Verify(it, []string{adyenSampleKey}) {
+			t.Errorf("tampered item %d accepted", i)
+		}
+	}
+	if adyen.Verify(adyenSample, []string{strings.Replace(adyenSampleKey, "4", "5", 1)}) {
+		t.Error("another key accepted")
+	}
+}
+
+func TestWebhookRefusesABatchWithOneForgedItem(t *testing.T) {
+	good := adyenSample
+	forged := adyenSample
+	forged.Amount.Value = 1
+	body := `{"live":"false","notificationItems":[` + itemJSON(good) + `,` + itemJSON(forged) + `]}`
+	if _, err := (adyen.Webhook{HMACKeys: []string{adyenSampleKey}}).Read([]byte(body)); !errors.Is(err, adyen.ErrSignature) {
+		t.Fatalf("Read(batch with a forged item) = %v, want ErrSignature", err)
+	}
+	evs, err := adyen.Webhook{HMACKeys: []string{adyenSampleKey}}.Read([]byte(`{"live":"false","notificationItems":[` + itemJSON(good) + `]}`))
+	if err != nil || len(evs) != 1 || evs[0].Type != "AUTHORISATION" {
+		t.Fatalf("Read(Adyen's sample) = %+v, %v", evs, err)
+	}
+	// Its reference is not one of the service's: acknowledged, bound to nothing.
+	if !evs[0].Ignored || evs[0].Payment != nil {
+		t.Fatalf("event for a foreign reference = %+v; want ignored", evs[0])
+	}
+}
+
+func itemJSON(it adyen.NotificationItem) string {
+	return `{"NotificationRequestItem":{"additionalData":{"hmacSignature":"` + it.AdditionalData["hmacSignature"] +
+		`"},"amount":{"currency":"` + it.Amount.Currency + `","value":` + decimal.NewFromInt(it.Amount.Value).String() +
+		`},"eventCode":"` + it.EventCode + `","merchantAccountCode":"` + it.MerchantAccountCode +
+		`","merchantReference":"` + it.MerchantReference + `","pspReference":"` + it.PSPReference + `","success":"` + it.Success + `"}}`
+}
+
+// TestCurrencyTableExceptions: the currencies where Adyen's minor units are
+// not ISO 4217's (its "Currency codes" page marks CLP, CVE, IDR and ISK),
+// three-decimal ones, and a currency outside the table.
+func TestCurrencyTableExceptions(t *testing.T) {
+	cases := []struct {
+		amount, unit string
+		value        int64
+		code         codes.Code // "" when accepted
+		isoDecimals  int32      // -1: not compared
+	}{
+		{"1000", "CLP", 100000, "", 0},   // 2 at Adyen, 0 in ISO 4217
+		{"1000.5", "CLP", 100050, "", 0}, // Adyen takes the centavos
+		{"500", "ISK", 50000, "", 0},     // 2 at Adyen, 0 in ISO 4217
+		{"1250", "CVE", 1250, "", 2},     // 0 at Adyen, 2 in ISO 4217
+		{"12.50", "CVE", 0, "026", 2},    // never rounded
+		{"15000", "IDR", 15000, "", 2},   // 0 at Adyen, 2 in ISO 4217
+		{"15000.01", "IDR", 0, "026", 2}, //
+		{"1.234", "BHD", 1234, "", -1},   // three decimals
+		{"1.2345", "KWD", 0, "026", -1},  //
+		{"100", "JPY", 100, "", -1},      //
+		{"10.99", "EUR", 1099, "", -1},   //
+		{"0", "EUR", 0, "026", -1},       //
+		{"1e13", "EUR", 0, "026", -1},    // above the largest amount sent
+		{"10", "BTN", 0, "020", -1},      // not on the table: refused, not guessed
+		{"10", "usd", 1000, "", -1},      // case
+		{"0.001", "TND", 1, "", -1},      //
+		{"10.001", "USD", 0, "026", -1},  //
+		{"99.99", "XOF", 0, "026", -1},   //
+		{"1", "CNH", 100, "", -1},        // Adyen's offshore yuan
+		{"1.10", "ISK", 110, "", 0},      //
+		{"999999999", "JPY", 999999999, "", -1},
+	}
+	for _, c := range cases {
+		v, cur, err := adyen.MinorUnits(decimal.RequireFromString(c.amount), c.unit)
+		var ae *provider.AmountError
+		switch {
+		case c.code == "" && (err != nil || v != c.value || cur != strings.ToUpper(c.unit)):
+			t.Errorf("MinorUnits(%s %s) = %d %s %v; want %d", c.amount, c.unit, v, cur, err, c.value)
+		case c.code != "" && (!errors.As(err, &ae) || ae.Code != c.code):
+			t.Errorf("MinorUnits(%s %s) = %d %v; want AmountError %s", c.amount, c.unit, v, err, c.code)
+		}
+		if c.isoDecimals >= 0 {
+			if d, ok := currency.Decimals(c.unit); ok && d != c.isoDecimals {
+				t.Errorf("%s: the service's ISO table says %d decimals, the test assumed %d", c.unit, d, c.isoDecimals)
+			}
+		}
+		if c.code == "" {
+			back, unit, ok := adyen.FromMinorUnits(v, cur)
+			if !ok || !back.Equal(decimal.RequireFromString(c.amount)) || unit != cur {
+				t.Errorf("FromMinorUnits(%d %s) = %s %s %v", v, cur, back, unit, ok)
+			}
+		}
+	}
+}
+
+// TestResultTable: every resultCode row of outcome.go's table, and a
+// refusal row of each decline class.
+func TestResultTable(t *testing.T) {
+	for _, c := range []struct {
+		result, reason string
+		status         provider.Status
+		code           codes.Code
+	}{
+		{"Authorised", "", provider.Approved, ""},
+		{"Refused", "2", provider.Declined, codes.DeclinedContactIssuer},
+		{"Refused", "", provider.Declined, codes.DeclinedContactIssuer},
+		{"Error", "", provider.Declined, codes.BankSystemError},
+		{"Error", "4", provider.Declined, codes.BankSystemError},
+		{"Refused", "5", provider.Declined, codes.CardRestricted},
+		{"Refused", "6", provider.Declined, codes.InvalidOrExpiredCard},
+		{"Refused", "11", provider.Declined, codes.ThreeDSDecline},
+		{"Refused", "12", provider.Declined, codes.InsufficientFunds},
+		{"Refused", "24", provider.Declined, codes.SecurityCodeIncorrect},
+		{"Refused", "20", provider.Declined, codes.RiskBlocked},
+		{"Refused", "10", provider.Declined, codes.UnsupportedCardType},
+		{"Refused", "99", provider.Declined, codes.DeclinedContactIssuer},
+		{"Cancelled", "", provider.Declined, codes.TransactionCancelled},
+		{"RedirectShopper", "", provider.Pending, ""},
+		{"ChallengeShopper", "", provider.Pending, ""},
+		{"IdentifyShopper", "", provider.Pending, ""},
+		{"PresentToShopper", "", provider.Pending, ""},
+		{"Pending", "", provider.Pending, ""},
+		{"Received", "", provider.Pending, ""},
+		{"PartiallyAuthorised", "", provider.Pending, ""},
+		{"SomethingNew", "", provider.Pending, ""},
+	} {
+		out := adyen.OutcomeOfForTest(c.result, c.reason)
+		if out.Status != c.status || out.Code != c.code {
+			t.Errorf("%s/%s → %v %q; want %v %q", c.result, c.reason, out.Status, out.Code, c.status, c.code)
+		}
+		closable := c.result == "RedirectShopper" || c.result == "ChallengeShopper" || c.result == "IdentifyShopper" || c.result == "PresentToShopper"
+		if out.Status == provider.Pending && out.Closable != closable {
+			t.Errorf("%s closable = %v, want %v", c.result, out.Closable, closable)
+		}
+	}
+	for _, r := range adyen.Refusals {
+		if !r.Spec.Known() {
+			t.Errorf("refusal %s maps to %q, not a spec code", r.Code, r.Spec)
+		}
+		if got := adyen.RefusalCodeOfReason("", r.Reason); got != r.Spec {
+			t.Errorf("refusal by reason %q = %s, want %s", r.Reason, got, r.Spec)
+		}
+	}
+}
+
+func TestRequestsRefusedBeforeSending(t *testing.T) {
+	p, err := adyen.New(adyen.Options{APIKey: "k", MerchantAccount: "m", BaseURL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Serves(provider.MethodWallet) || p.Serves(provider.MethodUPI) || !p.Serves(provider.MethodCard) {
+		t.Fatal("Serves: cards only")
+	}
+	var ae *provider.AmountError
+	if err := p.CheckAmount(decimal.RequireFromString("1.5"), "JPY"); !errors.As(err, &ae) || ae.Code != codes.InvalidAmount {
+		t.Fatalf("CheckAmount(1.5 JPY) = %v", err)
+	}
+	long := payment.ChargeReference(1) + strings.Repeat("9", 60)
+	if _, err := p.Charge(context.Background(), provider.ChargeRequest{Reference: long}); !errors.Is(err, provider.ErrInvalidRequest) {
+		t.Fatalf("Charge with a key over 64 characters = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := adyen.New(adyen.Options{APIKey: "k"}); err == nil {
+		t.Fatal("New without a merchant account")
+	}
+}
