@@ -30,7 +30,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -76,7 +75,6 @@ func Run(ctx context.Context, infraDir, dir, apiKey, hmacKey string) (*Mock, err
 	}
 	bin := filepath.Join(infraDir, "node_modules", ".bin", "prism")
 	cmd := exec.Command(bin, "proxy", spec, front.PublicURL, "--errors", "-h", "127.0.0.1", "-p", fmt.Sprint(port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		stopFront()
@@ -88,8 +86,8 @@ func Run(ctx context.Context, infraDir, dir, apiKey, hmacKey string) (*Mock, err
 		return nil, fmt.Errorf("start prism: %w", err)
 	}
 	stop := func() {
-		// Prism is node under npm's shim: end its whole process group.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		// Prism is one node process (no workers in proxy mode).
+		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		stopFront()
 	}

@@ -135,6 +135,17 @@ func (f *Front) Authorisations(reference string) int {
 	return f.authz[reference]
 }
 
+// Refunded is the total refunded of the payment pspReference, in minor
+// units.
+func (f *Front) Refunded(psp string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.payments[psp]; p != nil {
+		return p.refunded
+	}
+	return 0
+}
+
 // Requests is how many requests reached the front (after Prism let them
 // through).
 func (f *Front) Requests() int {

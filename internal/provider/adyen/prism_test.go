@@ -374,6 +374,53 @@ func TestPrismRefusesWhatBreaksTheDescription(t *testing.T) {
 	if m.Front.Requests() != before {
 		t.Fatal("the front saw a request that breaks the description")
 	}
+
+	// The connector's own request breaking it (returnUrl has maxLength
+	// 8000): Prism's 422 is an error, never read as Adyen's decline.
+	cr := chargeReq("4111111111111111", "1.00", "EUR")
+	cr.ReturnURL = "https://pay.example/" + strings.Repeat("a", 8000)
+	out, err := newProvider(t, m, nil).Charge(context.Background(), cr)
+	if err == nil || !strings.Contains(err.Error(), "422") {
+		t.Fatalf("Charge with a returnUrl over the description's limit = %+v, %v; want Prism's 422 as an error", out, err)
+	}
+	if m.Front.Requests() != before || m.Front.Authorisations(cr.Reference) != 0 {
+		t.Fatal("the front saw the connector's invalid request")
+	}
+}
+
+// TestRefundThirtyAtOnce: the same refund sent 30 times at once refunds
+// once (one Idempotency-Key, refund id derived).
+func TestRefundThirtyAtOnce(t *testing.T) {
+	m := startMock(t)
+	p := newProvider(t, m, nil)
+	ctx := context.Background()
+	req := chargeReq("4111111111111111", "20.00", "EUR")
+	out, err := p.Charge(ctx, req)
+	if err != nil || out.Status != provider.Approved {
+		t.Fatalf("Charge = %+v, %v", out, err)
+	}
+	rr := provider.RefundRequest{RefundID: "rf_" + req.Reference, ChargeReference: req.Reference, ProviderRef: out.ProviderRef,
+		Amount: decimal.RequireFromString("15.00"), Unit: "EUR"}
+	var wg sync.WaitGroup
+	refs := make(chan string, 30)
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ro, err := p.Refund(ctx, rr); err == nil && ro.Status == provider.Pending {
+				refs <- ro.ProviderRef
+			}
+		}()
+	}
+	wg.Wait()
+	close(refs)
+	seen := map[string]bool{}
+	for r := range refs {
+		seen[r] = true
+	}
+	if got := m.Front.Refunded(out.ProviderRef); got != 1500 || len(seen) != 1 {
+		t.Fatalf("30 concurrent refunds of one id: refunded %d minor units, refund references %v; want 1500 and one", got, seen)
+	}
 }
 
 // TestRefundCancelAndDisputeWebhooks: refunds and cancels are acknowledged
