@@ -134,7 +134,7 @@ var validRef = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // key builds an Idempotency-Key, refusing ids that would not fit Adyen's
 // 64 characters or are not made of the service's id characters.
 func (p *Provider) key(parts ...string) (string, error) {
-	for _, s := range parts[len(parts)-1:] {
+	for _, s := range parts {
 		if s == "" || !validRef.MatchString(s) {
 			return "", fmt.Errorf("%w: reference %q", provider.ErrInvalidRequest, s)
 		}

@@ -3,11 +3,16 @@ package adyen_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/payment"
@@ -75,6 +80,41 @@ func TestWebhookRefusesABatchWithOneForgedItem(t *testing.T) {
 	// Its reference is not one of the service's: acknowledged, bound to nothing.
 	if !evs[0].Ignored || evs[0].Payment != nil {
 		t.Fatalf("event for a foreign reference = %+v; want ignored", evs[0])
+	}
+}
+
+func TestWebhookWithoutKeysRefusesEverything(t *testing.T) {
+	body := `{"live":"false","notificationItems":[` + itemJSON(adyenSample) + `]}`
+	if _, err := (adyen.Webhook{}).Read([]byte(body)); !errors.Is(err, adyen.ErrSignature) {
+		t.Fatalf("Read without a key = %v, want ErrSignature", err)
+	}
+}
+
+// TestErrorsCarryNoCardData: an error of Adyen's that echoes the request
+// (its message) is reported by code and PSP reference only, so the card
+// number, security code and API key never reach a log.
+func TestErrorsCarryNoCardData(t *testing.T) {
+	const number, cvc, apiKey = "4111111111111111", "737", "AQE_secret_key"
+	for _, status := range []int{http.StatusUnprocessableEntity, http.StatusForbidden, http.StatusInternalServerError} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"status":%d,"errorCode":"999","errorType":"internal","message":%q,"pspReference":"PSP1"}`, status, string(b)+r.Header.Get("X-API-Key"))
+		}))
+		p, err := adyen.New(adyen.Options{APIKey: apiKey, MerchantAccount: "m", BaseURL: srv.URL, Retries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Charge(context.Background(), provider.ChargeRequest{Reference: "ptx_1", Amount: decimal.NewFromInt(1), Unit: "EUR",
+			Method: provider.MethodCard, Card: &card.Details{Digits: number, Expiry: card.Expiry{Month: 1, Year: 2030}}, CVV: cvc,
+			ReturnURL: "https://x.example/"})
+		srv.Close()
+		if err == nil {
+			t.Fatalf("HTTP %d: no error", status)
+		}
+		if msg := err.Error(); strings.Contains(msg, number) || strings.Contains(msg, `"`+cvc+`"`) || strings.Contains(msg, apiKey) {
+			t.Fatalf("HTTP %d: error carries card data or the key: %s", status, msg)
+		}
 	}
 }
 
@@ -205,6 +245,9 @@ func TestRequestsRefusedBeforeSending(t *testing.T) {
 	long := payment.ChargeReference(1) + strings.Repeat("9", 60)
 	if _, err := p.Charge(context.Background(), provider.ChargeRequest{Reference: long}); !errors.Is(err, provider.ErrInvalidRequest) {
 		t.Fatalf("Charge with a key over 64 characters = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := p.SubmitDetails(context.Background(), "ptx_1:x", map[string]string{"redirectResult": "r"}); !errors.Is(err, provider.ErrInvalidRequest) {
+		t.Fatalf("SubmitDetails with a reference that is not the service's = %v, want ErrInvalidRequest", err)
 	}
 	if _, err := adyen.New(adyen.Options{APIKey: "k"}); err == nil {
 		t.Fatal("New without a merchant account")
