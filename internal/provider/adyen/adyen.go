@@ -17,14 +17,17 @@
 //     reference. Adyen returns the first answer to a key it has processed
 //     ("API idempotency": keys are at least 31 days valid, 64 characters at
 //     most), so a call whose answer was lost is sent again with the same key
-//     and charges once.
+//     and charges once. An answer of error 704 (the key's first request is
+//     still in progress) or with Transient-Error: true is not Adyen's answer
+//     to the call: it is sent again, and never read as a decline.
 //   - Every call is bounded: Timeout per send, Retries sends at most, all
 //     within the caller's context. Only an unanswered send or a 5xx or 429
 //     is sent again; a 4xx is Adyen's answer.
 //   - Checkout has no "read a payment". Lookup sends, under the charge's key,
 //     a zero-amount request without card data: a key Adyen processed answers
 //     with the charge's first answer (the stored outcome); anything else
-//     proves nothing, so Lookup answers ErrOutcomeUnknown and never
+//     (a refusal, or 704 while the charge is in flight) proves nothing, so
+//     Lookup answers ErrOutcomeUnknown and never
 //     provider.ErrUnknownReference. The result then comes from the
 //     AUTHORISATION webhook (webhook.go), which Adyen sends for every payment.
 //   - Refunds and cancels are asynchronous at Adyen: the API only
@@ -207,7 +210,8 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 	var resp paymentResponse
 	if err := p.post(ctx, "/payments", key, pr, &resp); err != nil {
 		var ae *APIError
-		if errors.As(err, &ae) && ae.HTTPStatus == http.StatusUnprocessableEntity && ae.ErrorType == "validation" {
+		if errors.As(err, &ae) && ae.HTTPStatus == http.StatusUnprocessableEntity && ae.ErrorType == "validation" &&
+			!ae.transient() {
 			// Adyen refused the request's content (a card number it cannot
 			// read, say) before any authorisation: nothing was charged.
 			return provider.Final(provider.Declined, codes.InvalidOrExpiredCard, ae.PSPReference), nil
@@ -303,7 +307,8 @@ func (p *Provider) Lookup(ctx context.Context, reference string) (provider.Outco
 	err = p.post(ctx, "/payments", key, probe, &resp)
 	var ae *APIError
 	switch {
-	case errors.As(err, &ae) && !ae.transient():
+	case errors.As(err, &ae) && (!ae.transient() || ae.InProgress()):
+		// A refusal proves nothing; 704 says the charge is still in flight.
 		return provider.Outcome{}, fmt.Errorf("%w (%s)", ErrOutcomeUnknown, ae.Error())
 	case err != nil:
 		return provider.Outcome{}, err

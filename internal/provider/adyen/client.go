@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -112,7 +113,18 @@ type APIError struct {
 	ErrorType    string `json:"errorType,omitempty"`
 	Message      string `json:"message,omitempty"`
 	PSPReference string `json:"pspReference,omitempty"`
+	// TransientHeader is Adyen's "Transient-Error: true" response header:
+	// nothing reached an issuer, and the same key is processed as new.
+	TransientHeader bool `json:"-"`
 }
+
+// errInProgress is Adyen's error code for a key whose first request has
+// not finished ("request already processed or in progress").
+const errInProgress = "704"
+
+// InProgress reports Adyen's answer to a key still being processed: the
+// first request may yet authorise, so it is never an outcome.
+func (e *APIError) InProgress() bool { return e.ErrorCode == errInProgress }
 
 // Error keeps what identifies the failure; Adyen's message may echo a field
 // of the request, so it is not included.
@@ -121,9 +133,11 @@ func (e *APIError) Error() string {
 }
 
 // transient reports whether the same request may be sent again with the
-// same Idempotency-Key: Adyen failed (5xx) or asked to slow down (429).
+// same Idempotency-Key: Adyen failed (5xx), asked to slow down (429), said
+// so (Transient-Error: true), or is still processing the key's first
+// request (704, which comes as a 422 or 409).
 func (e *APIError) transient() bool {
-	return e.HTTPStatus >= 500 || e.HTTPStatus == http.StatusTooManyRequests
+	return e.HTTPStatus >= 500 || e.HTTPStatus == http.StatusTooManyRequests || e.TransientHeader || e.InProgress()
 }
 
 // post sends body as JSON to path with the API key and the Idempotency-Key,
@@ -187,6 +201,7 @@ func (p *Provider) send(ctx context.Context, path, key string, b []byte, out any
 	if resp.StatusCode/100 != 2 {
 		ae := &APIError{HTTPStatus: resp.StatusCode}
 		_ = json.Unmarshal(raw, ae)
+		ae.TransientHeader = strings.EqualFold(strings.TrimSpace(resp.Header.Get("Transient-Error")), "true")
 		return ae
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
