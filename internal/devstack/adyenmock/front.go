@@ -29,11 +29,13 @@ import (
 //   - "Testing result codes and refusal reasons": paymentMethod.holderName
 //     set to one of testHolders gives that resultCode, refusalReason and
 //     refusalReasonCode.
-//   - "PENDING" as the holder name is this front's own convention (Adyen
-//     publishes none for cards): resultCode Pending, and the payment's
-//     AUTHORISATION webhook comes when the test calls Settle.
+//   - "PENDING" as the holder name is the same table's row 13: resultCode
+//     Received, and the payment's AUTHORISATION webhook comes when the test
+//     calls Settle.
 //   - "API idempotency": an Idempotency-Key the front has answered gets the
-//     first answer again, whatever the body, and nothing more happens.
+//     first answer again and nothing more happens. Whatever the body: Adyen's
+//     page does not say whether it compares bodies, and the connector does
+//     not rely on it.
 //
 // Every answer and webhook it makes is also counted (Authorisations), so a
 // test can prove a payment was authorised once. It queues the standard
@@ -90,24 +92,33 @@ type Amount struct {
 	Value    int64  `json:"value"`
 }
 
-// testHolders are rows of Adyen's "Values for testing refusal reasons"
-// table: holderName → resultCode, refusalReason, refusalReasonCode.
+// testHolders are the refused rows of Adyen's "Values for testing refusal
+// reasons" table ("Testing result codes and refusal reasons",
+// docs.adyen.com/development-resources/testing/result-codes): holderName →
+// resultCode, refusalReason, refusalReasonCode. Only rows read on that page
+// (codes 0–16) are played; its later rows (FRAUD, CVC_DECLINED, ...) are not
+// in the stored copy, so a holder name outside this table is authorised.
 var testHolders = map[string][3]string{
-	"UNKNOWN":            {"Error", "Unknown", "0"},
-	"DECLINED":           {"Refused", "Refused", "2"},
-	"REFERRAL":           {"Refused", "Referral", "3"},
-	"ERROR":              {"Error", "Acquirer Error", "4"},
-	"BLOCK_CARD":         {"Refused", "Blocked Card", "5"},
-	"CARD_EXPIRED":       {"Refused", "Expired Card", "6"},
-	"INVALID_AMOUNT":     {"Refused", "Invalid Amount", "7"},
-	"INVALID_CARD":       {"Refused", "Invalid Card Number", "8"},
-	"NOT_SUPPORTED":      {"Refused", "Not supported", "10"},
-	"NOT_ENOUGH_BALANCE": {"Refused", "Not enough balance", "12"},
-	"CANCELLED":          {"Cancelled", "Cancelled", "15"},
-	"FRAUD":              {"Refused", "FRAUD", "20"},
-	"CVC_DECLINED":       {"Refused", "CVC Declined", "24"},
-	"RESTRICTED_CARD":    {"Refused", "Restricted Card", "25"},
+	"UNKNOWN":              {"Error", "Unknown", "0"},
+	"DECLINED":             {"Refused", "Refused", "2"},
+	"REFERRAL":             {"Refused", "Referral", "3"},
+	"ERROR":                {"Error", "Acquirer Error", "4"},
+	"BLOCK_CARD":           {"Refused", "Blocked Card", "5"},
+	"CARD_EXPIRED":         {"Refused", "Expired Card", "6"},
+	"INVALID_AMOUNT":       {"Refused", "Invalid Amount", "7"},
+	"INVALID_CARD_NUMBER":  {"Refused", "Invalid Card Number", "8"},
+	"ISSUER_UNAVAILABLE":   {"Refused", "Issuer Unavailable", "9"},
+	"NOT_SUPPORTED":        {"Refused", "Not supported", "10"},
+	"NOT_3D_AUTHENTICATED": {"Refused", "3D Not Authenticated", "11"},
+	"NOT_ENOUGH_BALANCE":   {"Refused", "Not enough balance", "12"},
+	"ACQUIRER_FRAUD":       {"Refused", "Acquirer Fraud", "14"},
+	"CANCELLED":            {"Refused", "Cancelled", "15"},
+	"SHOPPER_CANCELLED":    {"Refused", "Shopper Cancelled", "16"},
 }
+
+// PendingHolder is the same table's row 13: resultCode Received, no
+// refusal; the payment's AUTHORISATION webhook settles it.
+const PendingHolder = "PENDING"
 
 // ThreeDSCard is Adyen's 3-D Secure 2 test card that is challenged.
 const ThreeDSCard = "4212345678910006"
@@ -263,9 +274,9 @@ func (f *Front) pay(body []byte) (int, any) {
 		p.status = "refused"
 		resp["resultCode"], resp["refusalReason"], resp["refusalReasonCode"] = t[0], t[1], t[2]
 		f.notify(p, "AUTHORISATION", false, t[1])
-	case holder == "PENDING":
+	case holder == PendingHolder:
 		p.status = "pending"
-		resp["resultCode"] = "Pending"
+		resp["resultCode"] = "Received"
 	case req.PaymentMethod.Number == ThreeDSCard && !noChallenge:
 		p.status = "challenge"
 		native := req.AuthenticationData != nil && req.AuthenticationData.ThreeDSRequestData != nil &&

@@ -7,8 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -20,9 +23,10 @@ import (
 	"github.com/payreq/payreq/internal/provider/adyen"
 )
 
-// adyenSample is the notification item and key of Adyen's own HMAC example
-// (its "Verify HMAC signatures" page and its libraries' tests): the
-// signature is Adyen's, not computed here.
+// adyenSample is the notification item, key and signature of the HMAC test
+// in Adyen's own Ruby library (Adyen/adyen-ruby-api-library,
+// spec/utils/hmac_validator_spec.rb, and the same values in its Python
+// library's tests): the signature is Adyen's, not computed here.
 var adyenSample = adyen.NotificationItem{
 	PSPReference: "7914073381342284", MerchantAccountCode: "TestMerchant",
 	MerchantReference: "TestPayment-1407325143704", EventCode: "AUTHORISATION", Success: "true",
@@ -62,6 +66,26 @@ func TestHMACAcceptsAdyensSampleAndRefusesTampering(t *testing.T) {
 	}
 	if adyen.Verify(adyenSample, []string{strings.Replace(adyenSampleKey, "4", "5", 1)}) {
 		t.Error("another key accepted")
+	}
+}
+
+// TestHMACAcceptsTheGoLibrarysVector: the second vector, from Adyen's Go
+// library (Adyen/adyen-go-api-library, src/hmacvalidator/hmacvalidator_test.go
+// at fed7311e): a non-empty originalReference, 1000 EUR, event "EVENT".
+func TestHMACAcceptsTheGoLibrarysVector(t *testing.T) {
+	it := adyen.NotificationItem{PSPReference: "pspReference", OriginalReference: "originalReference",
+		MerchantAccountCode: "merchantAccount", MerchantReference: "reference", EventCode: "EVENT", Success: "true",
+		AdditionalData: map[string]string{"hmacSignature": "ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc="}}
+	it.Amount.Currency, it.Amount.Value = "EUR", 1000
+	const key = "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00"
+	if got := it.SigningString(); got != "pspReference:originalReference:merchantAccount:reference:1000:EUR:EVENT:true" {
+		t.Fatalf("signing string = %q", got)
+	}
+	if !adyen.Verify(it, []string{key}) {
+		t.Fatal("the Go library's vector refused")
+	}
+	if adyen.Verify(it, []string{adyenSampleKey}) {
+		t.Fatal("accepted under another key")
 	}
 }
 
@@ -251,5 +275,147 @@ func TestRequestsRefusedBeforeSending(t *testing.T) {
 	}
 	if _, err := adyen.New(adyen.Options{APIKey: "k"}); err == nil {
 		t.Fatal("New without a merchant account")
+	}
+}
+
+// TestInProgressIsNeverADecline: Adyen answers a key whose first request is
+// still being processed with error 704 ("request already processed or in
+// progress", as a 422 validation error or a 409), and a transient failure
+// with the header Transient-Error: true. Neither is Adyen's answer to the
+// charge: the connector sends again with the same key, and if the answer
+// never comes it reports an error (outcome unknown), never a decline the
+// first request might contradict.
+func TestInProgressIsNeverADecline(t *testing.T) {
+	const inProgress = `{"status":422,"errorCode":"704","message":"request already processed or in progress","errorType":"validation"}`
+	const transient = `{"status":422,"errorCode":"000","errorType":"validation"}`
+	for _, c := range []struct {
+		name     string
+		status   int
+		body     string
+		header   bool
+		failures int // answers before the charge's own; -1: always
+		want     provider.Status
+		unknown  bool // no outcome: an error
+	}{
+		{"704 then the answer", http.StatusUnprocessableEntity, inProgress, false, 2, provider.Approved, false},
+		{"704 as a 409 then the answer", http.StatusConflict, inProgress, false, 1, provider.Approved, false},
+		{"Transient-Error then the answer", http.StatusUnprocessableEntity, transient, true, 1, provider.Approved, false},
+		{"704 until the end", http.StatusUnprocessableEntity, inProgress, false, -1, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var keys []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys = append(keys, r.Header.Get("Idempotency-Key"))
+				n := len(keys)
+				mu.Unlock()
+				if c.failures < 0 || n <= c.failures {
+					if c.header {
+						w.Header().Set("Transient-Error", "true")
+					}
+					w.WriteHeader(c.status)
+					io.WriteString(w, c.body)
+					return
+				}
+				io.WriteString(w, `{"resultCode":"Authorised","pspReference":"PSP1","merchantReference":"ptx_1"}`)
+			}))
+			defer srv.Close()
+			p, err := adyen.New(adyen.Options{APIKey: "k", MerchantAccount: "m", BaseURL: srv.URL, Retries: 2, RetryBase: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Charge(context.Background(), provider.ChargeRequest{Reference: "ptx_1", Amount: decimal.NewFromInt(1), Unit: "EUR",
+				Method: provider.MethodCard, Card: &card.Details{Digits: "4111111111111111", Expiry: card.Expiry{Month: 1, Year: 2030}}, CVV: "737",
+				ReturnURL: "https://x.example/"})
+			if c.unknown {
+				if err == nil {
+					t.Fatalf("Charge = %+v; want an error (outcome unknown), never an outcome", out)
+				}
+			} else if err != nil || out.Status != c.want {
+				t.Fatalf("Charge = %+v, %v; want %v", out, err, c.want)
+			}
+			for _, k := range keys {
+				if k != keys[0] {
+					t.Fatalf("keys %v: a resend changed the Idempotency-Key", keys)
+				}
+			}
+			if len(keys) < 2 {
+				t.Fatalf("sent %d times; want the same request sent again", len(keys))
+			}
+			lo, err := p.Lookup(context.Background(), "ptx_1")
+			if c.unknown && !errors.Is(err, adyen.ErrOutcomeUnknown) {
+				t.Fatalf("Lookup during 704 = %+v, %v; want ErrOutcomeUnknown", lo, err)
+			}
+		})
+	}
+}
+
+// TestRefusalRowsReadOnAdyensPage holds the rows marked OnPage to the text
+// of Adyen's "Refusal reasons" page (codes 2–18) and "Testing result codes
+// and refusal reasons" (code 0, "Unknown" with resultCode Error), word for
+// word, and keeps every row not read there (19 and above) marked.
+func TestRefusalRowsReadOnAdyensPage(t *testing.T) {
+	page := map[string]string{
+		"0": "Unknown", "2": "Refused", "3": "Referral", "4": "Acquirer Error", "5": "Blocked Card",
+		"6": "Expired Card", "7": "Invalid Amount", "8": "Invalid Card Number", "9": "Issuer Unavailable",
+		"10": "Not supported", "11": "3D Not Authenticated", "12": "Not enough balance", "14": "Acquirer Fraud",
+		"15": "Cancelled", "16": "Shopper Cancelled", "17": "Invalid Pin", "18": "Pin tries exceeded",
+	}
+	seen := map[string]bool{}
+	for _, r := range adyen.Refusals {
+		n, err := strconv.Atoi(r.Code)
+		if err != nil || seen[r.Code] {
+			t.Fatalf("row %q: not a number or listed twice", r.Code)
+		}
+		seen[r.Code] = true
+		if text, ok := page[r.Code]; ok != r.OnPage || ok && text != r.Reason || !ok && n < 19 {
+			t.Errorf("row %s %q (OnPage %v): Adyen's page says %q", r.Code, r.Reason, r.OnPage, text)
+		}
+	}
+	for code := range page {
+		if !seen[code] {
+			t.Errorf("Adyen's row %s is missing", code)
+		}
+	}
+}
+
+// TestCurrencyTableIsAdyens: the zero- and three-decimal currencies are
+// exactly those of Adyen's own PHP library (Adyen/adyen-php-api-library,
+// src/Adyen/Util/Currency.php at 05505a05; every other currency is two
+// decimals there), and the rows of Adyen's "Currency codes" page read in
+// its stored copy (AED to ETB) are here with the page's decimals.
+func TestCurrencyTableIsAdyens(t *testing.T) {
+	zero := "CVE DJF GNF IDR JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF"
+	three := "BHD IQD JOD KWD LYD OMR TND"
+	table := adyen.ExponentsForTest()
+	want := map[int32]string{0: zero, 3: three}
+	for exp, list := range want {
+		for _, c := range strings.Fields(list) {
+			if table[c] != exp {
+				t.Errorf("%s: %d decimals, Adyen's library says %d", c, table[c], exp)
+			}
+		}
+	}
+	for c, exp := range table {
+		if exp != 2 && !strings.Contains(want[exp], c) {
+			t.Errorf("%s: %d decimals, not in Adyen's library's list", c, exp)
+		}
+	}
+	page := map[string]int32{"AED": 2, "ALL": 2, "AMD": 2, "AOA": 2, "ARS": 2, "AUD": 2, "AWG": 2, "AZN": 2, "BAM": 2,
+		"BBD": 2, "BDT": 2, "BHD": 3, "BMD": 2, "BND": 2, "BOB": 2, "BRL": 2, "BSD": 2, "BWP": 2, "BYN": 2, "BZD": 2,
+		"CAD": 2, "CHF": 2, "CLP": 2, "CNH": 2, "CNY": 2, "COP": 2, "CRC": 2, "CUP": 2, "CVE": 0, "CZK": 2, "DJF": 0,
+		"DKK": 2, "DOP": 2, "DZD": 2, "EGP": 2, "ETB": 2}
+	for c, exp := range page {
+		if got, ok := table[c]; !ok || got != exp {
+			t.Errorf("%s: table has %d (listed %v), Adyen's page %d", c, got, ok, exp)
+		}
+	}
+	for c := range table {
+		if c < "ETB" && c >= "AED" {
+			if _, ok := page[c]; !ok {
+				t.Errorf("%s: in the table, not on Adyen's page between AED and ETB", c)
+			}
+		}
 	}
 }

@@ -7,3 +7,6 @@ import "github.com/payreq/payreq/internal/provider"
 func OutcomeOfForTest(resultCode, refusalReasonCode string) provider.Outcome {
 	return OutcomeOf(paymentResponse{ResultCode: resultCode, RefusalReasonCode: refusalReasonCode, PSPReference: "psp"})
 }
+
+// ExponentsForTest is the currency table: code → Adyen's decimals.
+func ExponentsForTest() map[string]int32 { return adyenExponent }

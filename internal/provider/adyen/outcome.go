@@ -41,55 +41,66 @@ const (
 	ResultPartiallyAuthorised = "PartiallyAuthorised"
 )
 
-// Refusals is Adyen's "Refusal reasons" page, row by row: refusalReasonCode,
-// refusalReason, and the spec's code for it. A code missing here is 999 for
-// Refused and 001 for Error.
+// Refusals is Adyen's "Refusal reasons" page
+// (docs.adyen.com/development-resources/refusal-reasons) row by row:
+// refusalReasonCode, refusalReason, and the spec's code for it (the spec
+// code is this service's choice; Adyen's page has none). A code missing
+// here is 999 for Refused and 001 for Error.
+//
+// OnPage marks the rows read on Adyen's own pages: codes 2–18 on "Refusal
+// reasons", 0–16 again on "Testing result codes and refusal reasons" (its
+// "Values for testing refusal reasons" table, with resultCode and
+// holderName). The stored copies of both pages end before code 19, so
+// rows 19–46 are not confirmed on Adyen's page: their texts are the ones
+// other Adyen integrations list, kept because each maps to a code no
+// worse than the default 999. docs/acquirers.md marks them.
 var Refusals = []struct {
 	Code   string // refusalReasonCode
 	Reason string // refusalReason
 	Spec   codes.Code
+	OnPage bool
 }{
-	{"0", "Unknown", codes.BankSystemError}, // resultCode Error
-	{"2", "Refused", codes.DeclinedContactIssuer},
-	{"3", "Referral", codes.DeclinedContactIssuer},
-	{"4", "Acquirer Error", codes.BankSystemError},
-	{"5", "Blocked Card", codes.CardRestricted},
-	{"6", "Expired Card", codes.InvalidOrExpiredCard},
-	{"7", "Invalid Amount", codes.InvalidAmount},
-	{"8", "Invalid Card Number", codes.InvalidOrExpiredCard},
-	{"9", "Issuer Unavailable", codes.BankSystemError},
-	{"10", "Not supported", codes.UnsupportedCardType},
-	{"11", "3D Not Authenticated", codes.ThreeDSDecline},
-	{"12", "Not enough balance", codes.InsufficientFunds},
-	{"14", "Acquirer Fraud", codes.RiskBlocked},
-	{"15", "Cancelled", codes.TransactionCancelled},
-	{"16", "Shopper Cancelled", codes.TransactionCancelled},
-	{"17", "Invalid Pin", codes.SecurityCodeIncorrect},
-	{"18", "Pin tries exceeded", codes.SecurityCodeIncorrect},
-	{"19", "Pin validation not possible", codes.SecurityCodeIncorrect},
-	{"20", "FRAUD", codes.RiskBlocked}, // Adyen's risk system
-	{"21", "Not Submitted", codes.BankSystemError},
-	{"22", "FRAUD-CANCELLED", codes.RiskBlocked},
-	{"23", "Transaction Not Permitted", codes.CardRestricted},
-	{"24", "CVC Declined", codes.SecurityCodeIncorrect},
-	{"25", "Restricted Card", codes.CardRestricted},
-	{"26", "Revocation Of Auth", codes.CardRestricted},
-	{"27", "Declined Non Generic", codes.DeclinedContactIssuer},
-	{"28", "Withdrawal amount exceeded", codes.InsufficientFunds},
-	{"29", "Withdrawal count exceeded", codes.InsufficientFunds},
-	{"31", "Issuer Suspected Fraud", codes.RiskBlocked},
-	{"32", "AVS Declined", codes.DeclinedContactIssuer},
-	{"33", "Card requires online pin", codes.DeclinedContactIssuer},
-	{"34", "No checking account available on Card", codes.UnsupportedCardType},
-	{"35", "No savings account available on Card", codes.UnsupportedCardType},
-	{"36", "Mobile pin required", codes.DeclinedContactIssuer},
-	{"37", "Contactless fallback", codes.DeclinedContactIssuer},
-	{"38", "Authentication required", codes.ThreeDSDecline},
-	{"39", "RReq not received from DS", codes.ThreeDSDecline},
-	{"40", "Current AID is in Penalty Box", codes.BankSystemError},
-	{"41", "CVM Required Restart Payment", codes.DeclinedContactIssuer},
-	{"42", "3DS Authentication Error", codes.ThreeDSDecline},
-	{"46", "Transaction blocked by Adyen to prevent excessive retry fees", codes.RiskBlocked},
+	{"0", "Unknown", codes.BankSystemError, true}, // resultCode Error
+	{"2", "Refused", codes.DeclinedContactIssuer, true},
+	{"3", "Referral", codes.DeclinedContactIssuer, true},
+	{"4", "Acquirer Error", codes.BankSystemError, true},
+	{"5", "Blocked Card", codes.CardRestricted, true},
+	{"6", "Expired Card", codes.InvalidOrExpiredCard, true},
+	{"7", "Invalid Amount", codes.InvalidAmount, true},
+	{"8", "Invalid Card Number", codes.InvalidOrExpiredCard, true},
+	{"9", "Issuer Unavailable", codes.BankSystemError, true},
+	{"10", "Not supported", codes.UnsupportedCardType, true},
+	{"11", "3D Not Authenticated", codes.ThreeDSDecline, true},
+	{"12", "Not enough balance", codes.InsufficientFunds, true},
+	{"14", "Acquirer Fraud", codes.RiskBlocked, true},
+	{"15", "Cancelled", codes.TransactionCancelled, true},
+	{"16", "Shopper Cancelled", codes.TransactionCancelled, true},
+	{"17", "Invalid Pin", codes.SecurityCodeIncorrect, true},
+	{"18", "Pin tries exceeded", codes.SecurityCodeIncorrect, true},
+	{"19", "Pin validation not possible", codes.SecurityCodeIncorrect, false},
+	{"20", "FRAUD", codes.RiskBlocked, false}, // Adyen's risk system
+	{"21", "Not Submitted", codes.BankSystemError, false},
+	{"22", "FRAUD-CANCELLED", codes.RiskBlocked, false},
+	{"23", "Transaction Not Permitted", codes.CardRestricted, false},
+	{"24", "CVC Declined", codes.SecurityCodeIncorrect, false},
+	{"25", "Restricted Card", codes.CardRestricted, false},
+	{"26", "Revocation Of Auth", codes.CardRestricted, false},
+	{"27", "Declined Non Generic", codes.DeclinedContactIssuer, false},
+	{"28", "Withdrawal amount exceeded", codes.InsufficientFunds, false},
+	{"29", "Withdrawal count exceeded", codes.InsufficientFunds, false},
+	{"31", "Issuer Suspected Fraud", codes.RiskBlocked, false},
+	{"32", "AVS Declined", codes.DeclinedContactIssuer, false},
+	{"33", "Card requires online pin", codes.DeclinedContactIssuer, false},
+	{"34", "No checking account available on Card", codes.UnsupportedCardType, false},
+	{"35", "No savings account available on Card", codes.UnsupportedCardType, false},
+	{"36", "Mobile pin required", codes.DeclinedContactIssuer, false},
+	{"37", "Contactless fallback", codes.DeclinedContactIssuer, false},
+	{"38", "Authentication required", codes.ThreeDSDecline, false},
+	{"39", "RReq not received from DS", codes.ThreeDSDecline, false},
+	{"40", "Current AID is in Penalty Box", codes.BankSystemError, false},
+	{"41", "CVM Required Restart Payment", codes.DeclinedContactIssuer, false},
+	{"42", "3DS Authentication Error", codes.ThreeDSDecline, false},
+	{"46", "Transaction blocked by Adyen to prevent excessive retry fees", codes.RiskBlocked, false},
 }
 
 var refusals, refusalsByReason = func() (map[string]codes.Code, map[string]codes.Code) {

@@ -141,10 +141,13 @@ func TestOutcomeMatrix(t *testing.T) {
 		{"INVALID_AMOUNT", provider.Declined, codes.InvalidAmount},
 		{"NOT_SUPPORTED", provider.Declined, codes.UnsupportedCardType},
 		{"NOT_ENOUGH_BALANCE", provider.Declined, codes.InsufficientFunds},
-		{"CVC_DECLINED", provider.Declined, codes.SecurityCodeIncorrect},
-		{"FRAUD", provider.Declined, codes.RiskBlocked},
-		{"RESTRICTED_CARD", provider.Declined, codes.CardRestricted},
-		{"CANCELLED", provider.Declined, codes.TransactionCancelled},
+		{"UNKNOWN", provider.Declined, codes.BankSystemError},
+		{"INVALID_CARD_NUMBER", provider.Declined, codes.InvalidOrExpiredCard},
+		{"ISSUER_UNAVAILABLE", provider.Declined, codes.BankSystemError},
+		{"NOT_3D_AUTHENTICATED", provider.Declined, codes.ThreeDSDecline},
+		{"ACQUIRER_FRAUD", provider.Declined, codes.RiskBlocked},
+		{"CANCELLED", provider.Declined, codes.TransactionCancelled}, // Refused 15 on Adyen's table
+		{"SHOPPER_CANCELLED", provider.Declined, codes.TransactionCancelled},
 	}
 	for _, d := range declines {
 		t.Run("decline "+d.holder, func(t *testing.T) {
@@ -210,7 +213,7 @@ func TestOutcomeMatrix(t *testing.T) {
 
 	t.Run("pending then webhook", func(t *testing.T) {
 		req := chargeReq("4111111111111111", "40.00", "USD")
-		out, err := p.Charge(adyen.WithHolderName(ctx, "PENDING"), req)
+		out, err := p.Charge(adyen.WithHolderName(ctx, adyenmock.PendingHolder), req)
 		if err != nil || out.Status != provider.Pending || out.Closable {
 			t.Fatalf("Charge = %+v, %v; want pending, waiting for the network", out, err)
 		}
