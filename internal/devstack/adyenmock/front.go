@@ -56,6 +56,9 @@ type Front struct {
 	authz    map[string]int // merchant reference → authorisations
 	queue    []Item
 	lose     map[string]time.Duration // path → delay before the next answer on it
+	slow     map[string]time.Duration // path → processing time of the next call on it
+	busy     map[string]bool          // Idempotency-Keys being processed
+	inFlight int                      // 704 answers given
 	requests int
 }
 
@@ -126,7 +129,8 @@ const ThreeDSCard = "4212345678910006"
 // NewFront returns a front accepting apiKey and signing with hmacKey (hex).
 func NewFront(apiKey, hmacKey string) *Front {
 	return &Front{APIKey: apiKey, HMACKey: hmacKey, answers: map[string]stored{},
-		payments: map[string]*payment{}, authz: map[string]int{}, lose: map[string]time.Duration{}}
+		payments: map[string]*payment{}, authz: map[string]int{}, lose: map[string]time.Duration{},
+		slow: map[string]time.Duration{}, busy: map[string]bool{}}
 }
 
 // LoseNextAnswer makes the next answer on path (e.g. "/payments") wait d
@@ -136,6 +140,24 @@ func (f *Front) LoseNextAnswer(path string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lose[path] = d
+}
+
+// SlowNextCall makes the next call on path take d before its work is done
+// and recorded, whether or not the caller waits. Meanwhile a request under
+// the same Idempotency-Key is answered as Adyen answers a key still in
+// progress: 422, errorCode 704, "request already processed or in progress"
+// (InProgressAnswers counts them).
+func (f *Front) SlowNextCall(path string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slow[path] = d
+}
+
+// InProgressAnswers is how many 704 answers the front gave.
+func (f *Front) InProgressAnswers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inFlight
 }
 
 // Authorisations is how many times the front authorised a payment with
@@ -190,6 +212,22 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotency-Key", key)
 		writeRaw(w, s.status, s.body)
 		return
+	}
+	if key != "" && f.busy[key] {
+		f.inFlight++
+		f.mu.Unlock()
+		writeJSON(w, http.StatusUnprocessableEntity, serviceError(422, "704", "request already processed or in progress", "validation"))
+		return
+	}
+	if d := f.slow[r.URL.Path]; d > 0 {
+		delete(f.slow, r.URL.Path)
+		if key != "" {
+			f.busy[key] = true
+		}
+		f.mu.Unlock()
+		time.Sleep(d) // the work goes on even if the caller has gone
+		f.mu.Lock()
+		delete(f.busy, key)
 	}
 	status, answer := f.handle(r.URL.Path, body)
 	raw, _ := json.Marshal(answer)

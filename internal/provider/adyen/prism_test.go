@@ -300,6 +300,27 @@ func TestLostAnswerChargesOnce(t *testing.T) {
 		}
 	})
 
+	t.Run("704 while the first request is in flight", func(t *testing.T) {
+		// The first send gives up at 1 s while the front works for 3 s; the
+		// resends at 1.5 s and 2.5 s meet Adyen's 704, the one at 4.5 s the
+		// stored answer. Read as a decline, the 704 would have declined a
+		// payment the front then authorised.
+		p := newProvider(t, m, func(o *adyen.Options) { o.Timeout = time.Second; o.Retries = 4; o.RetryBase = 500 * time.Millisecond })
+		req := chargeReq("4111111111111111", "13.57", "EUR")
+		before := m.Front.InProgressAnswers()
+		m.Front.SlowNextCall("/payments", 3*time.Second)
+		out, err := p.Charge(ctx, req)
+		if err != nil || out.Status != provider.Approved {
+			t.Fatalf("Charge while in progress = %+v, %v; want approved", out, err)
+		}
+		if n := m.Front.InProgressAnswers() - before; n == 0 {
+			t.Fatal("no 704 was answered: the test did not meet an in-progress key")
+		}
+		if n := m.Front.Authorisations(req.Reference); n != 1 {
+			t.Fatalf("authorisations = %d, want 1", n)
+		}
+	})
+
 	t.Run("lookup after an unanswered charge", func(t *testing.T) {
 		p := newProvider(t, m, func(o *adyen.Options) { o.Timeout = 3 * time.Second; o.Retries = -1 })
 		req := chargeReq("4111111111111111", "56.78", "EUR")
