@@ -70,6 +70,7 @@ var layerOf = map[string]int{
 	"internal/webhook":                 layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
 	"internal/paycore":                 layerCore, // payment, refund and 3-D Secure state machines
 	"internal/provider/sandbox":        layerCore, // the simulated acquirer over its ledger interface
+	"internal/provider/adyen":          layerCore, // the Adyen connector: its own small HTTP client, no SDK (not an adapter by adapterImports)
 	"internal/safehttp":                layerCore, // the SSRF-safe client of merchants' endpoints
 	"internal/provider/sandbox/worker": layerCore, // the sandbox acquirer's asynchronous side (SQS events)
 	"internal/sftpauth":                layerCore, // login decisions; the Lambda is sftpauthwire's
@@ -132,6 +133,7 @@ var layerOf = map[string]int{
 	"internal/cfn":                 layerEntry, // reads template.yaml for the local stack and tests
 	"internal/devstack":            layerEntry,
 	"internal/devstack/stripemock": layerEntry,
+	"internal/devstack/adyenmock":  layerEntry, // Prism serving Adyen's description before a front that plays Adyen
 	"internal/devstack/sftpd":      layerEntry, // the local Transfer Family stand-in
 	"web/internal/genbrands":       layerEntry,
 	"web/internal/gencompressed":   layerEntry,
@@ -181,6 +183,7 @@ var httpEdge = map[string]string{
 	"internal/webhook":                 "reads the merchant's answer",
 	"internal/safehttp":                "the client of merchants' endpoints",
 	"internal/provider/stripe":         "reads Stripe's answers",
+	"internal/provider/adyen":          "reads Adyen's answers",
 	"internal/provider/sandbox/worker": "posts the sandbox acquirer's callbacks to the service",
 }
 
