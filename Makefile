@@ -35,9 +35,10 @@ test: $(EMULATORS)
 
 # The fast suite: unit tests, the in-memory store's half of its contract
 # test, no emulator, browser, SFTP client or stack (docs/testing.md). Not a
-# substitute for `make test`, which runs everything.
+# substitute for `make test`, which runs everything. go vet is left to
+# `make test` and `make lint`, which run it on every package.
 test-short:
-	go test -trimpath -short -count=1 ./...
+	go test -trimpath -short -count=1 -vet=off ./...
 
 # The service/ceiling table of every path (internal/testing/bench,
 # docs/testing.md), then every Benchmark (the 100,000-row batch file among them).
@@ -56,7 +57,7 @@ bench: $(EMULATORS)
 MILLION_HEAP ?= 8g
 batch-million: $(EMULATORS)
 	$(if $(MILLION_DB),rm -rf $(MILLION_DB) && mkdir -p $(MILLION_DB))
-	PAYREQ_DYNAMODB_LOCAL_HEAP=$(MILLION_HEAP) PAYREQ_DYNAMODB_LOCAL_DIR=$(MILLION_DB) PAYREQ_BENCH_ROWS=1000000 /usr/bin/time -v go test -run '^$$' -bench '^BenchmarkBatchFile100k$$' -benchtime 1x -benchmem -timeout 12h ./internal/batchproc/
+	PAYREQ_DYNAMODB_LOCAL_TIERED=1 PAYREQ_DYNAMODB_LOCAL_HEAP=$(MILLION_HEAP) PAYREQ_DYNAMODB_LOCAL_DIR=$(MILLION_DB) PAYREQ_BENCH_ROWS=1000000 /usr/bin/time -v go test -run '^$$' -bench '^BenchmarkBatchFile100k$$' -benchtime 1x -benchmem -timeout 12h ./internal/batchproc/
 	$(if $(MILLION_DB),rm -rf $(MILLION_DB))
 
 # The invariant audit at volume (docs/operations.md, "The audit at
@@ -66,7 +67,7 @@ batch-million: $(EMULATORS)
 # written after the last row is reported. Run it on an otherwise idle machine.
 AUDIT_ROWS ?= 1000000
 audit-million: $(EMULATORS)
-	PAYREQ_DYNAMODB_LOCAL_HEAP=$(MILLION_HEAP) PAYREQ_AUDIT_ROWS=$(AUDIT_ROWS) /usr/bin/time -v go test -tags volume -count=1 -run '^TestAuditAtVolume$$' -v -timeout 24h ./internal/wire/auditwire/
+	PAYREQ_DYNAMODB_LOCAL_TIERED=1 PAYREQ_DYNAMODB_LOCAL_HEAP=$(MILLION_HEAP) PAYREQ_AUDIT_ROWS=$(AUDIT_ROWS) /usr/bin/time -v go test -tags volume -count=1 -run '^TestAuditAtVolume$$' -v -timeout 24h ./internal/wire/auditwire/
 
 # Soak: the local stack under mixed load, SIGKILLed 10 times at random
 # moments and restarted; then the invariant audit must find nothing.
