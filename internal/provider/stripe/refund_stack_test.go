@@ -181,30 +181,39 @@ func TestRefundsFinishByEvent(t *testing.T) {
 		obj["status"] = "succeeded"
 		body := e.front.Event("refund.updated", obj)
 		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			changed int
-			bad     []string
+			wg         sync.WaitGroup
+			mu         sync.Mutex
+			changed    int
+			unanswered int // 503: the service's deadline passed; Stripe delivers again
+			bad        []string
 		)
+		deliver := func() {
+			a, err := e.front.Post(body)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && a.Status == 503:
+				unanswered++
+			case err != nil || a.Status != 200:
+				bad = append(bad, fmt.Sprintf("%v %d %s", err, a.Status, a.Body))
+			case ack(t, a)["changed"] == true:
+				changed++
+			}
+		}
 		for range 30 {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				a, err := e.front.Post(body)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil || a.Status != 200 {
-					bad = append(bad, fmt.Sprintf("%v %d %s", err, a.Status, a.Body))
-					return
-				}
-				if ack(t, a)["changed"] == true {
-					changed++
-				}
-			}()
+			go func() { defer wg.Done(); deliver() }()
 		}
 		wg.Wait()
-		if len(bad) > 0 || changed != 1 {
-			t.Fatalf("30 deliveries of one refund.updated: %d changed, failures %v; want exactly one change", changed, bad)
+		// As Stripe does, a delivery answered 503 is sent again (once each
+		// here, one after another). A 503 may hide the change itself (its
+		// answer lost after the write): then no answer says changed, and
+		// the refund's state and its one notification below prove it.
+		for retries := unanswered; retries > 0; retries-- {
+			deliver()
+		}
+		if len(bad) > 0 || changed > 1 || (changed == 0 && unanswered == 0) {
+			t.Fatalf("30 deliveries of one refund.updated: %d changed, %d answered 503, failures %v; want exactly one change", changed, unanswered, bad)
 		}
 		got := e.tx(t, tx.ID)
 		if got.Refund.Status != payment.RefundRefunded {
