@@ -31,6 +31,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/ids"
@@ -39,6 +40,7 @@ import (
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
+	"github.com/payreq/payreq/internal/wire/merchantapiwire"
 	"github.com/payreq/payreq/internal/wire/paymentswire"
 )
 
@@ -112,18 +114,89 @@ func (c *awsClock) instrument(cfg *aws.Config) {
 	})
 }
 
+// layered is one HTTP operation of a function, profiled by layer.
+type layered struct {
+	what     string // the table's title
+	function string // the template's function name
+	lambda   func(context.Context, config.Getenv, wire.Options) (wire.HTTPLambda, error)
+	handler  func(context.Context, config.Getenv, wire.Options) (http.Handler, error)
+	method   string
+	path     string   // the request's path
+	route    string   // its route key's path, with parameters in braces
+	params   []string // the route's parameter names, set from param
+	param    func(name string) string
+	body     []byte
+	status   int
+	want     []byte // in the answer's body
+	notifies bool   // each operation sends a notification: add the quiet stages
+	// ceiling makes the same AWS calls directly through store and sq.
+	ceiling func(ctx context.Context, m testenv.Merchant, store *dynamo.Store, sq *sqs.Client, aside string) error
+}
+
 // TestProfilePayment profiles a single-client approved create-and-pay and
-// splits its latency by layer: the same payments function (own instance,
-// AWS calls timed) reached through real HTTP and the local gateway, through
-// the gateway without TCP, as a Lambda invocation with a prepared event, and
-// as a plain http.Handler. With PAYREQ_BENCH_PROFILE=<dir> it writes CPU,
-// block and mutex profiles of the HTTP loop there.
+// splits its latency by layer (profileLayers). With PAYREQ_BENCH_PROFILE=<dir>
+// it writes CPU, block and mutex profiles of the loop there.
 //
 //	go test -tags bench -count=1 -run '^TestProfilePayment$' -v ./internal/testing/bench/
 func TestProfilePayment(t *testing.T) {
+	payer := map[string]any{"name": "Ann Lee", "email": "payer@example.com", "phoneNumber": "4915112345678", "address": "1 Main St",
+		"city": "Berlin", "state": "BE", "postalCode": "10115", "country": "DE", "amount": "10.00", "unit": "EUR"}
+	body, _ := json.Marshal(payer)
+	profileLayers(t, layered{what: "single-client approved payment", function: "PaymentsFunction",
+		lambda: paymentswire.PaymentsLambda, handler: paymentswire.Payments,
+		method: "POST", path: "/payments/h2h/27", route: "/payments/h2h/{n}", params: []string{"n"},
+		param: func(string) string { return "27" }, body: body, status: 200, want: []byte(`"transactionStatusId":1`), notifies: true,
+		ceiling: func(ctx context.Context, m testenv.Merchant, store *dynamo.Store, sq *sqs.Client, aside string) error {
+			r, err := ceilingRate(ctx, store, m)
+			if err != nil {
+				return err
+			}
+			_, err = ceilingPayment(ctx, store, queue.New(sq), aside, m.ID, r, nil)
+			return err
+		}})
+}
+
+// TestProfileCreate profiles a single-client create of a payment request
+// (POST /payment-requests, the merchant API) by layer, against its ceiling:
+// the rate-limit counter and the request's conditional put.
+//
+//	go test -tags bench -count=1 -run '^TestProfileCreate$' -v ./internal/testing/bench/
+func TestProfileCreate(t *testing.T) {
+	profileLayers(t, layered{what: "create of a payment request", function: "MerchantApiFunction",
+		lambda: merchantapiwire.MerchantAPILambda, handler: merchantapiwire.MerchantAPI,
+		method: "POST", path: "/payment-requests", route: "/payment-requests",
+		body: []byte(`{"amount":"10.00","unit":"EUR"}`), status: 201, want: []byte(`"id":`),
+		ceiling: func(ctx context.Context, m testenv.Merchant, store *dynamo.Store, _ *sqs.Client, _ string) error {
+			r, err := ceilingRate(ctx, store, m)
+			if err != nil {
+				return err
+			}
+			return store.CreatePaymentRequest(ctx, r)
+		}})
+}
+
+// ceilingRate takes the merchant's rate-limit counter, as every API call
+// does, and returns a new unpaid request of 10.00 EUR.
+func ceilingRate(ctx context.Context, store *dynamo.Store, m testenv.Merchant) (*payment.Request, error) {
+	now := time.Now()
+	if _, err := store.TakeRateLimit(ctx, m.ID, now.Unix()/60, 1_000_000, now.Add(2*time.Minute)); err != nil {
+		return nil, err
+	}
+	return &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.00"),
+		Unit: "EUR", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}, nil
+}
+
+// profileLayers runs op through every layer a request crosses, one
+// operation per stage in turn (the machine's load hits every stage alike),
+// and logs each stage's p50 split into the SDK's time, the AWS round trips
+// and the rest: the stack's shared instance over HTTP, its own instance
+// (AWS calls timed) behind the local gateway over HTTP, the gateway without
+// TCP, a Lambda invocation with a prepared event, the plain http.Handler,
+// and the ceiling.
+func profileLayers(t *testing.T, op layered) {
 	n := envInt("PAYREQ_BENCH_N", 200)
 	st := testenv.Stack(t)
-	var hooked, paid atomic.Int64
+	var hooked, sent atomic.Int64
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hooked.Add(1); w.WriteHeader(http.StatusOK) }))
 	defer hook.Close()
 	m := testenv.NewMerchant(t, func(m *merchant.Merchant) { m.NotifyURL, m.RateLimitPerMinute = hook.URL+"/hook", 1_000_000 })
@@ -131,39 +204,36 @@ func TestProfilePayment(t *testing.T) {
 	cfg, _ := testenv.CountingAWSConfig(t)
 	clock := &awsClock{}
 	clock.instrument(&cfg)
-	env, err := st.Resources.Env("PaymentsFunction")
+	env, err := st.Resources.Env(op.function)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env["LOG_LEVEL"] = "WARN"
 	getenv := func(k string) string { return env[k] }
 	ctx := context.Background()
-	entry, err := paymentswire.PaymentsLambda(ctx, getenv, wire.Options{AWSConfig: &cfg})
+	entry, err := op.lambda(ctx, getenv, wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lh := lambda.NewHandler(entry)
-	timeout := st.Resources.Timeout("PaymentsFunction")
-	gw := devstack.NewGateway(st.Resources.Functions, map[string]devstack.HTTPTarget{"PaymentsFunction": {Handler: lh, Timeout: timeout}})
+	timeout := st.Resources.Timeout(op.function)
+	gw := devstack.NewGateway(st.Resources.Functions, map[string]devstack.HTTPTarget{op.function: {Handler: lh, Timeout: timeout}})
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
-	hh, err := paymentswire.Payments(ctx, getenv, wire.Options{AWSConfig: &cfg})
+	hh, err := op.handler(ctx, getenv, wire.Options{AWSConfig: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	payer := map[string]any{"name": "Ann Lee", "email": "payer@example.com", "phoneNumber": "4915112345678", "address": "1 Main St",
-		"city": "Berlin", "state": "BE", "postalCode": "10115", "country": "DE", "amount": "10.00", "unit": "EUR"}
-	body, _ := json.Marshal(payer)
 	newReq := func(base string) *http.Request {
-		req, _ := http.NewRequest("POST", base+"/payments/h2h/27", bytes.NewReader(body))
+		req, _ := http.NewRequest(op.method, base+op.path, bytes.NewReader(op.body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-API-Key", m.APIKey)
 		return req
 	}
 	check := func(status int, raw []byte) error {
-		if status != 200 || !bytes.Contains(raw, []byte(`"transactionStatusId":1`)) {
-			return fmt.Errorf("payment: %d %s", status, raw)
+		if status != op.status || !bytes.Contains(raw, op.want) {
+			return fmt.Errorf("%s %s: %d %s", op.method, op.path, status, raw)
 		}
 		return nil
 	}
@@ -188,18 +258,20 @@ func TestProfilePayment(t *testing.T) {
 			return check(rec.Code, rec.Body.Bytes())
 		}
 	}
-	// The path parameter: ToEvent reads it from the request's route match,
-	// which a request built by hand lacks.
+	// ToEvent reads path parameters from the request's route match, which
+	// a request built by hand lacks.
 	viaInvokeEvent := func() error {
 		req := newReq("http://127.0.0.1:1")
 		req.RemoteAddr = "127.0.0.1:50000"
-		req.SetPathValue("n", "27")
-		payload, _ := json.Marshal(devstack.ToEvent(req, "POST /payments/h2h/{n}", []string{"n"}, body))
+		for _, p := range op.params {
+			req.SetPathValue(p, op.param(p))
+		}
+		payload, _ := json.Marshal(devstack.ToEvent(req, op.method+" "+op.route, op.params, op.body))
 		var resp struct {
 			StatusCode int    `json:"statusCode"`
 			Body       string `json:"body"`
 		}
-		if err := devstack.InvokeBytes(ctx, lh, "PaymentsFunction", timeout, payload, &resp); err != nil {
+		if err := devstack.InvokeBytes(ctx, lh, op.function, timeout, payload, &resp); err != nil {
 			return err
 		}
 		return check(resp.StatusCode, []byte(resp.Body))
@@ -215,21 +287,12 @@ func TestProfilePayment(t *testing.T) {
 		t.Fatal(err)
 	}
 	aside := aws.ToString(qo.QueueUrl)
-	ceiling := func() error {
-		now := time.Now()
-		if _, err := store.TakeRateLimit(ctx, m.ID, now.Unix()/60, 1_000_000, now.Add(2*time.Minute)); err != nil {
-			return err
-		}
-		r := &payment.Request{ID: ids.New(now), MerchantID: m.ID, Status: payment.RequestUnpaid, Amount: decimal.RequireFromString("10.00"),
-			Unit: "EUR", CreatedAt: now.UTC(), UpdatedAt: now.UTC()}
-		_, err := ceilingPayment(ctx, store, queue.New(sq), aside, m.ID, r, nil)
-		return err
-	}
+	ceiling := func() error { return op.ceiling(ctx, m, store, sq, aside) }
 
 	type stage struct {
 		name                string
 		op                  func() error
-		quiet               bool // wait for the payment's notification before the next one
+		quiet               bool // wait for the operation's notification before the next one
 		lat, sdk, rtt, rest []time.Duration
 		ops                 map[string][]time.Duration
 		calls, conns        int
@@ -245,24 +308,33 @@ func TestProfilePayment(t *testing.T) {
 		{name: "ceiling", op: ceiling},
 		{name: "ceiling, quiet", op: ceiling, quiet: true},
 	}
+	if !op.notifies {
+		kept := stages[:0]
+		for _, s := range stages {
+			if !s.quiet {
+				kept = append(kept, s)
+			}
+		}
+		stages = kept
+	}
 	for _, s := range stages { // warm every path
 		for i := 0; i < 10; i++ {
 			if err := s.op(); err != nil {
 				t.Fatal(s.name, err)
 			}
 			if !strings.HasPrefix(s.name, "ceiling") {
-				paid.Add(1)
+				sent.Add(1)
 			}
 		}
 	}
 	quiet := func() {
-		// The notifier has delivered everything sent so far (a payment's
-		// notification arrives once; the queue is then empty).
+		// The notifier has delivered everything sent so far (an
+		// operation's notification arrives once; the queue is then empty).
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
 			before := hooked.Load()
 			time.Sleep(20 * time.Millisecond)
-			if hooked.Load() == before && hooked.Load() >= paid.Load() {
+			if hooked.Load() == before && hooked.Load() >= sent.Load() {
 				return
 			}
 		}
@@ -279,7 +351,7 @@ func TestProfilePayment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i := 0; i < n; i++ { // interleaved: the machine's load hits every stage alike
+	for i := 0; i < n; i++ {
 		for _, s := range stages {
 			if s.quiet {
 				quiet()
@@ -291,8 +363,8 @@ func TestProfilePayment(t *testing.T) {
 				t.Fatal(s.name, err)
 			}
 			d := time.Since(start)
-			if !strings.HasPrefix(s.name, "ceiling") {
-				paid.Add(1)
+			if op.notifies && !strings.HasPrefix(s.name, "ceiling") {
+				sent.Add(1)
 			}
 			sd, rt, c := clock.read()
 			s.lat, s.sdk, s.rtt, s.rest = append(s.lat, d), append(s.sdk, sd), append(s.rtt, rt), append(s.rest, d-sd)
@@ -333,7 +405,7 @@ func TestProfilePayment(t *testing.T) {
 		fmt.Fprintf(&b, "%-30s %7s %7s %7s %7s %5.1f %5d | %s\n", s.name, ms(p50(s.lat)), ms(p50(s.sdk)), ms(p50(s.rtt)), ms(p50(s.rest)),
 			float64(s.calls)/float64(n), s.conns, strings.Join(per, ", "))
 	}
-	t.Logf("single-client approved payment, %d ops per stage (interleaved), ms\n%s", n, b.String())
+	t.Logf("%s, %d ops per stage (interleaved), ms\n%s", op.what, n, b.String())
 }
 
 func p50(d []time.Duration) time.Duration {
