@@ -245,11 +245,7 @@ func inviteOf(item map[string]types.AttributeValue, tokenHash string, now time.T
 
 // AppendAudit records a change to a merchant's settings, keys or users.
 func (s *Store) AppendAudit(ctx context.Context, e dashuser.AuditEntry) error {
-	at := e.At.UTC()
-	item := dashKey(dashAuditPrefix+e.MerchantID, at.Format("2006-01-02T15:04:05.000000000Z")+"#"+dashuser.NewToken()[:8])
-	item["at"], item["actor"], item["action"], item["detail"] = strAV(at.Format(time.RFC3339Nano)), strAV(e.Actor), strAV(e.Action), strAV(e.Detail)
-	item["expiresAt"] = numberAV(at.Add(auditRetention).Unix())
-	return s.putIfAbsent(ctx, s.t.Operations, "pk", item, "audit entry")
+	return s.putIfAbsent(ctx, s.t.Operations, "pk", s.auditItem(e), "audit entry")
 }
 
 // AuditEntries returns a merchant's newest audit entries first.

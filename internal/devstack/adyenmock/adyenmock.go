@@ -11,7 +11,7 @@
 // the front; an answer of the front that breaks it becomes Prism's 500.
 // CheckoutService-v71.json is Adyen's json/CheckoutService-v71.json
 // (github.com/Adyen/adyen-openapi, MIT, LICENSE-adyen-openapi beside it),
-// cut to the four operations the connector calls and the components they
+// cut to the five operations the connector calls and the components they
 // reference (README.md here says how). It has no testing import, so a
 // command may link it.
 package adyenmock

@@ -58,6 +58,7 @@ type Front struct {
 	lose     map[string]time.Duration // path → delay before the next answer on it
 	slow     map[string]time.Duration // path → processing time of the next call on it
 	busy     map[string]bool          // Idempotency-Keys being processed
+	account  string                   // SetMerchantAccount
 	inFlight int                      // 704 answers given
 	requests int
 }
@@ -131,6 +132,14 @@ func NewFront(apiKey, hmacKey string) *Front {
 	return &Front{APIKey: apiKey, HMACKey: hmacKey, answers: map[string]stored{},
 		payments: map[string]*payment{}, authz: map[string]int{}, lose: map[string]time.Duration{},
 		slow: map[string]time.Duration{}, busy: map[string]bool{}}
+}
+
+// SetMerchantAccount makes account the only merchant account the front's
+// API key reaches ("" any): the check of a saved account tells them apart.
+func (f *Front) SetMerchantAccount(account string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.account = account
 }
 
 // LoseNextAnswer makes the next answer on path (e.g. "/payments") wait d
@@ -253,6 +262,8 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // handle does the work of one call; f.mu is held.
 func (f *Front) handle(path string, body []byte) (int, any) {
 	switch {
+	case path == "/paymentMethods":
+		return f.paymentMethods(body)
 	case path == "/payments":
 		return f.pay(body)
 	case path == "/payments/details":
@@ -263,6 +274,23 @@ func (f *Front) handle(path string, body []byte) (int, any) {
 		return f.cancel(strings.TrimSuffix(strings.TrimPrefix(path, "/payments/"), "/cancels"), body)
 	}
 	return http.StatusNotFound, serviceError(404, "000", "Not found", "validation")
+}
+
+// paymentMethods answers the harmless call that checks an account: the
+// card schemes for the front's merchant account, 403 901 ("Invalid
+// Merchant Account") for any other, as Adyen answers a key that does not
+// reach the account.
+func (f *Front) paymentMethods(body []byte) (int, any) {
+	var req struct {
+		MerchantAccount string `json:"merchantAccount"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if f.account != "" && req.MerchantAccount != f.account {
+		return http.StatusForbidden, serviceError(403, "901", "Invalid Merchant Account", "security")
+	}
+	return http.StatusOK, map[string]any{"paymentMethods": []map[string]any{
+		{"name": "Cards", "type": "scheme", "brands": []string{"visa", "mc", "amex"}},
+	}}
 }
 
 type payRequest struct {

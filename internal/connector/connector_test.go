@@ -1,0 +1,210 @@
+package connector_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/dashuser"
+	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/seal"
+)
+
+// memStore keeps accounts in memory (a unit test of the service's rules;
+// the DynamoDB store's writes are tested in internal/dynamo).
+type memStore struct {
+	accounts map[string]*connector.Account
+	audit    []dashuser.AuditEntry
+}
+
+func (m *memStore) CreateConnector(_ context.Context, a *connector.Account, e dashuser.AuditEntry) error {
+	if m.accounts[a.MerchantID+"/"+a.Name] != nil {
+		return errkind.New(errkind.Exists, "exists", "")
+	}
+	m.accounts[a.MerchantID+"/"+a.Name], m.audit = a, append(m.audit, e)
+	return nil
+}
+
+func (m *memStore) UpdateConnector(_ context.Context, a *connector.Account, e dashuser.AuditEntry) error {
+	old := m.accounts[a.MerchantID+"/"+a.Name]
+	if old == nil || old.Version != a.Version-1 {
+		return errkind.New(errkind.Conflict, "conflict", "")
+	}
+	m.accounts[a.MerchantID+"/"+a.Name], m.audit = a, append(m.audit, e)
+	return nil
+}
+
+func (m *memStore) Connector(_ context.Context, mid, name string) (*connector.Account, error) {
+	if a := m.accounts[mid+"/"+name]; a != nil {
+		c := *a
+		return &c, nil
+	}
+	return nil, errkind.NotFoundErr("no account")
+}
+
+func (m *memStore) Connectors(context.Context, string) ([]*connector.Account, error) { return nil, nil }
+
+type checker struct {
+	err   error
+	calls int
+}
+
+func (c *checker) Check(context.Context, connector.Kind, map[string]string) error {
+	c.calls++
+	return c.err
+}
+
+type mode bool
+
+func (m mode) Sandbox(context.Context, string) (bool, error) { return bool(m), nil }
+
+func newService(t *testing.T, sandbox bool) (*connector.Service, *memStore, *checker) {
+	t.Helper()
+	s, err := seal.New(seal.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ch := &memStore{accounts: map[string]*connector.Account{}}, &checker{}
+	return &connector.Service{Store: st, Sealer: s, Checker: ch, Mode: mode(sandbox)}, st, ch
+}
+
+const sk, whsec = "sk_test_51UnitTestKey00001234", "whsec_unitTestSecret5678"
+
+func stripe(name string) connector.Input {
+	return connector.Input{MerchantID: "mer_1", Name: name, Kind: connector.Stripe,
+		Values: map[string]string{connector.StripeSecretKey: sk, connector.StripeWebhookSecret: whsec}}
+}
+
+func TestValidate(t *testing.T) {
+	adyen := func(mod func(map[string]string)) connector.Input {
+		v := map[string]string{"apiKey": "AQEyhmfxLI3MaBFLw0m_key", "hmacKey": strings.Repeat("ab", 32), "merchantAccount": "AcmeECOM", "environment": "test"}
+		mod(v)
+		return connector.Input{MerchantID: "mer_1", Name: "eu-adyen", Kind: connector.Adyen, Values: v}
+	}
+	for name, c := range map[string]struct {
+		in     connector.Input
+		fields string // the fields refused, sorted; "" valid
+	}{
+		"stripe":              {stripe("eu-stripe"), ""},
+		"adyen test":          {adyen(func(map[string]string) {}), ""},
+		"adyen live":          {adyen(func(v map[string]string) { v["environment"], v["livePrefix"] = "live", "1797a841fbb37ca7-AcmeBooks" }), ""},
+		"live without prefix": {adyen(func(v map[string]string) { v["environment"] = "live" }), "livePrefix"},
+		"reserved name":       {stripe("stripe"), "name"},
+		"bad name":            {stripe("EU Stripe"), "name"},
+		"publishable key":     {connector.Input{Name: "x", Kind: connector.Stripe, Values: map[string]string{"secretKey": "pk_test_51abcdefgh", "webhookSecret": whsec}}, "secretKey"},
+		"missing webhook":     {connector.Input{Name: "x", Kind: connector.Stripe, Values: map[string]string{"secretKey": sk}}, "webhookSecret"},
+		"unknown field":       {adyen(func(v map[string]string) { v["password"] = "hunter2" }), "password"},
+		"hmac not hex":        {adyen(func(v map[string]string) { v["hmacKey"] = "not-hex" }), "hmacKey"},
+		"environment":         {adyen(func(v map[string]string) { v["environment"] = "prod" }), "environment"},
+		"unknown kind":        {connector.Input{Name: "x", Kind: "worldpay"}, "kind"},
+	} {
+		err := c.in.Validate()
+		var got []string
+		if e, ok := errkind.As(err); ok {
+			for _, f := range e.Fields {
+				got = append(got, f.Field)
+				if f.Code != "046" {
+					t.Errorf("%s: field %s code %q, want 046", name, f.Field, f.Code)
+				}
+			}
+		} else if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if strings.Join(got, ",") != c.fields {
+			t.Errorf("%s: refused %v, want %q", name, got, c.fields)
+		}
+	}
+}
+
+func TestMask(t *testing.T) {
+	for in, want := range map[string]string{
+		sk: "sk_test_…1234", whsec: "whsec_…5678", "AQEyhmfxLI3MaBFLw0m_key": "…_key", "short": "…",
+	} {
+		if got := connector.Mask(in); got != want {
+			t.Errorf("Mask(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestAddSealsChecksAndAudits: the secrets are stored sealed to their
+// account and field (a sealed value moved to another field or account
+// does not open), the check runs before anything is written, and a
+// refused check writes nothing.
+func TestAddSealsChecksAndAudits(t *testing.T) {
+	svc, st, ch := newService(t, true)
+	ctx := context.Background()
+	a, err := svc.Add(ctx, "ops@example.com", stripe("eu-stripe"))
+	if err != nil || ch.calls != 1 || a.Version != 1 || a.Status != connector.Active {
+		t.Fatalf("add: %+v %v (checks %d)", a, err, ch.calls)
+	}
+	if strings.Contains(a.Sealed[connector.StripeSecretKey], sk) || a.Masks[connector.StripeSecretKey] != "sk_test_…1234" {
+		t.Fatalf("stored: %+v", a)
+	}
+	v, err := svc.Values(a)
+	if err != nil || v[connector.StripeSecretKey] != sk || v[connector.StripeWebhookSecret] != whsec {
+		t.Fatalf("values: %v %v", v, err)
+	}
+	moved := *a
+	moved.Name = "other"
+	if _, err := svc.Values(&moved); err == nil {
+		t.Fatal("a sealed secret opened on another account")
+	}
+	if len(st.audit) != 1 || st.audit[0].Action != "connector.add" || strings.Contains(st.audit[0].Detail, sk) || !strings.Contains(st.audit[0].Detail, "sk_test_…1234") {
+		t.Fatalf("audit: %+v", st.audit)
+	}
+
+	ch.err = errors.New("401 Invalid API Key provided")
+	if _, err := svc.Add(ctx, "ops@example.com", stripe("eu-stripe-2")); !errkind.Is(err, errkind.Invalid) {
+		t.Fatalf("refused check: %v", err)
+	}
+	if len(st.accounts) != 1 || len(st.audit) != 1 {
+		t.Fatalf("a refused check wrote: %d accounts, %d entries", len(st.accounts), len(st.audit))
+	}
+}
+
+// TestModeOfCredentials: test credentials serve sandbox merchants only,
+// live ones production merchants only; nothing is checked or written.
+func TestModeOfCredentials(t *testing.T) {
+	live := stripe("eu-stripe")
+	live.Values[connector.StripeSecretKey] = "sk_live_51UnitTestKey00001234"
+	for name, c := range map[string]struct {
+		sandbox bool
+		in      connector.Input
+	}{"live on sandbox": {true, live}, "test on production": {false, stripe("eu-stripe")}} {
+		svc, st, ch := newService(t, c.sandbox)
+		if _, err := svc.Add(context.Background(), "payctl", c.in); !errkind.Is(err, errkind.Invalid) || ch.calls != 0 || len(st.accounts) != 0 {
+			t.Errorf("%s: %v, %d checks, %d accounts", name, err, ch.calls, len(st.accounts))
+		}
+	}
+}
+
+// TestStatusAndReplace: disabling twice changes once; a replacement keeps
+// the status and steps the version; a replacement of another kind is
+// refused.
+func TestStatusAndReplace(t *testing.T) {
+	svc, st, _ := newService(t, true)
+	ctx := context.Background()
+	if _, err := svc.Add(ctx, "payctl", stripe("eu-stripe")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if a, err := svc.SetStatus(ctx, "payctl", "mer_1", "eu-stripe", connector.Disabled); err != nil || a.Version != 2 {
+			t.Fatalf("disable: %+v %v", a, err)
+		}
+	}
+	in := stripe("eu-stripe")
+	in.Values[connector.StripeSecretKey] = "sk_test_51RotatedKey000009999"
+	a, err := svc.Replace(ctx, "payctl", in)
+	if err != nil || a.Version != 3 || a.Status != connector.Disabled || a.Masks[connector.StripeSecretKey] != "sk_test_…9999" {
+		t.Fatalf("replace: %+v %v", a, err)
+	}
+	in.Kind = connector.Adyen
+	if _, err := svc.Replace(ctx, "payctl", in); !errkind.Is(err, errkind.Invalid) {
+		t.Fatalf("replace with another kind: %v", err)
+	}
+	if len(st.audit) != 3 {
+		t.Fatalf("audit entries: %d, want add, disable, replace", len(st.audit))
+	}
+}
