@@ -63,7 +63,7 @@ var layerOf = map[string]int{
 
 	// core: the state machines, with the store interfaces they need
 	"internal/audit":                   layerCore,
-	"internal/connector":               layerCore, // a merchant's own acquirer accounts, over store, sealer and checker interfaces
+	"internal/acquireraccount":         layerCore, // a merchant's own acquirer accounts, over store, sealer and checker interfaces
 	"internal/batchproc":               layerCore, // the batch file's state machine (S3 and SQS events)
 	"internal/lockout":                 layerCore, // attempt counting and lockout of dashboard and SFTP logins
 	"internal/mail":                    layerCore, // an e-mail message and the local mailbox (files); SES is dashboardwire's

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/acquireraccount"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/wire/paywire"
 )
@@ -18,20 +18,20 @@ import (
 // connectorView is what payctl prints of an account: settings and masks,
 // never a secret.
 type connectorView struct {
-	MerchantID string            `json:"merchantId"`
-	Name       string            `json:"name"`
-	Kind       connector.Kind    `json:"kind"`
-	Status     connector.Status  `json:"status"`
-	Live       bool              `json:"live"`
-	Settings   map[string]string `json:"settings"`
-	Masked     map[string]string `json:"masked"`
-	CheckedAt  time.Time         `json:"checkedAt"`
-	CreatedAt  time.Time         `json:"createdAt"`
-	UpdatedAt  time.Time         `json:"updatedAt"`
-	Version    int64             `json:"version"`
+	MerchantID string                 `json:"merchantId"`
+	Name       string                 `json:"name"`
+	Kind       acquireraccount.Kind   `json:"kind"`
+	Status     acquireraccount.Status `json:"status"`
+	Live       bool                   `json:"live"`
+	Settings   map[string]string      `json:"settings"`
+	Masked     map[string]string      `json:"masked"`
+	CheckedAt  time.Time              `json:"checkedAt"`
+	CreatedAt  time.Time              `json:"createdAt"`
+	UpdatedAt  time.Time              `json:"updatedAt"`
+	Version    int64                  `json:"version"`
 }
 
-func connectorViewOf(a *connector.Account) connectorView {
+func connectorViewOf(a *acquireraccount.Account) connectorView {
 	settings, masks := a.Settings, a.Masks
 	if settings == nil {
 		settings = map[string]string{}
@@ -81,12 +81,12 @@ func connectorsCmd(g *globals) *cobra.Command {
 	}
 	var merchantID, name, kind, valuesFile string
 	var apis paywire.AccountAPIs
-	service := func(ctx context.Context) (*connector.Service, error) {
+	service := func(ctx context.Context) (*acquireraccount.Service, error) {
 		e, err := connect(ctx, *g)
 		if err != nil {
 			return nil, err
 		}
-		return &connector.Service{Store: e.store, Sealer: e.sealer, Checker: apis, Mode: merchantMode{e.store}}, nil
+		return &acquireraccount.Service{Store: e.store, Sealer: e.sealer, Checker: apis, Mode: merchantMode{e.store}}, nil
 	}
 	needMerchant := func(f *cobra.Command, withName bool) {
 		f.Flags().StringVar(&merchantID, "merchant", "", "the merchant's id (required)")
@@ -113,8 +113,8 @@ func connectorsCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return nil, err
 				}
-				in := connector.Input{MerchantID: merchantID, Name: name, Kind: connector.Kind(kind), Values: values}
-				var a *connector.Account
+				in := acquireraccount.Input{MerchantID: merchantID, Name: name, Kind: acquireraccount.Kind(kind), Values: values}
+				var a *acquireraccount.Account
 				if replace {
 					a, err = s.Replace(ctx, "payctl", in)
 				} else {
@@ -203,7 +203,7 @@ func connectorsCmd(g *globals) *cobra.Command {
 	}
 	needMerchant(test, true)
 	withAPIs(test)
-	status := func(use, short string, st connector.Status) *cobra.Command {
+	status := func(use, short string, st acquireraccount.Status) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:     use + " --merchant ID --name NAME",
 			Short:   short,
@@ -224,8 +224,8 @@ func connectorsCmd(g *globals) *cobra.Command {
 		return cmd
 	}
 	c.AddCommand(add, replace, list, show, test,
-		status("disable", "Stop routing to an account (its payments keep their connector)", connector.Disabled),
-		status("enable", "Route to a disabled account again", connector.Active))
+		status("disable", "Stop routing to an account (its payments keep their connector)", acquireraccount.Disabled),
+		status("enable", "Route to a disabled account again", acquireraccount.Active))
 	return c
 }
 

@@ -1,4 +1,4 @@
-// Package connector keeps a merchant's own acquirer accounts: its Stripe
+// Package acquireraccount keeps a merchant's own acquirer accounts: its Stripe
 // account (its secret key and webhook signing secret) or its Adyen account
 // (API key, HMAC key, merchant account, live URL prefix). Without one, a
 // merchant charges through the platform's connectors.
@@ -18,7 +18,7 @@
 //     other is refused with errkind.Conflict.
 //   - A test-mode credential never serves a production merchant and a live
 //     one never serves a sandbox merchant.
-package connector
+package acquireraccount
 
 import (
 	"context"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/acquireraccount"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/seal"
@@ -18,13 +18,13 @@ import (
 // about the writes (payctl's test makes the real calls).
 type acceptAll struct{}
 
-func (acceptAll) Check(context.Context, connector.Kind, map[string]string) error { return nil }
+func (acceptAll) Check(context.Context, acquireraccount.Kind, map[string]string) error { return nil }
 
 type sandboxMerchants struct{}
 
 func (sandboxMerchants) Sandbox(context.Context, string) (bool, error) { return true, nil }
 
-func connectorService(t *testing.T, db dynamo.API) (*connector.Service, *dynamo.Store) {
+func connectorService(t *testing.T, db dynamo.API) (*acquireraccount.Service, *dynamo.Store) {
 	t.Helper()
 	st := testenv.Stack(t)
 	sealer, err := seal.New(seal.NewKey())
@@ -32,11 +32,11 @@ func connectorService(t *testing.T, db dynamo.API) (*connector.Service, *dynamo.
 		t.Fatal(err)
 	}
 	store := dynamo.New(db, dynamo.Tables{Merchants: st.Resources.Tables["MerchantsTable"], Operations: st.Resources.Tables["OperationsTable"]})
-	return &connector.Service{Store: store, Sealer: sealer, Checker: acceptAll{}, Mode: sandboxMerchants{}}, store
+	return &acquireraccount.Service{Store: store, Sealer: sealer, Checker: acceptAll{}, Mode: sandboxMerchants{}}, store
 }
 
-func stripeInput(merchantID string) connector.Input {
-	return connector.Input{MerchantID: merchantID, Name: "eu-stripe", Kind: connector.Stripe,
+func stripeInput(merchantID string) acquireraccount.Input {
+	return acquireraccount.Input{MerchantID: merchantID, Name: "eu-stripe", Kind: acquireraccount.Stripe,
 		Values: map[string]string{"secretKey": "sk_test_51TwiceAndThirty0000", "webhookSecret": "whsec_twiceAndThirty0000"}}
 }
 
@@ -65,12 +65,12 @@ func TestConnectorWritesAreSafeToSendTwice(t *testing.T) {
 	if _, err := svc.Add(ctx, "payctl", stripeInput(mid)); err != nil {
 		t.Fatalf("add sent twice: %v", err)
 	}
-	a, err := svc.SetStatus(ctx, "payctl", mid, "eu-stripe", connector.Disabled)
+	a, err := svc.SetStatus(ctx, "payctl", mid, "eu-stripe", acquireraccount.Disabled)
 	if err != nil || a.Version != 2 {
 		t.Fatalf("disable sent twice: %+v %v", a, err)
 	}
 	got, err := store.Connector(ctx, mid, "eu-stripe")
-	if err != nil || got.Status != connector.Disabled || got.Version != 2 {
+	if err != nil || got.Status != acquireraccount.Disabled || got.Version != 2 {
 		t.Fatalf("stored: %+v %v", got, err)
 	}
 	if n := auditActions(t, store, mid); n["connector.add"] != 1 || n["connector.disable"] != 1 {
@@ -115,14 +115,14 @@ func TestConnectorChangesThirtyAtOnce(t *testing.T) {
 		t.Fatalf("30 adds: %d saved, %d exists", ok, exists)
 	}
 	ok, _, conflicts := race(func() error {
-		_, err := svc.SetStatus(ctx, "payctl", mid, "eu-stripe", connector.Disabled)
+		_, err := svc.SetStatus(ctx, "payctl", mid, "eu-stripe", acquireraccount.Disabled)
 		return err
 	})
 	if ok+conflicts != 30 || ok < 1 {
 		t.Fatalf("30 disables: %d ok, %d conflicts", ok, conflicts)
 	}
 	got, err := store.Connector(ctx, mid, "eu-stripe")
-	if err != nil || got.Status != connector.Disabled || got.Version != 2 {
+	if err != nil || got.Status != acquireraccount.Disabled || got.Version != 2 {
 		t.Fatalf("stored after 30 disables: %+v %v", got, err)
 	}
 	if n := auditActions(t, store, mid); n["connector.add"] != 1 || n["connector.disable"] != 1 {

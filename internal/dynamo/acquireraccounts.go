@@ -10,13 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/acquireraccount"
 	"github.com/payreq/payreq/internal/dashuser"
 )
 
 // A merchant's own acquirer accounts live in the Operations table, one item
 // each: pk connectorPrefix+merchantId, sk the account's name. Its secrets
-// are stored sealed (connector.Owner); nothing here ever sees them open.
+// are stored sealed (acquireraccount.Owner); nothing here ever sees them open.
 const connectorPrefix = "connector#"
 
 type connectorItem struct {
@@ -38,7 +38,7 @@ func connectorKey(merchantID, name string) map[string]types.AttributeValue {
 	return dashKey(connectorPrefix+merchantID, name)
 }
 
-func (s *Store) connectorWrite(a *connector.Account, audit dashuser.AuditEntry, cond string, vals map[string]types.AttributeValue) (*dynamodb.TransactWriteItemsInput, error) {
+func (s *Store) connectorWrite(a *acquireraccount.Account, audit dashuser.AuditEntry, cond string, vals map[string]types.AttributeValue) (*dynamodb.TransactWriteItemsInput, error) {
 	item, err := attributevalue.MarshalMap(connectorItem{PK: connectorPrefix + a.MerchantID, SK: a.Name, Kind: string(a.Kind),
 		Status: string(a.Status), Settings: a.Settings, Sealed: a.Sealed, Masks: a.Masks, Live: a.Live,
 		CheckedAt: a.CheckedAt.UTC(), CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC(), Version: a.Version})
@@ -56,7 +56,7 @@ func (s *Store) connectorWrite(a *connector.Account, audit dashuser.AuditEntry, 
 // transaction; Exists when the merchant has an account of that name. A
 // retry whose first answer was lost replays the same ClientRequestToken
 // and succeeds without writing twice.
-func (s *Store) CreateConnector(ctx context.Context, a *connector.Account, audit dashuser.AuditEntry) error {
+func (s *Store) CreateConnector(ctx context.Context, a *acquireraccount.Account, audit dashuser.AuditEntry) error {
 	in, err := s.connectorWrite(a, audit, "attribute_not_exists(pk)", nil)
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func (s *Store) CreateConnector(ctx context.Context, a *connector.Account, audit
 // UpdateConnector replaces the account stored at version a.Version-1 and
 // writes the audit entry, in one transaction: Conflict when the stored
 // version differs (another change won), NotFound when there is none.
-func (s *Store) UpdateConnector(ctx context.Context, a *connector.Account, audit dashuser.AuditEntry) error {
+func (s *Store) UpdateConnector(ctx context.Context, a *acquireraccount.Account, audit dashuser.AuditEntry) error {
 	in, err := s.connectorWrite(a, audit, "attribute_exists(pk) AND version = :prev",
 		map[string]types.AttributeValue{":prev": numberAV(a.Version - 1)})
 	if err != nil {
@@ -94,7 +94,7 @@ func (s *Store) UpdateConnector(ctx context.Context, a *connector.Account, audit
 }
 
 // Connector reads one account (strongly consistent); NotFound when absent.
-func (s *Store) Connector(ctx context.Context, merchantID, name string) (*connector.Account, error) {
+func (s *Store) Connector(ctx context.Context, merchantID, name string) (*acquireraccount.Account, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Operations, Key: connectorKey(merchantID, name),
 		ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -107,8 +107,8 @@ func (s *Store) Connector(ctx context.Context, merchantID, name string) (*connec
 }
 
 // Connectors lists a merchant's accounts by name (strongly consistent).
-func (s *Store) Connectors(ctx context.Context, merchantID string) ([]*connector.Account, error) {
-	var list []*connector.Account
+func (s *Store) Connectors(ctx context.Context, merchantID string) ([]*acquireraccount.Account, error) {
+	var list []*acquireraccount.Account
 	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{TableName: &s.t.Operations,
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": strAV(connectorPrefix + merchantID)},
@@ -129,12 +129,12 @@ func (s *Store) Connectors(ctx context.Context, merchantID string) ([]*connector
 	return list, nil
 }
 
-func unmarshalConnector(item map[string]types.AttributeValue, merchantID string) (*connector.Account, error) {
+func unmarshalConnector(item map[string]types.AttributeValue, merchantID string) (*acquireraccount.Account, error) {
 	var r connectorItem
 	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
 		return nil, fmt.Errorf("unmarshal connector: %w", err)
 	}
-	return &connector.Account{MerchantID: merchantID, Name: r.SK, Kind: connector.Kind(r.Kind), Status: connector.Status(r.Status),
+	return &acquireraccount.Account{MerchantID: merchantID, Name: r.SK, Kind: acquireraccount.Kind(r.Kind), Status: acquireraccount.Status(r.Status),
 		Settings: r.Settings, Sealed: r.Sealed, Masks: r.Masks, Live: r.Live, CheckedAt: r.CheckedAt, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, Version: r.Version}, nil
 }

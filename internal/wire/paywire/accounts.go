@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/acquireraccount"
 	adyenprov "github.com/payreq/payreq/internal/provider/adyen"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 )
@@ -30,32 +30,32 @@ type verifier interface{ Verify(context.Context) error }
 
 // accountVerifier builds the connector of an account's kind from its
 // fields, in plain text.
-func (a AccountAPIs) accountVerifier(kind connector.Kind, v map[string]string) (verifier, error) {
+func (a AccountAPIs) accountVerifier(kind acquireraccount.Kind, v map[string]string) (verifier, error) {
 	timeout := a.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	switch kind {
-	case connector.Stripe:
-		return stripeprov.New(stripeprov.Options{SecretKey: v[connector.StripeSecretKey], APIBase: a.StripeAPIBase, Timeout: timeout})
-	case connector.Adyen:
+	case acquireraccount.Stripe:
+		return stripeprov.New(stripeprov.Options{SecretKey: v[acquireraccount.StripeSecretKey], APIBase: a.StripeAPIBase, Timeout: timeout})
+	case acquireraccount.Adyen:
 		base := a.AdyenBaseURL
 		if base == "" {
 			base = adyenprov.TestBaseURL
-			if v[connector.AdyenEnvironment] == "live" {
-				base = adyenLiveURL(v[connector.AdyenLivePrefix])
+			if v[acquireraccount.AdyenEnvironment] == "live" {
+				base = adyenLiveURL(v[acquireraccount.AdyenLivePrefix])
 			}
 		}
-		return adyenprov.New(adyenprov.Options{APIKey: v[connector.AdyenAPIKey], MerchantAccount: v[connector.AdyenMerchantAccount],
+		return adyenprov.New(adyenprov.Options{APIKey: v[acquireraccount.AdyenAPIKey], MerchantAccount: v[acquireraccount.AdyenMerchantAccount],
 			BaseURL: base, Timeout: timeout, Retries: -1})
 	}
 	return nil, fmt.Errorf("no connector of kind %q", kind)
 }
 
-// Check implements connector.Checker: the acquirer's harmless call with
+// Check implements acquireraccount.Checker: the acquirer's harmless call with
 // the account's credentials (Stripe: read the balance; Adyen: list the
 // payment methods). It moves no money.
-func (a AccountAPIs) Check(ctx context.Context, kind connector.Kind, values map[string]string) error {
+func (a AccountAPIs) Check(ctx context.Context, kind acquireraccount.Kind, values map[string]string) error {
 	p, err := a.accountVerifier(kind, values)
 	if err != nil {
 		return err
@@ -63,4 +63,4 @@ func (a AccountAPIs) Check(ctx context.Context, kind connector.Kind, values map[
 	return p.Verify(ctx)
 }
 
-var _ connector.Checker = AccountAPIs{}
+var _ acquireraccount.Checker = AccountAPIs{}

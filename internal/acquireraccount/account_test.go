@@ -1,4 +1,4 @@
-package connector_test
+package acquireraccount_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/acquireraccount"
 	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/seal"
@@ -15,11 +15,11 @@ import (
 // memStore keeps accounts in memory (a unit test of the service's rules;
 // the DynamoDB store's writes are tested in internal/dynamo).
 type memStore struct {
-	accounts map[string]*connector.Account
+	accounts map[string]*acquireraccount.Account
 	audit    []dashuser.AuditEntry
 }
 
-func (m *memStore) CreateConnector(_ context.Context, a *connector.Account, e dashuser.AuditEntry) error {
+func (m *memStore) CreateConnector(_ context.Context, a *acquireraccount.Account, e dashuser.AuditEntry) error {
 	if m.accounts[a.MerchantID+"/"+a.Name] != nil {
 		return errkind.New(errkind.Exists, "exists", "")
 	}
@@ -27,7 +27,7 @@ func (m *memStore) CreateConnector(_ context.Context, a *connector.Account, e da
 	return nil
 }
 
-func (m *memStore) UpdateConnector(_ context.Context, a *connector.Account, e dashuser.AuditEntry) error {
+func (m *memStore) UpdateConnector(_ context.Context, a *acquireraccount.Account, e dashuser.AuditEntry) error {
 	old := m.accounts[a.MerchantID+"/"+a.Name]
 	if old == nil || old.Version != a.Version-1 {
 		return errkind.New(errkind.Conflict, "conflict", "")
@@ -36,7 +36,7 @@ func (m *memStore) UpdateConnector(_ context.Context, a *connector.Account, e da
 	return nil
 }
 
-func (m *memStore) Connector(_ context.Context, mid, name string) (*connector.Account, error) {
+func (m *memStore) Connector(_ context.Context, mid, name string) (*acquireraccount.Account, error) {
 	if a := m.accounts[mid+"/"+name]; a != nil {
 		c := *a
 		return &c, nil
@@ -44,14 +44,16 @@ func (m *memStore) Connector(_ context.Context, mid, name string) (*connector.Ac
 	return nil, errkind.NotFoundErr("no account")
 }
 
-func (m *memStore) Connectors(context.Context, string) ([]*connector.Account, error) { return nil, nil }
+func (m *memStore) Connectors(context.Context, string) ([]*acquireraccount.Account, error) {
+	return nil, nil
+}
 
 type checker struct {
 	err   error
 	calls int
 }
 
-func (c *checker) Check(context.Context, connector.Kind, map[string]string) error {
+func (c *checker) Check(context.Context, acquireraccount.Kind, map[string]string) error {
 	c.calls++
 	return c.err
 }
@@ -60,31 +62,31 @@ type mode bool
 
 func (m mode) Sandbox(context.Context, string) (bool, error) { return bool(m), nil }
 
-func newService(t *testing.T, sandbox bool) (*connector.Service, *memStore, *checker) {
+func newService(t *testing.T, sandbox bool) (*acquireraccount.Service, *memStore, *checker) {
 	t.Helper()
 	s, err := seal.New(seal.NewKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ch := &memStore{accounts: map[string]*connector.Account{}}, &checker{}
-	return &connector.Service{Store: st, Sealer: s, Checker: ch, Mode: mode(sandbox)}, st, ch
+	st, ch := &memStore{accounts: map[string]*acquireraccount.Account{}}, &checker{}
+	return &acquireraccount.Service{Store: st, Sealer: s, Checker: ch, Mode: mode(sandbox)}, st, ch
 }
 
 const sk, whsec = "sk_test_51UnitTestKey00001234", "whsec_unitTestSecret5678"
 
-func stripe(name string) connector.Input {
-	return connector.Input{MerchantID: "mer_1", Name: name, Kind: connector.Stripe,
-		Values: map[string]string{connector.StripeSecretKey: sk, connector.StripeWebhookSecret: whsec}}
+func stripe(name string) acquireraccount.Input {
+	return acquireraccount.Input{MerchantID: "mer_1", Name: name, Kind: acquireraccount.Stripe,
+		Values: map[string]string{acquireraccount.StripeSecretKey: sk, acquireraccount.StripeWebhookSecret: whsec}}
 }
 
 func TestValidate(t *testing.T) {
-	adyen := func(mod func(map[string]string)) connector.Input {
+	adyen := func(mod func(map[string]string)) acquireraccount.Input {
 		v := map[string]string{"apiKey": "AQEyhmfxLI3MaBFLw0m_key", "hmacKey": strings.Repeat("ab", 32), "merchantAccount": "AcmeECOM", "environment": "test"}
 		mod(v)
-		return connector.Input{MerchantID: "mer_1", Name: "eu-adyen", Kind: connector.Adyen, Values: v}
+		return acquireraccount.Input{MerchantID: "mer_1", Name: "eu-adyen", Kind: acquireraccount.Adyen, Values: v}
 	}
 	for name, c := range map[string]struct {
-		in     connector.Input
+		in     acquireraccount.Input
 		fields string // the fields refused, sorted; "" valid
 	}{
 		"stripe":              {stripe("eu-stripe"), ""},
@@ -93,12 +95,12 @@ func TestValidate(t *testing.T) {
 		"live without prefix": {adyen(func(v map[string]string) { v["environment"] = "live" }), "livePrefix"},
 		"reserved name":       {stripe("stripe"), "name"},
 		"bad name":            {stripe("EU Stripe"), "name"},
-		"publishable key":     {connector.Input{Name: "x", Kind: connector.Stripe, Values: map[string]string{"secretKey": "pk_test_51abcdefgh", "webhookSecret": whsec}}, "secretKey"},
-		"missing webhook":     {connector.Input{Name: "x", Kind: connector.Stripe, Values: map[string]string{"secretKey": sk}}, "webhookSecret"},
+		"publishable key":     {acquireraccount.Input{Name: "x", Kind: acquireraccount.Stripe, Values: map[string]string{"secretKey": "pk_test_51abcdefgh", "webhookSecret": whsec}}, "secretKey"},
+		"missing webhook":     {acquireraccount.Input{Name: "x", Kind: acquireraccount.Stripe, Values: map[string]string{"secretKey": sk}}, "webhookSecret"},
 		"unknown field":       {adyen(func(v map[string]string) { v["password"] = "hunter2" }), "password"},
 		"hmac not hex":        {adyen(func(v map[string]string) { v["hmacKey"] = "not-hex" }), "hmacKey"},
 		"environment":         {adyen(func(v map[string]string) { v["environment"] = "prod" }), "environment"},
-		"unknown kind":        {connector.Input{Name: "x", Kind: "worldpay"}, "kind"},
+		"unknown kind":        {acquireraccount.Input{Name: "x", Kind: "worldpay"}, "kind"},
 	} {
 		err := c.in.Validate()
 		var got []string
@@ -122,7 +124,7 @@ func TestMask(t *testing.T) {
 	for in, want := range map[string]string{
 		sk: "sk_test_…1234", whsec: "whsec_…5678", "AQEyhmfxLI3MaBFLw0m_key": "…_key", "short": "…",
 	} {
-		if got := connector.Mask(in); got != want {
+		if got := acquireraccount.Mask(in); got != want {
 			t.Errorf("Mask(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -136,14 +138,14 @@ func TestAddSealsChecksAndAudits(t *testing.T) {
 	svc, st, ch := newService(t, true)
 	ctx := context.Background()
 	a, err := svc.Add(ctx, "ops@example.com", stripe("eu-stripe"))
-	if err != nil || ch.calls != 1 || a.Version != 1 || a.Status != connector.Active {
+	if err != nil || ch.calls != 1 || a.Version != 1 || a.Status != acquireraccount.Active {
 		t.Fatalf("add: %+v %v (checks %d)", a, err, ch.calls)
 	}
-	if strings.Contains(a.Sealed[connector.StripeSecretKey], sk) || a.Masks[connector.StripeSecretKey] != "sk_test_…1234" {
+	if strings.Contains(a.Sealed[acquireraccount.StripeSecretKey], sk) || a.Masks[acquireraccount.StripeSecretKey] != "sk_test_…1234" {
 		t.Fatalf("stored: %+v", a)
 	}
 	v, err := svc.Values(a)
-	if err != nil || v[connector.StripeSecretKey] != sk || v[connector.StripeWebhookSecret] != whsec {
+	if err != nil || v[acquireraccount.StripeSecretKey] != sk || v[acquireraccount.StripeWebhookSecret] != whsec {
 		t.Fatalf("values: %v %v", v, err)
 	}
 	moved := *a
@@ -168,10 +170,10 @@ func TestAddSealsChecksAndAudits(t *testing.T) {
 // live ones production merchants only; nothing is checked or written.
 func TestModeOfCredentials(t *testing.T) {
 	live := stripe("eu-stripe")
-	live.Values[connector.StripeSecretKey] = "sk_live_51UnitTestKey00001234"
+	live.Values[acquireraccount.StripeSecretKey] = "sk_live_51UnitTestKey00001234"
 	for name, c := range map[string]struct {
 		sandbox bool
-		in      connector.Input
+		in      acquireraccount.Input
 	}{"live on sandbox": {true, live}, "test on production": {false, stripe("eu-stripe")}} {
 		svc, st, ch := newService(t, c.sandbox)
 		if _, err := svc.Add(context.Background(), "payctl", c.in); !errkind.Is(err, errkind.Invalid) || ch.calls != 0 || len(st.accounts) != 0 {
@@ -190,17 +192,17 @@ func TestStatusAndReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if a, err := svc.SetStatus(ctx, "payctl", "mer_1", "eu-stripe", connector.Disabled); err != nil || a.Version != 2 {
+		if a, err := svc.SetStatus(ctx, "payctl", "mer_1", "eu-stripe", acquireraccount.Disabled); err != nil || a.Version != 2 {
 			t.Fatalf("disable: %+v %v", a, err)
 		}
 	}
 	in := stripe("eu-stripe")
-	in.Values[connector.StripeSecretKey] = "sk_test_51RotatedKey000009999"
+	in.Values[acquireraccount.StripeSecretKey] = "sk_test_51RotatedKey000009999"
 	a, err := svc.Replace(ctx, "payctl", in)
-	if err != nil || a.Version != 3 || a.Status != connector.Disabled || a.Masks[connector.StripeSecretKey] != "sk_test_…9999" {
+	if err != nil || a.Version != 3 || a.Status != acquireraccount.Disabled || a.Masks[acquireraccount.StripeSecretKey] != "sk_test_…9999" {
 		t.Fatalf("replace: %+v %v", a, err)
 	}
-	in.Kind = connector.Adyen
+	in.Kind = acquireraccount.Adyen
 	if _, err := svc.Replace(ctx, "payctl", in); !errkind.Is(err, errkind.Invalid) {
 		t.Fatalf("replace with another kind: %v", err)
 	}
