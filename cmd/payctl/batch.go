@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/payreq/payreq/internal/batch"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/payreq/payreq/internal/batch"
 
 	"github.com/spf13/cobra"
 

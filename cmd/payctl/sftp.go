@@ -129,7 +129,7 @@ func sftpRun(ctx context.Context, g globals, sub, idFlag, passwordFlag, keyFileF
 			return nil, err
 		}
 		// A new password takes back the old one's failures and lock.
-		attempts := lockout.Counting{Store: e.store, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }}
+		attempts := lockout.Counting{Store: e.store}
 		if err := attempts.Clear(ctx, sftpuser.AttemptKey(user)); err != nil {
 			return nil, err
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dashuser"
-	"github.com/payreq/payreq/internal/errkind"
 )
 
 // userCmd manages the dashboard's people: `merchant user add` invites an
@@ -23,8 +22,6 @@ func userCmd(g *globals) *cobra.Command {
 			"with a membership and role at each merchant), resets a person's password, and migrates users stored per merchant.",
 		Example: "  payctl --local merchant user add --id mer_... --email ana@acme.example",
 	}
-	isNotFound := func(err error) bool { return errkind.Is(err, errkind.NotFound) }
-	isConflict := func(err error) bool { return errkind.Is(err, errkind.Conflict) }
 	var id, email, role, baseURL string
 	add := &cobra.Command{
 		Use:   "add --id ID --email E [--role admin|member] [--base-url URL]",
@@ -49,7 +46,7 @@ func userCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			link, until, err := dashboard.InviteUser(ctx, e.store, isNotFound, isConflict, id, email, role, "payctl", base, time.Now())
+			link, until, err := dashboard.InviteUser(ctx, e.store, id, email, role, "payctl", base, time.Now())
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +80,7 @@ func userCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			link, until, err := dashboard.ResetPassword(ctx, e.store, isConflict, resetEmail, "payctl", base, time.Now())
+			link, until, err := dashboard.ResetPassword(ctx, e.store, resetEmail, "payctl", base, time.Now())
 			if err != nil {
 				return nil, err
 			}

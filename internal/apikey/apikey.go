@@ -28,8 +28,8 @@ import (
 const Header = "X-API-Key"
 
 // Lookup finds a merchant by key hash — its current key, or a key rotated
-// out with an overlap; it returns an error for which IsNotFound is true for
-// unknown keys. Authenticate decides whether the key still works.
+// out with an overlap; it returns an errkind.NotFound error for unknown
+// keys. Authenticate decides whether the key still works.
 type Lookup interface {
 	MerchantByAPIKeyHash(ctx context.Context, hash string) (*merchant.Merchant, error)
 }
@@ -45,7 +45,6 @@ type entry struct {
 // Authenticator resolves keys to merchants with a small TTL cache.
 type Authenticator struct {
 	lookup     Lookup
-	isNotFound func(error) bool
 	TTL        time.Duration // positive answers (key rotation takes effect within it)
 	NegTTL     time.Duration // unknown keys
 	Now        func() time.Time
@@ -60,9 +59,9 @@ type Authenticator struct {
 // this long (an instance that had not is refused at once).
 const DefaultTTL = 30 * time.Second
 
-// New returns an Authenticator; isNotFound tells a missing key from a failure.
-func New(l Lookup, isNotFound func(error) bool) *Authenticator {
-	return &Authenticator{lookup: l, isNotFound: isNotFound, TTL: DefaultTTL, NegTTL: 5 * time.Second,
+// New returns an Authenticator.
+func New(l Lookup) *Authenticator {
+	return &Authenticator{lookup: l, TTL: DefaultTTL, NegTTL: 5 * time.Second,
 		Now: time.Now, maxEntries: 10000, cache: map[string]entry{}}
 }
 
@@ -89,7 +88,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*merchant
 	}
 	m, err := a.lookup.MerchantByAPIKeyHash(ctx, hash)
 	switch {
-	case err != nil && a.isNotFound(err):
+	case errkind.Is(err, errkind.NotFound):
 		a.store(hash, entry{expires: now.Add(a.NegTTL)})
 		return nil, ErrInvalidKey
 	case err != nil:

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 )
 
-var errUnknown = errors.New("unknown")
+var errUnknown = errkind.NotFoundErr("unknown")
 
 // lookup finds a merchant by its current or previous key hash, as the
 // store does; calls counts the lookups.
@@ -36,7 +37,7 @@ func TestPreviousKeyWorksUntilTheOverlapEnds(t *testing.T) {
 	m := &merchant.Merchant{ID: "mer_x", APIKeyHash: merchant.HashAPIKey(oldKey)}
 	m.RotateAPIKey(newKey, "sealed", 10*time.Second, start) // an overlap shorter than the cache time
 	l := &lookup{m: m}
-	a := New(l, func(err error) bool { return errors.Is(err, errUnknown) })
+	a := New(l)
 	a.Now = func() time.Time { return now }
 	ctx := context.Background()
 	if _, err := a.Authenticate(ctx, oldKey); err != nil {
@@ -56,7 +57,7 @@ func TestPreviousKeyWorksUntilTheOverlapEnds(t *testing.T) {
 	// Ended early: a cached entry lasts at most TTL.
 	now = start
 	m.RotateAPIKey(merchant.NewAPIKey(true), "sealed", time.Hour, start) // newKey is now the previous one
-	b := New(l, func(err error) bool { return errors.Is(err, errUnknown) })
+	b := New(l)
 	b.Now = func() time.Time { return now }
 	if _, err := b.Authenticate(ctx, newKey); err != nil {
 		t.Fatal(err)

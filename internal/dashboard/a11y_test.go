@@ -47,7 +47,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	u := newUser(t, m, dashuser.RoleAdmin)
 	reqID, txID := payH2H(t, m, "a11y-"+dashuser.NewToken()[:8])
-	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, isConflict, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
+	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
 		dashuser.RoleMember, "test", base, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func (h *handler) attemptKey(email string) string {
 }
 
 func (h *handler) counting() *lockout.Counting {
-	return &lockout.Counting{Store: h.Store, IsConflict: h.IsConflict, Now: h.Now}
+	return &lockout.Counting{Store: h.Store, Now: h.Now}
 }
 
 // admit counts an attempt on an address before its secret is checked (see

@@ -129,7 +129,7 @@ func (h *handler) checkPassword(ctx context.Context, email, pw string) (*dashuse
 			}
 			break
 		}
-		if !h.IsConflict(err) {
+		if !errkind.Is(err, errkind.Conflict) {
 			return nil, nil, false, countErr(ctx, err)
 		}
 		if try == 3 {
@@ -307,7 +307,7 @@ func (h *handler) succeed(ctx context.Context, id *dashuser.Identity, a lockout.
 			*id = next
 			break
 		}
-		if !h.IsConflict(err) {
+		if !errkind.Is(err, errkind.Conflict) {
 			return false, countErr(ctx, err)
 		}
 		if try == lockout.Tries {
@@ -370,8 +370,8 @@ var ErrAlreadyMember = refuse(errkind.Conflict, "This address is a member of the
 // from a per-merchant user awaiting its password becomes an invitation. An
 // admin cannot reset a member's password: that password may open other
 // merchants too (payctl user reset does).
-func InviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func(error) bool, merchantID, email, role, actor, baseURL string, now time.Time) (string, time.Time, error) {
-	inv, err := inviteUser(ctx, st, isNotFound, isConflict, merchantID, email, role, actor, baseURL, now)
+func InviteUser(ctx context.Context, st InviteStore, merchantID, email, role, actor, baseURL string, now time.Time) (string, time.Time, error) {
+	inv, err := inviteUser(ctx, st, merchantID, email, role, actor, baseURL, now)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -391,7 +391,7 @@ type invitation struct {
 
 // inviteUser writes an invitation (InviteUser's rules) and returns it,
 // with no audit entry: the caller records how the link went out.
-func inviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func(error) bool, merchantID, email, role, actor, baseURL string, now time.Time) (*invitation, error) {
+func inviteUser(ctx context.Context, st InviteStore, merchantID, email, role, actor, baseURL string, now time.Time) (*invitation, error) {
 	raw := email
 	email, ok := dashuser.NormalizeEmail(email)
 	if !ok {
@@ -415,7 +415,7 @@ func inviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func
 	for try := 0; ; try++ {
 		m, err := st.Membership(ctx, email, merchantID)
 		switch {
-		case err != nil && !isNotFound(err):
+		case err != nil && !errkind.Is(err, errkind.NotFound):
 			return nil, err
 		case err != nil:
 			m = &dashuser.Membership{Email: email, MerchantID: merchantID, CreatedAt: now}
@@ -428,7 +428,7 @@ func inviteUser(ctx context.Context, st InviteStore, isNotFound, isConflict func
 		if err == nil {
 			break
 		}
-		if !isConflict(err) || try == 3 { // raced by another invitation or a removal each time
+		if !errkind.Is(err, errkind.Conflict) || try == 3 { // raced by another invitation or a removal each time
 			return nil, err
 		}
 	}
@@ -443,7 +443,7 @@ func linkURL(baseURL, tok string) string {
 // password of an existing person (payctl user reset): the identity keeps
 // one live link's hash, written at its version, so a newer link voids the
 // older. Setting the password ends every session of the person.
-func ResetPassword(ctx context.Context, st InviteStore, isConflict func(error) bool, email, actor, baseURL string, now time.Time) (string, time.Time, error) {
+func ResetPassword(ctx context.Context, st InviteStore, email, actor, baseURL string, now time.Time) (string, time.Time, error) {
 	raw := email
 	email, ok := dashuser.NormalizeEmail(email)
 	if !ok {
@@ -466,7 +466,7 @@ func ResetPassword(ctx context.Context, st InviteStore, isConflict func(error) b
 		if err = st.UpdateIdentity(ctx, id); err == nil {
 			break
 		}
-		if !isConflict(err) || try == 3 {
+		if !errkind.Is(err, errkind.Conflict) || try == 3 {
 			return "", time.Time{}, err
 		}
 	}
@@ -550,7 +550,7 @@ func (h *handler) renderSetPassword(w http.ResponseWriter, r *http.Request, stat
 var errLinkVoid = refuse(errkind.NotFound, "This link is invalid, used, replaced by a newer one or expired. Ask an administrator for a new one.")
 
 func (h *handler) inviteErr(err error) error {
-	if h.IsNotFound(err) || errors.Is(err, errNotFound) {
+	if errkind.Is(err, errkind.NotFound) || errors.Is(err, errNotFound) {
 		return errLinkVoid
 	}
 	return err
@@ -618,7 +618,7 @@ func (h *handler) setPassword(w http.ResponseWriter, r *http.Request) {
 			m.State, m.InviteHash, m.InviteExpires, m.UpdatedAt = dashuser.StateActive, "", time.Time{}, now
 			err = h.Store.SaveMemberships(r.Context(), id, &m) // guards: the versions read
 		}
-		if err == nil || !h.IsConflict(err) || try == 5 {
+		if err == nil || !errkind.Is(err, errkind.Conflict) || try == 5 {
 			break
 		}
 	}
@@ -759,7 +759,7 @@ func (h *handler) enrollTOTP(w http.ResponseWriter, r *http.Request, s *dashuser
 			if err == nil {
 				break
 			}
-			if !h.IsConflict(err) || try == 5 {
+			if !errkind.Is(err, errkind.Conflict) || try == 5 {
 				return err
 			}
 			fresh, _, err := h.Store.Identity(r.Context(), s.Email)

@@ -11,7 +11,6 @@ import (
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/sftpauth"
@@ -90,7 +89,7 @@ func attempts(t testing.TB, u *user) lockout.Counter {
 // clearAttempts takes back u's failures and lock (as a new password does).
 func clearAttempts(t testing.TB, u *user) {
 	t.Helper()
-	l := lockout.Counting{Store: testenv.Stack(t).Store, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }}
+	l := lockout.Counting{Store: testenv.Stack(t).Store}
 	if err := l.Clear(context.Background(), stackKeys(t).Key("dashboard", u.email)); err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +108,7 @@ func clockedDashboardServing(t *testing.T, c *clock, edit func(*dashboard.Deps),
 	t.Helper()
 	s := testenv.Stack(t)
 	d := dashboard.Deps{Store: s.Store, Sealer: stackSealer(t), AttemptKeys: stackKeys(t),
-		IsNotFound: func(err error) bool { return errkind.Is(err, errkind.NotFound) },
-		IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) },
-		Files:      dashweb.Files, InsecureCookies: true, Mailer: testenv.Mailbox(t),
+		Files: dashweb.Files, InsecureCookies: true, Mailer: testenv.Mailbox(t),
 		HashPassword: sftpauth.HashPassword, CheckPassword: sftpauth.CheckPassword, Now: c.Now}
 	if edit != nil {
 		edit(&d)

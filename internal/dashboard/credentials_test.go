@@ -28,7 +28,7 @@ import (
 func invite(t *testing.T, m testenv.Merchant, email string, now time.Time) (token string, until time.Time) {
 	t.Helper()
 	s := testenv.Stack(t)
-	link, until, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, email, dashuser.RoleMember, "payctl", s.Info.APIBase, now)
+	link, until, err := dashboard.InviteUser(context.Background(), s.Store, m.ID, email, dashuser.RoleMember, "payctl", s.Info.APIBase, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func invite(t *testing.T, m testenv.Merchant, email string, now time.Time) (toke
 func reset(t *testing.T, email string, now time.Time) string {
 	t.Helper()
 	s := testenv.Stack(t)
-	link, _, err := dashboard.ResetPassword(context.Background(), s.Store, isConflict, email, "payctl", s.Info.APIBase, now)
+	link, _, err := dashboard.ResetPassword(context.Background(), s.Store, email, "payctl", s.Info.APIBase, now)
 	if err != nil {
 		t.Fatal(err)
 	}

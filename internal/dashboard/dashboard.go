@@ -152,9 +152,6 @@ type Deps struct {
 	Sealer Sealer
 	// Overview reads the aggregates of the home page; nil: no overview.
 	Overview OverviewSource
-	// IsNotFound and IsConflict tell the store's error kinds apart.
-	IsNotFound func(error) bool
-	IsConflict func(error) bool
 	// Files holds the assets (*.css, *.js): web/dashboard.
 	Files fs.FS
 	Log   *slog.Logger
@@ -373,7 +370,7 @@ func (h *handler) session(r *http.Request) (*dashuser.Session, string) {
 	now := h.Now()
 	s, err := h.Store.Session(r.Context(), dashuser.HashToken(c.Value), now)
 	if err != nil {
-		if !h.IsNotFound(err) {
+		if !errkind.Is(err, errkind.NotFound) {
 			httpapi.Logger(r.Context()).Error("read session", "error", err.Error())
 		}
 		return nil, ""

@@ -70,7 +70,7 @@ func (h *handler) invite(w http.ResponseWriter, r *http.Request, s *dashuser.Ses
 	if base == "" {
 		base = "https://" + r.Host
 	}
-	inv, err := inviteUser(r.Context(), h.Store, h.IsNotFound, h.IsConflict, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
+	inv, err := inviteUser(r.Context(), h.Store, s.MerchantID, r.PostFormValue("email"), r.PostFormValue("role"), s.Email, base, h.Now())
 	if err != nil {
 		return h.usersRefusing(w, r, s, err)
 	}

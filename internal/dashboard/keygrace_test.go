@@ -14,7 +14,6 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/dashuser"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/testenv"
 )
@@ -23,7 +22,7 @@ import (
 // local stack's store; its key cache runs on c.
 func merchantAPI(t *testing.T, c *clock) string {
 	t.Helper()
-	auth := apikey.New(testenv.Stack(t).Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
+	auth := apikey.New(testenv.Stack(t).Store)
 	auth.Now = c.Now
 	srv := httptest.NewServer(merchantapi.New(merchantapi.Deps{Store: testenv.Stack(t).Store, Auth: auth,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))

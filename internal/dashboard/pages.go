@@ -24,7 +24,7 @@ import (
 
 func (h *handler) merchantOf(r *http.Request, s *dashuser.Session) (*merchant.Merchant, error) {
 	m, err := h.Store.Merchant(r.Context(), s.MerchantID)
-	if err != nil && h.IsNotFound(err) {
+	if err != nil && errkind.Is(err, errkind.NotFound) {
 		return nil, errNotFound
 	}
 	return m, err
@@ -84,7 +84,7 @@ func (h *handler) updateMerchant(r *http.Request, s *dashuser.Session, change fu
 		if err == nil {
 			return m, nil
 		}
-		if !h.IsConflict(err) {
+		if !errkind.Is(err, errkind.Conflict) {
 			return nil, err
 		}
 	}
@@ -377,7 +377,7 @@ func (h *handler) payments(w http.ResponseWriter, r *http.Request, s *dashuser.S
 		return err
 	}
 	reqs, next, err := h.Store.PaymentRequestsOf(r.Context(), pq)
-	if err != nil && h.IsNotFound(err) {
+	if err != nil && errkind.Is(err, errkind.NotFound) {
 		return refuse(errkind.Invalid, "This page link is invalid; start from the first page.")
 	}
 	if err != nil {
@@ -464,7 +464,7 @@ func (h *handler) requestOf(r *http.Request, s *dashuser.Session) (*payment.Requ
 		return nil, errNotFound
 	}
 	p, err := h.Store.PaymentRequest(r.Context(), id)
-	if err != nil && h.IsNotFound(err) || err == nil && p.MerchantID != s.MerchantID {
+	if err != nil && errkind.Is(err, errkind.NotFound) || err == nil && p.MerchantID != s.MerchantID {
 		return nil, errNotFound
 	}
 	return p, err
@@ -611,7 +611,7 @@ func (h *handler) batchResult(w http.ResponseWriter, r *http.Request, s *dashuse
 		return errNotFound
 	}
 	rc, err := h.Ops.BatchResult(r.Context(), s.MerchantID, file)
-	if err != nil && h.IsNotFound(err) {
+	if err != nil && errkind.Is(err, errkind.NotFound) {
 		return errNotFound
 	}
 	if err != nil {

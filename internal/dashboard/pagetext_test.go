@@ -27,7 +27,7 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	u := newUser(t, m, dashuser.RoleAdmin)
 	reqID, txID := payH2H(t, m, "text-"+dashuser.NewToken()[:8])
-	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, isNotFound, isConflict, m.ID, "text."+strings.ToLower(m.ID)+"@shop.example",
+	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, m.ID, "text."+strings.ToLower(m.ID)+"@shop.example",
 		dashuser.RoleMember, "test", base, time.Now())
 	if err != nil {
 		t.Fatal(err)

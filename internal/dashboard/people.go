@@ -77,7 +77,7 @@ func (h *handler) acceptInvitation(w http.ResponseWriter, r *http.Request, s *da
 	next := *m
 	next.State, next.InviteHash, next.InviteExpires, next.UpdatedAt = dashuser.StateActive, "", time.Time{}, h.Now()
 	if err := h.Store.SaveMemberships(r.Context(), nil, &next); err != nil {
-		if h.IsConflict(err) {
+		if errkind.Is(err, errkind.Conflict) {
 			return refuse(errkind.Conflict, "The invitation changed meanwhile. Reload the page.")
 		}
 		return err
@@ -140,7 +140,7 @@ func (h *handler) proveOne(ctx context.Context, email string, m *dashuser.Member
 	next := *m
 	next.State, next.LegacyHash, next.LegacyTOTP, next.UpdatedAt = dashuser.StateActive, "", "", h.Now()
 	if err := h.Store.SaveMemberships(ctx, nil, &next); err != nil {
-		if h.IsConflict(err) {
+		if errkind.Is(err, errkind.Conflict) {
 			return false, nil // changed meanwhile (removed, invited again): judged on what was read
 		}
 		return false, countErr(ctx, err)

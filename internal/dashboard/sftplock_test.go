@@ -19,7 +19,6 @@ import (
 	bt "github.com/payreq/payreq/internal/browsertest"
 	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/sftpuser"
@@ -32,7 +31,7 @@ func sftpAuthOnStack(t *testing.T, logs *syncLog) *sftpauth.Authenticator {
 	t.Helper()
 	st := testenv.Stack(t).Store
 	return &sftpauth.Authenticator{Users: st, Bucket: "payreq-batch", RoleARN: "arn:aws:iam::000000000000:role/payreq-sftp-local",
-		Attempts: &lockout.Counting{Store: st, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }},
+		Attempts: &lockout.Counting{Store: st},
 		Logger:   slog.New(slog.NewJSONHandler(logs, nil))}
 }
 

@@ -28,7 +28,7 @@ func (h *handler) targetMember(r *http.Request, s *dashuser.Session) (*dashuser.
 		return nil, errNotFound
 	}
 	m, err := h.Store.Membership(r.Context(), email, s.MerchantID)
-	if h.IsNotFound(err) {
+	if errkind.Is(err, errkind.NotFound) {
 		return nil, errNotFound
 	}
 	return m, err
@@ -54,7 +54,7 @@ func (h *handler) withUsersLocked(r *http.Request, merchantID string, change fun
 		if ctx.Err() != nil {
 			return busy
 		}
-		if !h.IsConflict(err) {
+		if !errkind.Is(err, errkind.Conflict) {
 			return err
 		}
 		if time.Now().After(giveUp) {
@@ -127,7 +127,7 @@ func (h *handler) changeRole(w http.ResponseWriter, r *http.Request, s *dashuser
 			m.Role, m.UpdatedAt = role, h.Now()
 			// Version-conditional: a concurrent change is not overwritten;
 			// read again and retry.
-			if err = h.Store.SaveMemberships(r.Context(), nil, m); err == nil || !h.IsConflict(err) {
+			if err = h.Store.SaveMemberships(r.Context(), nil, m); err == nil || !errkind.Is(err, errkind.Conflict) {
 				return err
 			}
 		}
@@ -173,7 +173,7 @@ func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *dashuser
 					return errLastAdmin
 				}
 			}
-			if err = h.Store.DeleteMembership(r.Context(), m); err == nil || !h.IsConflict(err) {
+			if err = h.Store.DeleteMembership(r.Context(), m); err == nil || !errkind.Is(err, errkind.Conflict) {
 				return err
 			}
 		}
@@ -195,7 +195,7 @@ func (h *handler) removeUser(w http.ResponseWriter, r *http.Request, s *dashuser
 }
 
 func (h *handler) notFoundAs(err error) error {
-	if h.IsNotFound(err) {
+	if errkind.Is(err, errkind.NotFound) {
 		return errNotFound
 	}
 	return err

@@ -154,7 +154,7 @@ func TestRemovedAndDemotedMembersLoseAccessOnTheirNextRequest(t *testing.T) {
 
 	// Invited again, c gets nothing until accepting.
 	s := testenv.Stack(t)
-	if _, _, err := dashboard.InviteUser(context.Background(), s.Store, isNotFound, isConflict, m.ID, c.email, dashuser.RoleAdmin, "payctl", s.Info.APIBase, time.Now()); err != nil {
+	if _, _, err := dashboard.InviteUser(context.Background(), s.Store, m.ID, c.email, dashuser.RoleAdmin, "payctl", s.Info.APIBase, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if p := c.get("/dashboard/users"); p.status != http.StatusNotFound {

@@ -79,7 +79,7 @@ func newHarness(t *testing.T, handler http.Handler) *harness {
 	h.guard.Now = h.clock.Now
 	rawCfg, _ := testenv.CountingAWSConfig(t)
 	h.raw = dynamodb.NewFromConfig(rawCfg)
-	h.auth = apikey.New(st.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
+	h.auth = apikey.New(st.Store)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httptest.NewServer(httpapi.Wrap(h.auth.Require(h.guard.Middleware(handler)), log))
 	t.Cleanup(srv.Close)
@@ -585,7 +585,7 @@ func TestComposedWithRateLimiter(t *testing.T) {
 	limiter.Now = clk.Now
 	guard := idempotency.New(store, []byte("k"), nil)
 	guard.Now = clk.Now
-	auth := apikey.New(st.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
+	auth := apikey.New(st.Store)
 	srv := httptest.NewServer(httpapi.Wrap(auth.Require(limiter.Middleware(guard.Middleware(c))), slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 	m := testenv.NewMerchant(t, func(mm *merchant.Merchant) { mm.RateLimitPerMinute = 2 })
@@ -610,7 +610,7 @@ func TestStoreUnavailableIs503AndNothingRuns(t *testing.T) {
 	tables := tablesOf(t)
 	tables.Operations = "no-such-table"
 	guard := idempotency.New(dynamo.New(dynamodb.NewFromConfig(mustCfg(t)), tables), []byte("k"), nil)
-	auth := apikey.New(st.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
+	auth := apikey.New(st.Store)
 	srv := httptest.NewServer(httpapi.Wrap(auth.Require(guard.Middleware(c)), slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 	m := testenv.NewMerchant(t)

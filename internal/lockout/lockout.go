@@ -36,6 +36,8 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/payreq/payreq/internal/errkind"
 )
 
 // The schedule: after MaxFailures consecutive failures a login is locked
@@ -102,9 +104,8 @@ const Tries = 40
 
 // Counting counts attempts on a Store.
 type Counting struct {
-	Store      Store
-	IsConflict func(error) bool
-	Now        func() time.Time
+	Store Store // PutLoginAttempts answers errkind.Conflict when another attempt wrote first
+	Now   func() time.Time
 }
 
 // Admission is an attempt counted (Failures > 0: its secret may be
@@ -195,7 +196,7 @@ func (l *Counting) update(ctx context.Context, key string, change func(c *Counte
 		if err == nil {
 			return nil
 		}
-		if !l.IsConflict(err) {
+		if !errkind.Is(err, errkind.Conflict) {
 			return err
 		}
 		if try == Tries {

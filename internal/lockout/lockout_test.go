@@ -2,14 +2,15 @@ package lockout
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/payreq/payreq/internal/errkind"
 )
 
-var errConflict = errors.New("conflict")
+var errConflict = errkind.New(errkind.Conflict, "conflict", "")
 
 // memStore is a version-conditional map: the pure logic's fake (the
 // DynamoDB store is tested through the dashboard and SFTP suites).
@@ -47,7 +48,7 @@ func (s *memStore) PutLoginAttempts(_ context.Context, c *Counter, _ time.Time) 
 
 func counting(now *time.Time) (*Counting, *memStore) {
 	st := &memStore{}
-	return &Counting{Store: st, IsConflict: func(err error) bool { return errors.Is(err, errConflict) }, Now: func() time.Time { return *now }}, st
+	return &Counting{Store: st, Now: func() time.Time { return *now }}, st
 }
 
 func TestLockForDoublesUpToAnHour(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/apispec"
 	"github.com/payreq/payreq/internal/devstack"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchantapi"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/wire"
@@ -292,7 +291,7 @@ func TestLogsCarryRequestIDButNoSecrets(t *testing.T) {
 	s := testenv.Stack(t)
 	var logs syncBuffer
 	h := merchantapi.New(merchantapi.Deps{
-		Store: s.Store, Auth: apikey.New(s.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) }),
+		Store: s.Store, Auth: apikey.New(s.Store),
 		Log: slog.New(slog.NewJSONHandler(&logs, nil)), AllowHTTPURLs: true,
 	})
 	srv := httptest.NewServer(h)

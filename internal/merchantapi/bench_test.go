@@ -55,7 +55,7 @@ func BenchmarkCreateHandler(b *testing.B) {
 	store := &memStore{m: map[int64]*payment.Request{}, k: &merchant.Merchant{ID: "mer_bench", Name: "Bench", Sandbox: true, APIKeyHash: merchant.HashAPIKey(key)}}
 	tokens, _ := checkouttoken.New(strings.Repeat("k", 40))
 	h := merchantapi.New(merchantapi.Deps{Store: store, Tokens: tokens,
-		Auth: apikey.New(store, func(error) bool { return false }), Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+		Auth: apikey.New(store), Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	body := `{"amount":49.90,"unit":"EUR","referenceId":"order-1042","client":{"email":"ann@example.com","phone":"4915112345678"},"notifyUrl":"https://shop.example/n"}`
 	b.ReportAllocs()
 	b.ResetTimer()

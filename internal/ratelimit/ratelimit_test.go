@@ -18,7 +18,6 @@ import (
 
 	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/dynamo"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/problem"
@@ -62,7 +61,7 @@ func newHarness(t *testing.T, opts ...func(*dynamo.Tables)) *harness {
 	}
 	h := &harness{calls: calls}
 	h.limiter = ratelimit.New(dynamo.New(dynamodb.NewFromConfig(cfg), tables))
-	auth := apikey.New(st.Store, func(err error) bool { return errkind.Is(err, errkind.NotFound) })
+	auth := apikey.New(st.Store)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.runs.Add(1)
 		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"ok": "yes"})

@@ -59,7 +59,7 @@ func newAuth(t *testing.T) (*Authenticator, *bytes.Buffer) {
 	}, &logs
 }
 
-var errConflict = errors.New("conflict")
+var errConflict = errkind.New(errkind.Conflict, "conflict", "")
 
 // memCounters is a version-conditional map of attempt counters (the
 // DynamoDB store is tested through the local stack: sftpd's and the
@@ -90,7 +90,7 @@ func (s *memCounters) PutLoginAttempts(_ context.Context, c *lockout.Counter, _ 
 }
 
 func memAttempts() *lockout.Counting {
-	return &lockout.Counting{Store: &memCounters{m: map[string]lockout.Counter{}}, IsConflict: func(err error) bool { return errors.Is(err, errConflict) }}
+	return &lockout.Counting{Store: &memCounters{m: map[string]lockout.Counter{}}}
 }
 
 func event(user, pw string) Event {

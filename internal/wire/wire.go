@@ -29,7 +29,6 @@ import (
 	"github.com/payreq/payreq/internal/awsconfig"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/dynamo"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/secrets"
 )
@@ -99,9 +98,6 @@ func Annotate(err *error, what string) {
 func (b *Base) Logger(function string) *slog.Logger {
 	return b.Cfg.NewLogger().With("function", function)
 }
-
-// IsNotFound reports the store's "no such item".
-func IsNotFound(err error) bool { return errkind.Is(err, errkind.NotFound) }
 
 // Duration reads an optional non-negative Go duration ("5s", "200ms");
 // empty is 0.

@@ -191,7 +191,7 @@ func newEnv(t *testing.T, tweak func(*Config)) *env {
 					PublicKeys: []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))}},
 				"merchant_b": {MerchantID: "m_b", Username: "merchant_b", PasswordHash: hashB},
 			},
-			Attempts: &lockout.Counting{Store: &memCounters{m: map[string]lockout.Counter{}}, IsConflict: func(err error) bool { return errors.Is(err, errCounterMoved) }},
+			Attempts: &lockout.Counting{Store: &memCounters{m: map[string]lockout.Counter{}}},
 			Bucket:   bucket,
 			RoleARN:  "arn:aws:iam::000000000000:role/payreq-sftp-local",
 			Logger:   logger,
@@ -263,7 +263,7 @@ func (e *env) spoolEmpty() {
 	}
 }
 
-var errCounterMoved = errors.New("counter moved")
+var errCounterMoved = errkind.New(errkind.Conflict, "counter moved", "")
 
 // memCounters are the password attempt counters of the fast suite (the
 // local stack's DynamoDB is the dashboard suite's).

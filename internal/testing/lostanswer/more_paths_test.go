@@ -18,7 +18,6 @@ import (
 	"github.com/payreq/payreq/internal/dashboard"
 	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/dynamo"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/mail"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/testenv"
@@ -254,7 +253,7 @@ func TestLostAnswerDashboardSetPassword(t *testing.T) {
 	sweep(t, path{name: "dashboard invitation link: a new person sets a password",
 		setup: func(r *run) {
 			email := "invited." + strings.ToLower(r.m.ID) + "@shop.example"
-			link, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
+			link, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), r.m.ID, email,
 				dashuser.RoleAdmin, "payctl", r.api, time.Now())
 			if err != nil {
 				r.t.Fatal(err)
@@ -285,7 +284,7 @@ func TestLostAnswerDashboardAcceptAsExistingPerson(t *testing.T) {
 			other := testenv.NewMerchant(r.t)
 			email := "known." + strings.ToLower(r.m.ID) + "@shop.example"
 			person(r, email, dashuser.RoleMember, other.ID)
-			if _, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), isNotFound, isConflict, r.m.ID, email,
+			if _, _, err := dashboard.InviteUser(context.Background(), testenv.PatientStore(r.t, r.st), r.m.ID, email,
 				dashuser.RoleAdmin, "payctl", r.api, time.Now()); err != nil {
 				r.t.Fatal(err)
 			}
@@ -342,7 +341,3 @@ func TestLostAnswerDashboardSecretRotation(t *testing.T) {
 		},
 		want: none})
 }
-
-func isNotFound(err error) bool { return errkind.Is(err, errkind.NotFound) }
-
-func isConflict(err error) bool { return errkind.Is(err, errkind.Conflict) }

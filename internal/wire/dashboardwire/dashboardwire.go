@@ -71,8 +71,6 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 	insecure := b.Cfg.Local && (b.Cfg.PublicBaseURL == "" || b.Cfg.PublicBaseURL[:5] == "http:")
 	return dashboard.New(dashboard.Deps{
 		Store: b.Store, Ops: ops, Sealer: b.Sealer, Overview: dashOverview{b.Store}, AttemptKeys: keys,
-		IsNotFound:       func(err error) bool { return errkind.Is(err, errkind.NotFound) },
-		IsConflict:       func(err error) bool { return errkind.Is(err, errkind.Conflict) },
 		Files:            dashweb.Files,
 		Log:              b.Logger("dashboard"),
 		InsecureCookies:  insecure,

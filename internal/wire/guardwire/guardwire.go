@@ -18,7 +18,7 @@ import (
 
 // Authenticator is the API-key authenticator over b's store.
 func Authenticator(b *wire.Base) *apikey.Authenticator {
-	return apikey.New(b.Store, wire.IsNotFound)
+	return apikey.New(b.Store)
 }
 
 // Guard is what every merchant-server route goes through: API-key

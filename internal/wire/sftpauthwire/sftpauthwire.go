@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/payreq/payreq/internal/config"
-	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/lockout"
 	"github.com/payreq/payreq/internal/sftpauth"
 	"github.com/payreq/payreq/internal/wire"
@@ -105,7 +104,7 @@ func SFTPAuth(ctx context.Context, getenv config.Getenv, opts wire.Options) (*SF
 	if bucket == "" || role == "" {
 		return nil, errors.New("wire sftpauth: BATCH_BUCKET and SFTP_USER_ROLE_ARN are required")
 	}
-	attempts := &lockout.Counting{Store: b.Store, IsConflict: func(err error) bool { return errkind.Is(err, errkind.Conflict) }}
+	attempts := &lockout.Counting{Store: b.Store}
 	return &SFTPAuthenticator{&sftpauth.Authenticator{Users: b.Store, Attempts: attempts, Bucket: bucket, RoleARN: role,
 		Logger: b.Logger("sftpauth")}}, nil
 }
