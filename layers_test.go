@@ -23,7 +23,7 @@ import (
 const (
 	layerDomain  = iota // types and rules of the business: no I/O
 	layerCore           // what the service does with them (the state machines), and what they do it with that is no AWS service and no Stripe: no AWS, no inbound HTTP
-	layerAdapter        // packages that import an AWS service client or stripe-go (adapterImports): storage, queues, Stripe
+	layerAdapter        // packages that import an AWS service client or stripe-go (adapterImports), and the acquirer connectors (acquirerConnectors): storage, queues, Stripe, Adyen
 	layerHandler        // the HTTP edge: handlers, their middleware, the problem table
 	layerWiring         // builds each function from its parts
 	layerEntry          // functions/ and cmd/, the local stack
@@ -71,15 +71,16 @@ var layerOf = map[string]int{
 	"internal/webhook":                 layerCore, // builds, signs and POSTs notifications (outbound HTTP through safehttp)
 	"internal/paycore":                 layerCore, // payment, refund and 3-D Secure state machines
 	"internal/provider/sandbox":        layerCore, // the simulated acquirer over its ledger interface
-	"internal/provider/adyen":          layerCore, // the Adyen connector: its own small HTTP client, no SDK (not an adapter by adapterImports)
 	"internal/safehttp":                layerCore, // the SSRF-safe client of merchants' endpoints
 	"internal/provider/sandbox/worker": layerCore, // the sandbox acquirer's asynchronous side (SQS events)
 	"internal/sftpauth":                layerCore, // login decisions; the Lambda is sftpauthwire's
 
 	// adapters: exactly the packages that import an AWS service client or
-	// stripe-go (TestAdaptersOnlyInWiring checks the list both ways)
+	// stripe-go, and the acquirer connectors (TestAdaptersOnlyInWiring
+	// checks the list both ways)
 	"internal/awsconfig":       layerAdapter,
 	"internal/dynamo":          layerAdapter,
+	"internal/provider/adyen":  layerAdapter, // its own small HTTP client: an adapter because it is a connector
 	"internal/provider/stripe": layerAdapter,
 	"internal/queue":           layerAdapter,
 	"internal/s3store":         layerAdapter,
@@ -164,8 +165,20 @@ var adapterImports = []string{
 	"github.com/stripe/stripe-go/",
 }
 
-// isAdapter reports whether p imports an AWS service client or stripe-go.
+// acquirerConnectors are the packages that talk to an acquirer: adapters
+// whatever their imports (a connector with a client of its own imports no
+// SDK), so only wiring builds one and the core sees the provider seam.
+var acquirerConnectors = map[string]bool{
+	"internal/provider/stripe": true,
+	"internal/provider/adyen":  true,
+}
+
+// isAdapter reports whether p is an acquirer connector or imports an AWS
+// service client or stripe-go.
 func isAdapter(p goPackage) bool {
+	if acquirerConnectors[rel(p.ImportPath)] {
+		return true
+	}
 	for _, imp := range p.Imports {
 		for _, a := range adapterImports {
 			if strings.HasPrefix(imp, a) {
@@ -284,9 +297,9 @@ func TestAdaptersOnlyInWiring(t *testing.T) {
 			continue // TestImportLayers reports it
 		}
 		if a := isAdapter(pkgs[n]); a && l < layerWiring && l != layerAdapter {
-			t.Errorf("%s (%s) imports an AWS service client or stripe-go: only adapters, wiring and entry points do", n, layerNames[l])
+			t.Errorf("%s (%s) is an acquirer connector or imports an AWS service client or stripe-go: only adapters, wiring and entry points do", n, layerNames[l])
 		} else if !a && l == layerAdapter {
-			t.Errorf("%s is filed as an adapter but imports no AWS service client nor stripe-go: file it by what it does", n)
+			t.Errorf("%s is filed as an adapter but is no acquirer connector and imports no AWS service client nor stripe-go: file it by what it does", n)
 		}
 		if l >= layerWiring {
 			continue

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/adyenmock"
 	"github.com/payreq/payreq/internal/devstack/stripemock"
 )
 
@@ -26,6 +28,7 @@ func main() {
 	stateDir := flag.String("state-dir", ".paydev", "directory for stack.json, keys and emulator logs")
 	sftpPort := flag.Int("sftp-port", 0, "SFTP port on 127.0.0.1 (0 = 2222, or any free port with -port 0)")
 	stage := flag.String("stage", "sandbox", "sandbox, or production: the Stripe connector against a stripe-mock paydev starts (unless -param LocalStripeSecretKey=... is given)")
+	connector := flag.String("connector", "stripe", "the production stage's connector: stripe, or adyen (Prism serving Adyen's description before a front playing Adyen's test platform)")
 	stackName := flag.String("stack-name", devstack.StackName, "prefix of the stack's tables, queues and buckets: stacks with different names share emulators (-state-dir's AWS endpoints) without sharing data")
 	scheduleEvery := flag.Duration("schedule-every", 0, "run scheduled functions (the reconciler) this often instead of the template's rate")
 	faults := flag.Bool("faults", false, "put the fault proxy in front of DynamoDB: lose the answer of chosen writes, answer TransactionConflict to chosen transactions (POST a fault to faultsUrl in stack.json; docs/lost-answers.md)")
@@ -44,7 +47,13 @@ func main() {
 	defer stop()
 	started := time.Now()
 	stopMock := func() {}
-	if *stage == "production" && params["LocalStripeSecretKey"] == "" {
+	if *stage == "production" && *connector == "adyen" {
+		var err error
+		if stopMock, err = startAdyenMock(ctx, *stateDir, params); err != nil {
+			fmt.Fprintln(os.Stderr, "paydev:", err)
+			os.Exit(1)
+		}
+	} else if *stage == "production" && params["LocalStripeSecretKey"] == "" {
 		var err error
 		if stopMock, err = startStripeMock(ctx, *stateDir, params); err != nil {
 			fmt.Fprintln(os.Stderr, "paydev:", err)
@@ -63,7 +72,10 @@ func main() {
 	if stack.Info.FaultsURL != "" {
 		fmt.Printf("  Faults     POST a fault to %s (docs/lost-answers.md)\n\n", stack.Info.FaultsURL)
 	}
-	if *stage == "production" {
+	if *stage == "production" && *connector == "adyen" {
+		fmt.Printf("  Stage      production (Adyen connector; Prism %s)\n  Webhooks   POST %s/callbacks/adyen, HMAC key in %s\n\n",
+			params["LocalAdyenApiBase"], stack.Info.APIBase, *stateDir+"/adyen-hmac.key")
+	} else if *stage == "production" {
 		fmt.Printf("  Stage      production (Stripe connector; stripe-mock %s)\n  Webhooks   POST %s/callbacks/svcwh, Stripe-Signature with the secret in %s\n\n",
 			params["LocalStripeApiBase"], stack.Info.APIBase, *stateDir+"/stripe-webhook.secret")
 	}
@@ -107,6 +119,38 @@ func startStripeMock(ctx context.Context, stateDir string, params map[string]str
 	params["LocalStripeApiBase"] = url
 	params["LocalStripeWebhookSecrets"] = whsec
 	return stop, nil
+}
+
+// startAdyenMock runs Prism before adyenmock's front and points the stack's
+// Adyen connector at it (docs/acquirers.md); the webhook HMAC key is written
+// to the state directory so a developer can sign test webhooks.
+func startAdyenMock(ctx context.Context, stateDir string, params map[string]string) (func(), error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, err
+	}
+	infra, err := devstack.InfraDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := devstack.EnsureNodeModules(infra, os.Stderr); err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	hmacKey := strings.ToUpper(hex.EncodeToString(key))
+	if err := os.WriteFile(filepath.Join(stateDir, "adyen-hmac.key"), []byte(hmacKey+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	const apiKey = "AQE_paydev_local"
+	m, err := adyenmock.Run(ctx, infra, stateDir, apiKey, hmacKey)
+	if err != nil {
+		return nil, err
+	}
+	params["LocalAdyenApiKey"], params["LocalAdyenApiBase"], params["LocalAdyenHmacKeys"] = apiKey, m.URL, hmacKey
+	params["AdyenMerchantAccount"], params["PaymentConnector"] = "PaydevECOM", "adyen"
+	return m.Stop, nil
 }
 
 func printBanner(info devstack.Info, stateDir string, took time.Duration) {

@@ -55,6 +55,9 @@ type Deps struct {
 	// Stripe, when set, takes the Stripe-signed events of /callbacks/svcwh
 	// (stripe.go).
 	Stripe *StripeWebhook
+	// Adyen, when set, takes Adyen's webhooks on /callbacks/adyen
+	// (adyen.go); without it that address answers 404.
+	Adyen *AdyenWebhook
 }
 
 // Provider result endpoints (same contract, one per integration style).
@@ -67,6 +70,7 @@ func Routes() []string {
 	for _, p := range append(slices.Clone(resultPaths), "/callbacks/3ds") {
 		out = append(out, "GET "+p, "POST "+p)
 	}
+	out = append(out, "POST "+AdyenPath)
 	// The spec lets a merchant's callback be called with GET or POST, so each
 	// test callback answers both.
 	for _, p := range testPaths {
@@ -99,6 +103,7 @@ func New(d Deps) http.Handler {
 	}
 	mux.Handle("GET /callbacks/3ds", httpapi.HandlerFunc(h.threeDSBrowser))
 	mux.Handle("POST /callbacks/3ds", httpapi.HandlerFunc(h.threeDSPost))
+	mux.Handle("POST "+AdyenPath, httpapi.HandlerFunc(h.adyenEvent))
 	for i, fn := range []httpapi.HandlerFunc{echoJSON, echoForm, echoText} {
 		mux.Handle("GET "+testPaths[i], fn)
 		mux.Handle("POST "+testPaths[i], fn)

@@ -144,34 +144,36 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 // errIgnored: an event this service does not act on (acknowledged).
 var errIgnored = errors.New("event ignored")
 
-// applyStripe applies event ev; errIgnored for one not acted on. txID is
-// the transaction it concerned (0: none).
+// applyStripe applies Stripe event ev; errIgnored for one not acted on.
+// txID is the transaction it concerned (0: none).
 func (h *handler) applyStripe(ctx context.Context, ev paycore.Event) (paycore.Settled, int64, error) {
+	return h.applyEvent(ctx, ev, h.Stripe.Settler)
+}
+
+// applyEvent applies an acquirer's event through settler (nil:
+// Deps.Service); errIgnored for one not acted on.
+func (h *handler) applyEvent(ctx context.Context, ev paycore.Event, settler Settler) (paycore.Settled, int64, error) {
+	if settler == nil {
+		settler = h.Service
+	}
+	after, ok := settler.(AfterSettler)
+	if !ok {
+		after = h.Service
+	}
 	switch {
 	case ev.Ignored:
 		return paycore.Settled{}, 0, errIgnored
 	case ev.Payment != nil:
-		settler := h.Stripe.Settler
-		if settler == nil {
-			settler = h.Service
-		}
 		s, err := settler.Settle(ctx, *ev.Payment)
 		return s, ev.Payment.TransactionID, err
 	case ev.Refund != nil:
-		s, err := h.afterSettler().RefundEvent(ctx, *ev.Refund)
+		s, err := after.RefundEvent(ctx, *ev.Refund)
 		return s, txOf(s), err
 	case ev.Dispute != nil:
-		s, err := h.afterSettler().DisputeEvent(ctx, *ev.Dispute)
+		s, err := after.DisputeEvent(ctx, *ev.Dispute)
 		return s, txOf(s), err
 	}
 	return paycore.Settled{}, 0, nil // acknowledged, nothing to settle
-}
-
-func (h *handler) afterSettler() AfterSettler {
-	if a, ok := h.Stripe.Settler.(AfterSettler); ok {
-		return a
-	}
-	return h.Service
 }
 
 func txOf(s paycore.Settled) int64 {

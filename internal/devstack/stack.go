@@ -46,7 +46,8 @@ type Options struct {
 	Params map[string]string
 	// Stage is the template's Stage: "" or "sandbox", or "production" (a
 	// real acquirer: the Stripe connector against stripe-mock, through the
-	// LocalStripe* parameters). A production stack seeds a production
+	// LocalStripe* parameters, or the Adyen connector against Prism,
+	// through the LocalAdyen* ones). A production stack seeds a production
 	// merchant.
 	Stage string
 	// SFTPPort is the local SFTP server's port: 0 means DefaultSFTPPort (2222)

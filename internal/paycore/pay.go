@@ -10,6 +10,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/payreq/payreq/internal/card"
@@ -467,13 +468,16 @@ func (s *Service) wroteAhead(ctx context.Context, req *payment.Request, tx *paym
 // Idempotency-Key); it is never guessed. An acquirer that refused the
 // charge unprocessed (rate limited) is not an unknown outcome: notProcessed.
 func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.Transaction, a Attempt, det *card.Details) (Result, error) {
-	email := ""
+	email, holder := "", ""
 	if a.Payer != nil {
-		email = a.Payer.Email
+		email, holder = a.Payer.Email, a.Payer.Name
+	}
+	if a.Card != nil && strings.TrimSpace(a.Card.Holder) != "" {
+		holder = a.Card.Holder
 	}
 	out, err := s.Provider.Charge(ctx, provider.ChargeRequest{
 		Reference: tx.Reference, TransactionID: tx.ID, PaymentRequestID: req.ID, Amount: req.Amount, Unit: req.Unit,
-		Method: a.Method, Selector: a.Selector, Card: det, CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
+		Method: a.Method, Selector: a.Selector, Card: det, HolderName: strings.TrimSpace(holder), CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
 		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo, AttemptStart: tx.CreatedAt,
 	})
 	if errors.Is(err, provider.ErrNotProcessed) {

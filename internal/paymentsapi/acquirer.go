@@ -11,27 +11,57 @@ import (
 
 // acquirerChallenge serves the service's challenge page for a real
 // acquirer. While the challenge is open the payer is sent (303) to the
-// issuer's page; when the acquirer sent the payer back here (its return_url
-// is this page), the transaction is settled from the acquirer's state and
-// the payer goes on to the return target or the result page. It reports
-// false when the provider has no such challenge.
+// issuer's page; when the acquirer sent the payer back here (its return
+// URL is this page), the transaction is settled from the acquirer's answer
+// and the payer goes on to the return target or the result page. It
+// reports false when the provider has no such challenge.
+//
+// Two kinds of acquirer: one that reads a charge (Stripe,
+// paycore.ChallengeReader) is asked for its state; one that cannot (Adyen)
+// hands the payer back with a redirectResult, which goes to the acquirer
+// unread (provider.ChallengeResult.Details) and whose answer decides, and
+// before that its issuer's page is the first answer to the charge's own
+// key (Lookup).
 func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *payment.Transaction, origins []string) (bool, error) {
-	cr, ok := h.Service.Provider.(paycore.ChallengeReader)
-	if !ok || tx.ProviderRef == "" {
+	p := h.Service.Provider
+	cr, reads := p.(paycore.ChallengeReader)
+	var (
+		out provider.Outcome
+		err error
+	)
+	switch rr := r.URL.Query().Get("redirectResult"); {
+	case reads && tx.ProviderRef != "":
+		out, err = cr.ChallengeStatus(r.Context(), tx.ProviderRef)
+	case reads:
 		return false, nil
+	case rr != "":
+		out, err = p.CompleteChallenge(r.Context(), provider.ChallengeResult{Reference: tx.Reference, TransactionID: tx.ID,
+			ProviderRef: tx.ProviderRef, Details: map[string]string{"redirectResult": rr}})
+	default:
+		out, err = p.Lookup(r.Context(), tx.Reference)
 	}
-	out, err := cr.ChallengeStatus(r.Context(), tx.ProviderRef)
+	if err != nil && !reads {
+		// The acquirer refused the details or did not answer: the attempt
+		// stays as it stands (its webhook, or the reconciler, settles it).
+		h.Log.Warn("3-D Secure return not confirmed by the acquirer", "transaction_id", tx.ID, "error", err.Error())
+		WriteResultPage(w, http.StatusOK, tx, origins, "")
+		return true, nil
+	}
 	if err != nil {
 		return true, err
 	}
 	if out.Status == provider.Pending {
-		if out.NextAction == nil || !strings.HasPrefix(out.NextAction.URL, "https://") {
+		u := ""
+		if out.NextAction != nil {
+			u = out.NextAction.URL
+		}
+		if !strings.HasPrefix(u, "https://") && !(h.AllowHTTPURLs && strings.HasPrefix(u, "http://")) {
 			WriteResultPage(w, http.StatusOK, tx, origins, "")
 			return true, nil
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Referrer-Policy", "no-referrer")
-		http.Redirect(w, r, out.NextAction.URL, http.StatusSeeOther)
+		http.Redirect(w, r, u, http.StatusSeeOther)
 		return true, nil
 	}
 	s, bound, err := h.Service.SettleChallengeReturn(r.Context(), tx, out)

@@ -200,6 +200,9 @@ type ChargeRequest struct {
 	Selector         int // h2h method selector n, 0 for the walletA and QR operations
 
 	Card *card.Details // MethodCard
+	// HolderName is the cardholder's name as the payer typed it (or the
+	// payer's name): some acquirers want it (Adyen's paymentMethod.holderName).
+	HolderName string
 	// CVV is passed for this call only: it must never be stored, queued or
 	// logged, and a provider must not keep it after Charge returns.
 	CVV         string
@@ -286,6 +289,10 @@ type ChallengeResult struct {
 	TransactionID int64
 	ProviderRef   string // Outcome.ProviderRef of the pending charge
 	Approved      bool   // the payer authenticated successfully
+	// Details is what the acquirer handed back through the payer's return
+	// from its challenge page (Adyen's redirectResult), passed on unread:
+	// the acquirer, not the payer's claim, decides. Empty for the sandbox.
+	Details map[string]string
 }
 
 // RefundRequest returns money of an approved transaction.

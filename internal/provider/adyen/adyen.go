@@ -8,8 +8,9 @@
 // vocabulary inside and the spec's outside (outcome.go; the table is
 // docs/acquirers.md).
 //
-// It is not routed yet: no function builds it, no merchant has an Adyen
-// account. Rules it keeps (see provider.Provider for the contract):
+// internal/wire/paywire builds it for a production stage configured for
+// Adyen (docs/acquirers.md, "Configuration"); its webhooks arrive on
+// /callbacks/adyen. Rules it keeps (see provider.Provider for the contract):
 //
 //   - Every call carries an Idempotency-Key derived from the service's own
 //     id: KeyPrefix+":"+reference for the charge, with ":details" for the
@@ -149,21 +150,6 @@ func (p *Provider) key(parts ...string) (string, error) {
 	return k, nil
 }
 
-type holderKey struct{}
-
-// WithHolderName carries the cardholder's name to Charge, which sends it as
-// paymentMethod.holderName (Adyen recommends it; its test platform plays
-// refusal reasons from it). provider.ChargeRequest has no holder name yet,
-// so the caller that has one (the hosted page's form) puts it here.
-func WithHolderName(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, holderKey{}, name)
-}
-
-func holderName(ctx context.Context) string {
-	s, _ := ctx.Value(holderKey{}).(string)
-	return s
-}
-
 // Charge sends one /payments request for a card. Authorised, refused and
 // pending answers are outcomes; an error means no answer was had after the
 // retries (the outcome is unknown: Lookup, or the webhook, settles it).
@@ -191,7 +177,7 @@ func (p *Provider) Charge(ctx context.Context, req provider.ChargeRequest) (prov
 		Reference: req.Reference, ReturnURL: returnURL,
 		PaymentMethod: cardDetails{Type: "scheme", Number: req.Card.Digits,
 			ExpiryMonth: fmt.Sprintf("%02d", req.Card.Expiry.Month), ExpiryYear: strconv.Itoa(req.Card.Expiry.Year),
-			CVC: req.CVV, HolderName: holderName(ctx)},
+			CVC: req.CVV, HolderName: req.HolderName},
 		ShopperEmail: req.Email,
 		Metadata:     metadata(req.TransactionID, req.PaymentRequestID),
 	}
@@ -275,17 +261,28 @@ func (p *Provider) SubmitDetails(ctx context.Context, reference string, details 
 }
 
 // ErrNeedsDetails: Adyen decides a challenge from what it sent back to the
-// payer's return (SubmitDetails), which provider.ChallengeResult does not
-// carry; it has no call that reads a payment.
-var ErrNeedsDetails = errors.New("adyen: completing a 3-D Secure challenge needs the redirectResult Adyen returned; call SubmitDetails")
+// payer's return (ChallengeResult.Details, its redirectResult); it has no
+// call that reads a payment, so a completion without them cannot be asked.
+var ErrNeedsDetails = errors.New("adyen: completing a 3-D Secure challenge needs the redirectResult Adyen returned")
 
-// CompleteChallenge cannot ask Adyen without the redirect's result: it
-// returns ErrNeedsDetails (see SubmitDetails).
+// CompleteChallenge posts what Adyen handed back through the payer's
+// return (res.Details: redirectResult, or threeDSResult) to
+// /payments/details (SubmitDetails); Adyen's answer decides. Without
+// details it returns ErrNeedsDetails.
 func (p *Provider) CompleteChallenge(ctx context.Context, res provider.ChallengeResult) (provider.Outcome, error) {
-	if res.ProviderRef == "" && res.Reference == "" {
+	if res.Reference == "" {
 		return provider.Outcome{}, provider.ErrUnknownChallenge
 	}
-	return provider.Outcome{}, ErrNeedsDetails
+	details := map[string]string{}
+	for _, k := range []string{"redirectResult", "threeDSResult"} {
+		if v := res.Details[k]; v != "" {
+			details[k] = v
+		}
+	}
+	if len(details) == 0 {
+		return provider.Outcome{}, ErrNeedsDetails
+	}
+	return p.SubmitDetails(ctx, res.Reference, details)
 }
 
 // ErrOutcomeUnknown: Adyen gave no stored answer for the charge's key, so
@@ -334,7 +331,8 @@ func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (prov
 	if err != nil {
 		return provider.RefundOutcome{}, err
 	}
-	rr := refundRequest{Amount: amount{Currency: cur, Value: value}, MerchantAccount: p.opts.MerchantAccount, Reference: req.RefundID}
+	rr := refundRequest{Amount: amount{Currency: cur, Value: value}, MerchantAccount: p.opts.MerchantAccount,
+		Reference: RefundReference(req.RefundID, req.TransactionID)}
 	if req.Void {
 		rr.MerchantRefundReason = "OTHER"
 	}
@@ -348,6 +346,29 @@ func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (prov
 		return provider.RefundOutcome{}, err
 	}
 	return provider.RefundOutcome{Status: provider.Pending, Message: "Refund pending", ProviderRef: resp.PSPReference}, nil
+}
+
+// RefundReference is the reference a refund is sent with: the service's
+// refund id and, after a ".", its transaction's id. Adyen's REFUND webhook
+// returns it as merchantReference and carries neither the payment's
+// reference nor its metadata, so this is how the webhook names the
+// transaction (ParseRefundReference). Neither part contains a ".".
+func RefundReference(refundID string, txID int64) string {
+	if txID <= 0 {
+		return refundID
+	}
+	return refundID + "." + strconv.FormatInt(txID, 10)
+}
+
+// ParseRefundReference splits a RefundReference; txID is 0 for a refund
+// this service did not send (made in Adyen's Customer Area).
+func ParseRefundReference(ref string) (refundID string, txID int64) {
+	if i := strings.LastIndexByte(ref, '.'); i > 0 {
+		if id, err := strconv.ParseInt(ref[i+1:], 10, 64); err == nil && id > 0 {
+			return ref[:i], id
+		}
+	}
+	return ref, 0
 }
 
 // Cancel asks Adyen to cancel the authorised, not yet captured payment

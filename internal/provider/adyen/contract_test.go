@@ -88,9 +88,9 @@ func TestRequestsMatchAdyensDescription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := adyen.WithHolderName(context.Background(), "Jane Doe")
+	ctx := context.Background()
 	present := chargeReq("4111111111111111", "10.00", "EUR")
-	present.Email = "jane@example.com"
+	present.Email, present.HolderName = "jane@example.com", "Jane Doe"
 	moto := chargeReq("4111111111111111", "1000", "CLP")
 	moto.CardholderPresent = false
 	calls := []func() error{

@@ -66,19 +66,11 @@ func MinorUnits(a decimal.Decimal, unit string) (int64, string, error) {
 		return 0, "", &provider.AmountError{Field: "unit", Code: codes.CurrencyNotAllowed,
 			Detail: fmt.Sprintf("Payments in %s cannot be charged through the acquirer (not on Adyen's currency list this connector charges).", code)}
 	}
-	if !a.IsPositive() {
-		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount, Detail: "The amount must be greater than zero."}
+	minor, err := provider.MinorUnit{Exponent: exp, Step: 1, Max: maxMinor}.ToMinor(a, code)
+	if err != nil {
+		return 0, "", err
 	}
-	minor := a.Shift(exp)
-	if !minor.Equal(minor.Truncate(0)) {
-		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount,
-			Detail: fmt.Sprintf("%s %s has more decimal places than the acquirer takes for %s (%d).", a, code, code, exp)}
-	}
-	if minor.GreaterThan(decimal.NewFromInt(maxMinor)) {
-		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount,
-			Detail: fmt.Sprintf("%s %s is above the largest amount the acquirer takes.", a, code)}
-	}
-	return minor.IntPart(), code, nil
+	return minor, code, nil
 }
 
 // FromMinorUnits converts an amount Adyen reports back; ok is false for a
@@ -89,7 +81,7 @@ func FromMinorUnits(value int64, cur string) (decimal.Decimal, string, bool) {
 	if !ok {
 		return decimal.Decimal{}, "", false
 	}
-	return decimal.New(value, -exp), code, true
+	return provider.MinorUnit{Exponent: exp}.FromMinor(value), code, true
 }
 
 // CheckAmount refuses, before anything is written or sent, an amount or a

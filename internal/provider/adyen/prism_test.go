@@ -52,6 +52,7 @@ func TestMain(m *testing.M) {
 	if mock != nil {
 		mock.Stop()
 	}
+	stopEmulators()
 	if mockDir != "" {
 		os.RemoveAll(mockDir)
 	}
@@ -152,7 +153,8 @@ func TestOutcomeMatrix(t *testing.T) {
 	for _, d := range declines {
 		t.Run("decline "+d.holder, func(t *testing.T) {
 			req := chargeReq("4111111111111111", "10.00", "EUR")
-			out, err := p.Charge(adyen.WithHolderName(ctx, d.holder), req)
+			req.HolderName = d.holder
+			out, err := p.Charge(ctx, req)
 			if err != nil || out.Status != d.status || out.Code != d.code {
 				t.Fatalf("Charge(%s) = %+v, %v; want %v %s", d.holder, out, err, d.status, d.code)
 			}
@@ -177,9 +179,20 @@ func TestOutcomeMatrix(t *testing.T) {
 				t.Fatalf("challenge returned to %q, want the returnUrl %q", back, req.ReturnURL)
 			}
 			rr := back[strings.Index(back, "redirectResult=")+len("redirectResult="):]
-			done, err := p.SubmitDetails(ctx, req.Reference, map[string]string{"redirectResult": rr})
+			// The port hands Adyen's redirectResult through unread.
+			back2 := provider.ChallengeResult{Reference: req.Reference, TransactionID: req.TransactionID,
+				Details: map[string]string{"redirectResult": rr}}
+			done, err := p.CompleteChallenge(ctx, back2)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The payer reloading the return page asks again under the same
+			// key: the same answer, authorised once.
+			if again, err := p.CompleteChallenge(ctx, back2); err != nil || again.Status != done.Status {
+				t.Fatalf("repeated completion = %+v, %v; want %v", again, err, done.Status)
+			}
+			if n := m.Front.Authorisations(req.Reference); passed && n != 1 {
+				t.Fatalf("authorisations = %d, want 1", n)
 			}
 			want, code := provider.Approved, codes.Code("")
 			if !passed {
@@ -213,7 +226,8 @@ func TestOutcomeMatrix(t *testing.T) {
 
 	t.Run("pending then webhook", func(t *testing.T) {
 		req := chargeReq("4111111111111111", "40.00", "USD")
-		out, err := p.Charge(adyen.WithHolderName(ctx, adyenmock.PendingHolder), req)
+		req.HolderName = adyenmock.PendingHolder
+		out, err := p.Charge(ctx, req)
 		if err != nil || out.Status != provider.Pending || out.Closable {
 			t.Fatalf("Charge = %+v, %v; want pending, waiting for the network", out, err)
 		}
@@ -352,23 +366,10 @@ func TestLostAnswerChargesOnce(t *testing.T) {
 	t.Run("30 at once", func(t *testing.T) {
 		p := newProvider(t, m, nil)
 		req := chargeReq("4111111111111111", "9.99", "EUR")
-		var wg sync.WaitGroup
-		refs := make(chan string, 30)
-		for range 30 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if out, err := p.Charge(ctx, req); err == nil && out.Status == provider.Approved {
-					refs <- out.ProviderRef
-				}
-			}()
-		}
-		wg.Wait()
-		close(refs)
-		seen := map[string]bool{}
-		for r := range refs {
-			seen[r] = true
-		}
+		seen := thirtyAtOnce(func() (string, bool) {
+			out, err := p.Charge(ctx, req)
+			return out.ProviderRef, err == nil && out.Status == provider.Approved
+		})
 		if n := m.Front.Authorisations(req.Reference); n != 1 || len(seen) != 1 {
 			t.Fatalf("30 concurrent charges of one reference: %d authorisations, PSP references %v; want 1 and 1", n, seen)
 		}
@@ -412,6 +413,29 @@ func TestPrismRefusesWhatBreaksTheDescription(t *testing.T) {
 	}
 }
 
+// thirtyAtOnce runs call 30 times at once and returns the distinct
+// references of the calls that reported ok.
+func thirtyAtOnce(call func() (ref string, ok bool)) map[string]bool {
+	var wg sync.WaitGroup
+	refs := make(chan string, 30)
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ref, ok := call(); ok {
+				refs <- ref
+			}
+		}()
+	}
+	wg.Wait()
+	close(refs)
+	seen := map[string]bool{}
+	for r := range refs {
+		seen[r] = true
+	}
+	return seen
+}
+
 // TestRefundThirtyAtOnce: the same refund sent 30 times at once refunds
 // once (one Idempotency-Key, refund id derived).
 func TestRefundThirtyAtOnce(t *testing.T) {
@@ -425,23 +449,10 @@ func TestRefundThirtyAtOnce(t *testing.T) {
 	}
 	rr := provider.RefundRequest{RefundID: "rf_" + req.Reference, ChargeReference: req.Reference, ProviderRef: out.ProviderRef,
 		Amount: decimal.RequireFromString("15.00"), Unit: "EUR"}
-	var wg sync.WaitGroup
-	refs := make(chan string, 30)
-	for range 30 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if ro, err := p.Refund(ctx, rr); err == nil && ro.Status == provider.Pending {
-				refs <- ro.ProviderRef
-			}
-		}()
-	}
-	wg.Wait()
-	close(refs)
-	seen := map[string]bool{}
-	for r := range refs {
-		seen[r] = true
-	}
+	seen := thirtyAtOnce(func() (string, bool) {
+		ro, err := p.Refund(ctx, rr)
+		return ro.ProviderRef, err == nil && ro.Status == provider.Pending
+	})
 	if got := m.Front.Refunded(out.ProviderRef); got != 1500 || len(seen) != 1 {
 		t.Fatalf("30 concurrent refunds of one id: refunded %d minor units, refund references %v; want 1500 and one", got, seen)
 	}
@@ -462,7 +473,7 @@ func TestRefundCancelAndDisputeWebhooks(t *testing.T) {
 	m.Front.Webhooks()
 
 	ro, err := p.Refund(ctx, provider.RefundRequest{RefundID: "rf_" + req.Reference, ChargeReference: req.Reference,
-		ProviderRef: out.ProviderRef, Amount: decimal.RequireFromString("30.00"), Unit: "GBP"})
+		TransactionID: req.TransactionID, ProviderRef: out.ProviderRef, Amount: decimal.RequireFromString("30.00"), Unit: "GBP"})
 	if err != nil || ro.Status != provider.Pending || ro.ProviderRef == "" {
 		t.Fatalf("Refund = %+v, %v; want pending with the refund's PSP reference", ro, err)
 	}
@@ -479,7 +490,7 @@ func TestRefundCancelAndDisputeWebhooks(t *testing.T) {
 		t.Fatalf("events = %+v; want two refund results and a dispute", evs)
 	}
 	if r := evs[0].Refund; r.Status != "succeeded" || r.RefundRef != ro.ProviderRef || r.ChargeRef != out.ProviderRef ||
-		r.RefundID != "rf_"+req.Reference || !r.Amount.Equal(decimal.RequireFromString("30")) || r.Unit != "GBP" {
+		r.RefundID != "rf_"+req.Reference || r.TransactionID != req.TransactionID || !r.Amount.Equal(decimal.RequireFromString("30")) || r.Unit != "GBP" {
 		t.Fatalf("REFUND = %+v", r)
 	}
 	if r := evs[1].Refund; r.Status != "failed" || r.FailureReason == "" {

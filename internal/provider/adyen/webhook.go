@@ -201,8 +201,10 @@ func authorisation(it NotificationItem, success bool) (paycore.ProviderResult, b
 }
 
 // refund is the refund result of a REFUND or REFUND_FAILED item: the
-// refund's PSP reference, the refunded payment's (originalReference) and
-// the service's refund id (the reference Refund sent).
+// refund's PSP reference, the refunded payment's (originalReference), and
+// the service's refund id and transaction (the reference Refund sent,
+// RefundReference); it binds to the transaction by the payment's PSP
+// reference, currency and amount (paycore's refund binding).
 func refund(it NotificationItem, succeeded bool) (paycore.RefundResult, bool) {
 	amt, unit, known := FromMinorUnits(it.Amount.Value, it.Amount.Currency)
 	if !known || it.PSPReference == "" || it.OriginalReference == "" || strings.HasPrefix(it.MerchantReference, "void_") {
@@ -212,8 +214,9 @@ func refund(it NotificationItem, succeeded bool) (paycore.RefundResult, bool) {
 	if !succeeded {
 		status, failure = "failed", it.Reason
 	}
-	return paycore.RefundResult{EventID: eventID(it), RefundRef: it.PSPReference, ChargeRef: it.OriginalReference,
-		RefundID: it.MerchantReference, Status: status, FailureReason: failure, Amount: amt, Unit: unit}, true
+	refundID, txID := ParseRefundReference(it.MerchantReference)
+	return paycore.RefundResult{EventID: eventID(it), TransactionID: txID, RefundRef: it.PSPReference, ChargeRef: it.OriginalReference,
+		RefundID: refundID, Status: status, FailureReason: failure, Amount: amt, Unit: unit}, true
 }
 
 // disputeEvents maps Adyen's dispute events to the merchant's event and the

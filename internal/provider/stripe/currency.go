@@ -23,13 +23,6 @@ import (
 // Every amount that reaches Stripe, and every amount Stripe reports back
 // (webhooks, lookups, refunds), goes through this table.
 
-// stripeCurrency is how Stripe's API represents amounts in one currency.
-type stripeCurrency struct {
-	exponent int32 // decimal places of Stripe's minor unit
-	step     int64 // an amount in minor units must be a multiple of step
-	maxMinor int64 // the largest amount Stripe takes, in minor units
-}
-
 const (
 	// "The amount value supports up to eight digits" (Stripe, Supported
 	// currencies: maximum charge amount); IDR up to twelve.
@@ -56,9 +49,10 @@ var (
 		"TMT USN UYI UYW VED VES XCG ZWG"
 )
 
-var stripeCurrencies = func() map[string]stripeCurrency {
-	m := map[string]stripeCurrency{}
-	add := func(codes string, c stripeCurrency) {
+// stripeCurrencies is how Stripe's API represents amounts in each currency.
+var stripeCurrencies = func() map[string]provider.MinorUnit {
+	m := map[string]provider.MinorUnit{}
+	add := func(codes string, c provider.MinorUnit) {
 		for _, code := range strings.Fields(codes) {
 			if _, dup := m[code]; dup {
 				panic("stripe currency listed twice: " + code)
@@ -66,15 +60,15 @@ var stripeCurrencies = func() map[string]stripeCurrency {
 			m[code] = c
 		}
 	}
-	add(stripeTwoDecimal, stripeCurrency{exponent: 2, step: 1, maxMinor: maxEightDigits})
-	add(stripeZeroDecimal, stripeCurrency{exponent: 0, step: 1, maxMinor: maxEightDigits})
-	add(stripeThreeDecimal, stripeCurrency{exponent: 3, step: 10, maxMinor: maxEightDigits})
+	add(stripeTwoDecimal, provider.MinorUnit{Exponent: 2, Step: 1, Max: maxEightDigits})
+	add(stripeZeroDecimal, provider.MinorUnit{Exponent: 0, Step: 1, Max: maxEightDigits})
+	add(stripeThreeDecimal, provider.MinorUnit{Exponent: 3, Step: 10, Max: maxEightDigits})
 	// Special cases. ISK: "effectively zero-decimal", still two decimals in
 	// the API, amounts "evenly divisible by 100" (1 króna is 100). HUF and
 	// TWD are zero-decimal for payouts only: charges take two decimals.
 	// IDR: twelve digits.
-	m["ISK"] = stripeCurrency{exponent: 2, step: 100, maxMinor: maxEightDigits}
-	m["IDR"] = stripeCurrency{exponent: 2, step: 1, maxMinor: maxTwelveDigits}
+	m["ISK"] = provider.MinorUnit{Exponent: 2, Step: 100, Max: maxEightDigits}
+	m["IDR"] = provider.MinorUnit{Exponent: 2, Step: 1, Max: maxTwelveDigits}
 	return m
 }()
 
@@ -106,30 +100,11 @@ func MinorUnits(amount decimal.Decimal, unit string) (int64, string, error) {
 		return 0, "", &provider.AmountError{Field: "unit", Code: codes.CurrencyNotAllowed,
 			Detail: fmt.Sprintf("Payments in %s cannot be charged through the acquirer (Stripe does not charge this currency).", code)}
 	}
-	if !amount.IsPositive() {
-		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount, Detail: "The amount must be greater than zero."}
+	minor, err := sc.ToMinor(amount, code)
+	if err != nil {
+		return 0, "", err
 	}
-	// Whole minor units, in Stripe's steps (three-decimal currencies end in
-	// 0, ISK is whole krónur): else more decimals than Stripe takes.
-	minor := amount.Shift(sc.exponent)
-	if !minor.Equal(minor.Truncate(0)) || !minor.Mod(decimal.NewFromInt(sc.step)).IsZero() {
-		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount,
-			Detail: fmt.Sprintf("%s %s has more decimal places than the acquirer takes for %s (%d).", amount, code, code, sc.exponent-stepDigits(sc.step))}
-	}
-	if minor.GreaterThan(decimal.NewFromInt(sc.maxMinor)) {
-		return 0, "", &provider.AmountError{Field: "amount", Code: codes.InvalidAmount,
-			Detail: fmt.Sprintf("%s %s is above the largest amount the acquirer takes (%s %s).", amount, code, decimal.New(sc.maxMinor, -sc.exponent), code)}
-	}
-	return minor.IntPart(), strings.ToLower(code), nil
-}
-
-// stepDigits is log10(step) for the steps of the table (1, 10, 100).
-func stepDigits(step int64) int32 {
-	d := int32(0)
-	for ; step >= 10; step /= 10 {
-		d++
-	}
-	return d
+	return minor, strings.ToLower(code), nil
 }
 
 // FromMinorUnits converts an amount Stripe reports (an event's, a
@@ -141,7 +116,7 @@ func FromMinorUnits(minor int64, cur string) (decimal.Decimal, string, bool) {
 	if !ok {
 		return decimal.Decimal{}, "", false
 	}
-	return decimal.New(minor, -sc.exponent), code, true
+	return sc.FromMinor(minor), code, true
 }
 
 // CheckAmount refuses, before anything is written or sent, an amount or a

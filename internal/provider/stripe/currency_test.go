@@ -76,7 +76,7 @@ func TestEveryAcceptedCurrencyHasAStripeEntry(t *testing.T) {
 		if !stripeDecided(code) {
 			t.Errorf("currency %s is accepted by the service but has no decided Stripe entry (internal/provider/stripe/currency.go)", code)
 		}
-		if stripeRefused[code] && stripeCurrencies[code] != (stripeCurrency{}) {
+		if stripeRefused[code] && stripeCurrencies[code] != (provider.MinorUnit{}) {
 			t.Errorf("currency %s is both charged and refused", code)
 		}
 	}

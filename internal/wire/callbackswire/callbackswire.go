@@ -1,15 +1,17 @@
 // Package callbackswire builds CallbacksFunction: provider and 3-D Secure
-// callbacks, and the Stripe webhook of a production stage.
+// callbacks, and the Stripe and Adyen webhooks of a production stage.
 package callbackswire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/payreq/payreq/internal/callbacks"
 	"github.com/payreq/payreq/internal/config"
 	"github.com/payreq/payreq/internal/lambdahttp"
+	"github.com/payreq/payreq/internal/provider/adyen"
 	"github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/wire"
@@ -40,12 +42,19 @@ func Callbacks(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 	if err != nil {
 		return nil, err
 	}
-	return callbacks.New(callbacks.Deps{
+	deps := callbacks.Deps{
 		Service: svc,
 		Key:     key,
 		Log:     b.Logger("callbacks"),
 		Stripe:  stripeHook,
-	}), nil
+	}
+	if hook, ok, err := paywire.AdyenWebhook(b, getenv); err != nil {
+		return nil, err
+	} else if ok {
+		deps.Adyen = &callbacks.AdyenWebhook{Reader: hook, Events: b.Store,
+			IsSignatureError: func(err error) bool { return errors.Is(err, adyen.ErrSignature) }}
+	}
+	return callbacks.New(deps), nil
 }
 
 // stripeWebhook is the Stripe hook, nil in the sandbox or without webhook

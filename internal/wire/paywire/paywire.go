@@ -1,5 +1,6 @@
 // Package paywire builds the payments core (paycore.Service) and selects
-// its provider: the sandbox simulator, the Stripe connector, or none. Every
+// its provider: the sandbox simulator, the Stripe or the Adyen connector,
+// or none. Every
 // function that takes, refunds, recovers or checks payments imports it
 // (merchant API, payments, callbacks, checkout, dashboard, reconciler,
 // batch); the notifier, sandbox and SFTP identity functions do not, so
@@ -82,17 +83,48 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*paycore.Serv
 	}
 	var svc *paycore.Service
 	if !b.Cfg.Sandbox() {
-		// Production: the Stripe connector when a key is configured.
-		if s, ok, err := StripeConfig(b, getenv); err != nil {
+		p, err := acquirer(b, getenv, &svc)
+		if err != nil {
 			return nil, err
-		} else if ok {
-			if deps.Provider, err = stripeProvider(b, getenv, s, &svc); err != nil {
-				return nil, err
-			}
+		}
+		if p != nil {
+			deps.Provider = p
 		}
 	}
 	svc = paycore.New(deps)
 	return svc, nil
+}
+
+// acquirer is the connector of a production stage: the one PAYMENT_CONNECTOR
+// names ("stripe" or "adyen"), else Stripe when it is configured, else Adyen
+// when it is; nil when none is (noAcquirer). A named connector that is not
+// configured is an error, never a silent fallback to another acquirer.
+func acquirer(b *wire.Base, getenv config.Getenv, svc **paycore.Service) (provider.Provider, error) {
+	choice := getenv(envPaymentConnector)
+	if choice != "" && choice != "stripe" && choice != "adyen" {
+		return nil, fmt.Errorf("%s must be stripe or adyen, not %q", envPaymentConnector, choice)
+	}
+	if choice != "adyen" {
+		s, ok, err := StripeConfig(b, getenv)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			return stripeProvider(b, getenv, s, svc)
+		case choice == "stripe":
+			return nil, errors.New(envPaymentConnector + "=stripe, but Stripe is not configured (STRIPE_SECRET_ARN)")
+		}
+	}
+	a, ok, err := AdyenConfig(b, getenv)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		return adyenProvider(b, a, svc)
+	case choice == "adyen":
+		return nil, errors.New(envPaymentConnector + "=adyen, but Adyen is not configured (ADYEN_SECRET_ARN, ADYEN_MERCHANT_ACCOUNT)")
+	}
+	return nil, nil
 }
 
 // noAcquirer is the provider of a production stage until a real acquirer
