@@ -118,7 +118,7 @@ func AdyenConfig(b *wire.Base, getenv config.Getenv) (AdyenSettings, bool, error
 		if !livePrefix.MatchString(p) {
 			return AdyenSettings{}, false, errors.New(envAdyenLivePrefix + ": the live environment needs the account's live URL prefix")
 		}
-		s.BaseURL = "https://" + p + "-checkout-live.adyenpayments.com/checkout/v71"
+		s.BaseURL = adyenLiveURL(p)
 	default:
 		return AdyenSettings{}, false, fmt.Errorf("%s must be test or live, not %q", envAdyenEnvironment, env)
 	}
