@@ -42,6 +42,7 @@ var layerOf = map[string]int{
 	"internal/checkouttoken":             layerDomain,
 	"internal/codes":                     layerDomain,
 	"internal/config":                    layerDomain, // a leaf on purpose: configuration imports no adapter
+	"internal/connector":                 layerDomain, // named connectors over the provider seam
 	"internal/crashpoint":                layerDomain,
 	"internal/currency":                  layerDomain,
 	"internal/dashuser":                  layerDomain,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/paycore"
@@ -155,13 +156,20 @@ func (h *handler) applyStripe(ctx context.Context, ev paycore.Event) (paycore.Se
 		if settler == nil {
 			settler = h.Service
 		}
-		s, err := settler.Settle(ctx, *ev.Payment)
-		return s, ev.Payment.TransactionID, err
+		// Stripe's events change only transactions Stripe charged.
+		r := *ev.Payment
+		r.Connector = connector.Stripe
+		s, err := settler.Settle(ctx, r)
+		return s, r.TransactionID, err
 	case ev.Refund != nil:
-		s, err := h.afterSettler().RefundEvent(ctx, *ev.Refund)
+		r := *ev.Refund
+		r.Connector = connector.Stripe
+		s, err := h.afterSettler().RefundEvent(ctx, r)
 		return s, txOf(s), err
 	case ev.Dispute != nil:
-		s, err := h.afterSettler().DisputeEvent(ctx, *ev.Dispute)
+		r := *ev.Dispute
+		r.Connector = connector.Stripe
+		s, err := h.afterSettler().DisputeEvent(ctx, r)
 		return s, txOf(s), err
 	}
 	return paycore.Settled{}, 0, nil // acknowledged, nothing to settle

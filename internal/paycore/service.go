@@ -46,6 +46,7 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
@@ -68,8 +69,14 @@ const (
 // Deps are the service's collaborators.
 type Deps struct {
 	// Store is every storage role (store.go); New gives each part its own.
-	Store    Store
-	Provider provider.Provider
+	Store Store
+	// Connectors are the stage's acquirer connections by name; Provider is
+	// the default's provider (New fills it from Connectors when nil). Empty:
+	// Provider alone, named connector.Sandbox when Sandbox, else
+	// UnnamedConnector. Calls about a transaction go to the connector
+	// recorded on it (connectors.go).
+	Connectors connector.Set
+	Provider   provider.Provider
 	// Sandbox is true when Provider is the sandbox: its asynchronous results
 	// are queued for the sandbox function (SandboxQueueURL).
 	Sandbox         bool
@@ -119,6 +126,11 @@ func New(d Deps) *Service {
 	}
 	if d.PendingGrace <= 0 {
 		d.PendingGrace = DefaultPendingGrace
+	}
+	if d.Connectors.Empty() {
+		d.Connectors = defaultConnectors(d)
+	} else if d.Provider == nil {
+		d.Provider, _ = d.Connectors.Get(d.Connectors.Default())
 	}
 	return &Service{Deps: d, stores: storesOf(d.Store)}
 }

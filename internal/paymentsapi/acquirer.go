@@ -16,7 +16,7 @@ import (
 // the payer goes on to the return target or the result page. It reports
 // false when the provider has no such challenge.
 func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *payment.Transaction, origins []string) (bool, error) {
-	cr, ok := h.Service.Provider.(paycore.ChallengeReader)
+	cr, ok := h.Service.ProviderOf(tx).(paycore.ChallengeReader)
 	if !ok || tx.ProviderRef == "" {
 		return false, nil
 	}

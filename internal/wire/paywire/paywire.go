@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
@@ -74,25 +75,54 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*paycore.Serv
 		if queueURL == "" {
 			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
 		}
-		deps.Provider = sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1], UPICollectWindow: d[2],
-			ChallengeWindow: d[3], Ledger: b.Store})
 		deps.Sandbox, deps.SandboxQueueURL = true, queueURL
-	} else {
-		deps.Provider = noAcquirer{}
 	}
 	var svc *paycore.Service
-	if !b.Cfg.Sandbox() {
-		// Production: the Stripe connector when a key is configured.
-		if s, ok, err := StripeConfig(b, getenv); err != nil {
-			return nil, err
-		} else if ok {
-			if deps.Provider, err = stripeProvider(b, getenv, s, &svc); err != nil {
-				return nil, err
-			}
-		}
+	if deps.Connectors, err = connectors(b, getenv, d, &svc); err != nil {
+		return nil, err
 	}
 	svc = paycore.New(deps)
 	return svc, nil
+}
+
+// connectors builds the stage's connector set: the one place a connector
+// is registered by name (connector.Set), with the default an attempt no
+// routing rule names goes to. A sandbox stage has the simulator alone. A
+// production stage has every acquirer configured for it ("stripe" when a
+// Stripe key is), the default being the platform's account; without any
+// it has noAcquirer under "stripe", so attempts fail like a bank system
+// error and transactions recorded without a connector (before connectors
+// were recorded: all Stripe's) stay Stripe's. To add a connector: build
+// its provider here when its configuration is present and put it in conns
+// under its name (connector.Adyen); make it the default only by choice.
+// svc is filled in once the payment service exists (Stripe's return_url
+// is the service's signed 3-D Secure page).
+func connectors(b *wire.Base, getenv config.Getenv, d [5]time.Duration, svc **paycore.Service) (connector.Set, error) {
+	if b.Cfg.Sandbox() {
+		return connector.Single(connector.Sandbox, sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1],
+			UPICollectWindow: d[2], ChallengeWindow: d[3], Ledger: b.Store})), nil
+	}
+	conns := map[string]provider.Provider{}
+	def := connector.Stripe
+	s, ok, err := StripeConfig(b, getenv)
+	if err != nil {
+		return connector.Set{}, err
+	}
+	if ok {
+		p, err := stripeProvider(b, getenv, s, svc)
+		if err != nil {
+			return connector.Set{}, err
+		}
+		conns[connector.Stripe] = p
+	}
+	if len(conns) == 0 {
+		conns[connector.Stripe] = noAcquirer{}
+	}
+	set, err := connector.New(def, conns)
+	if err != nil {
+		return connector.Set{}, err
+	}
+	return set.WithLegacy(connector.Stripe), nil
 }
 
 // noAcquirer is the provider of a production stage until a real acquirer
