@@ -53,6 +53,7 @@ var layerOf = map[string]int{
 	"internal/payer":                     layerDomain,
 	"internal/payment":                   layerDomain,
 	"internal/paylink":                   layerDomain,
+	"internal/routing":                   layerDomain, // a merchant's routing rules: pure data and matching
 	"internal/provider":                  layerDomain, // the acquirer seam: types and the interface adapters implement
 	"internal/provider/sandbox/asyncjob": layerDomain,
 	"internal/provider/sandbox/ledger":   layerDomain,

@@ -7,9 +7,18 @@ package paycore
 // connector, whatever the default is now (internal/connector).
 
 import (
+	"fmt"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/payreq/payreq/internal/card"
+	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
+	"github.com/payreq/payreq/internal/routing"
 )
 
 // UnnamedConnector names Deps.Provider when Deps.Connectors is empty and
@@ -86,4 +95,31 @@ func canCloseChallenge(p provider.Provider) bool {
 	_, ab := p.(provider.ChallengeAbandoner)
 	_, pc := p.(provider.PendingCloser)
 	return ab || pc
+}
+
+// routeAttempt sets a's connector from merchant m's routing rules for an
+// attempt of amount and unit whose charge reference is ref (a retry of
+// the same attempt has the same reference, hence the same connector). A
+// connector the rules pick that the stage does not configure is refused
+// with 400 046 (Invalid payment provider): the caller has written nothing
+// yet, or gives back the lease it took.
+func (s *Service) routeAttempt(m *merchant.Merchant, a *Attempt, det *card.Details, amount decimal.Decimal, unit, ref string) error {
+	ra := routing.Attempt{Method: string(a.Method), Currency: unit, Amount: amount, Reference: ref}
+	if det != nil {
+		ra.CardBrand = string(det.Brand)
+	}
+	if a.Payer != nil {
+		ra.Country = a.Payer.Country
+	}
+	name, rule := m.Routing.Pick(ra)
+	if name == "" {
+		name = s.Connectors.Default()
+	}
+	if !s.Connectors.Has(name) {
+		s.Log.Warn("routing picked a connector this stage does not configure", "merchant_id", m.ID, "connector", name, "rule", rule)
+		return errkind.BadInput(fmt.Sprintf("The merchant's routing sends this payment to connector %q, which is not configured.", name),
+			codes.InvalidPaymentProvider)
+	}
+	a.connector = name
+	return nil
 }

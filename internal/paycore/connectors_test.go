@@ -8,12 +8,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/connector"
+	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
+	"github.com/payreq/payreq/internal/routing"
 )
 
 // countingConnector is one acquirer (a sandbox with its own ledger: a
@@ -175,5 +179,55 @@ func TestConnectorMissingAndForeignEvents(t *testing.T) {
 	}
 	if got, _ := e.store.Transaction(ctx, open.ID); got.Status != payment.TxWaiting {
 		t.Fatalf("a foreign event changed the transaction to %d", got.Status)
+	}
+}
+
+// The merchant's rules pick the connector before the write-ahead record; a
+// connector the stage lacks is refused with 046 and nothing stays written.
+func TestRoutingPicksTheConnector(t *testing.T) {
+	e := newFastEnv(t)
+	ctx := context.Background()
+	alpha, beta := newCountingConnector(e), newCountingConnector(e)
+	svc := e.withConnectors(t, "alpha", map[string]provider.Provider{"alpha": alpha, "beta": beta})
+	min := decimal.RequireFromString("100")
+	e.m.Routing = routing.Rules{Rules: []routing.Rule{
+		{MinAmount: &min, Currencies: []string{"EUR"}, Connector: "beta"},
+		{CardBrands: []string{"amex"}, Connector: "gamma"},
+	}}
+
+	big := e.request(t, "150.00")
+	res, err := svc.Pay(ctx, e.m, big.ID, cardAttempt(cardApprove))
+	if err != nil || res.TransactionStatusID != payment.TxApproved {
+		t.Fatalf("approve: %+v %v", res, err)
+	}
+	if tx, _ := e.store.Transaction(ctx, res.TransactionID); tx.Connector != "beta" || beta.counts()[0] != 1 || alpha.counts()[0] != 0 {
+		t.Fatalf("routed to %q; charges alpha %v beta %v", tx.Connector, alpha.counts(), beta.counts())
+	}
+
+	small := e.request(t, "15.00")
+	res, err = svc.Pay(ctx, e.m, small.ID, cardAttempt(cardApprove))
+	if err != nil || alpha.counts()[0] != 1 {
+		t.Fatalf("default route: %+v %v, alpha %v", res, err, alpha.counts())
+	}
+
+	amex := cardAttempt("3782 822463 10005")
+	amex.Card.CVV = "1234"
+	r := e.request(t, "15.00")
+	_, err = svc.Pay(ctx, e.m, r.ID, amex)
+	var ke *errkind.Error
+	if !errors.As(err, &ke) || ke.Kind != errkind.Invalid || ke.Code != codes.InvalidPaymentProvider {
+		t.Fatalf("routed to an unconfigured connector: %v, want 400 046", err)
+	}
+	if txs := e.txsOf(t, r.ID); len(txs) != 0 {
+		t.Fatalf("a refused attempt wrote %d transactions", len(txs))
+	}
+	if _, lease, _ := e.store.PaymentRequestLease(ctx, r.ID); lease.TransactionID != 0 {
+		t.Fatalf("a refused attempt kept the lease: %+v", lease)
+	}
+	if _, err := svc.CreateAndPay(ctx, e.m, payment.Request{Amount: decimal.RequireFromString("15.00"), Unit: "EUR"}, amex); !errors.As(err, &ke) || ke.Code != codes.InvalidPaymentProvider {
+		t.Fatalf("create and pay routed to an unconfigured connector: %v, want 400 046", err)
+	}
+	if reqs := e.store.RequestsOf(e.m.ID); len(reqs) != 3 {
+		t.Fatalf("%d payment requests, want the 3 of the test (create and pay wrote none)", len(reqs))
 	}
 }

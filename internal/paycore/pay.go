@@ -73,11 +73,14 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 	if err != nil {
 		return Result{}, err
 	}
+	txID := attemptID(ctx, now)
+	if err := s.routeAttempt(m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
+		return Result{}, err
+	}
 	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
 		return Result{}, err
 	}
 	seed := ids.SeedFrom(ctx)
-	txID := attemptID(ctx, now)
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
 	for try := 0; ; try++ {
 		r.ID = ids.New(now)
@@ -122,11 +125,15 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 	if err != nil {
 		return Result{}, err
 	}
+	txID := attemptID(ctx, now)
+	if err := s.routeAttempt(m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
+		return Result{}, err
+	}
 	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
 		return Result{}, err
 	}
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
-	tx, written, err := s.createLeased(ctx, m, &r, attemptID(ctx, now), a, det)
+	tx, written, err := s.createLeased(ctx, m, &r, txID, a, det)
 	if err != nil {
 		return Result{}, err
 	}
@@ -312,6 +319,10 @@ func NewTransactionNumber() string {
 // run writes the attempt's transaction ahead of any charge, checks limits,
 // charges and records the outcome.
 func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
+	if err := s.routeAttempt(m, &a, det, req.Amount, req.Unit, payment.ChargeReference(txID)); err != nil {
+		s.giveUp(req.ID, txID) // the lease is all this attempt wrote
+		return Result{}, err
+	}
 	return s.attempt(ctx, m, req, s.newTransaction(m, req, txID, a, det), a, det, false)
 }
 
@@ -323,8 +334,11 @@ func (s *Service) newTransaction(m *merchant.Merchant, req *payment.Request, txI
 		ID: txID, Number: NewTransactionNumber(), PaymentRequestID: req.ID, MerchantID: m.ID,
 		Status: payment.TxWaiting, Method: string(a.Method), Selector: a.Selector, Channel: a.Channel, Amount: req.Amount, Unit: req.Unit,
 		UPIID: a.UPIID, CreatedAt: now.UTC(), UpdatedAt: now.UTC(), Message: provider.Message(provider.Waiting, ""),
-		Connector: s.Connectors.Default(),
+		Connector: a.connector,
 		Reference: payment.ChargeReference(txID), RecoverAfter: now.Add(s.SyncLease),
+	}
+	if tx.Connector == "" {
+		tx.Connector = s.Connectors.Default()
 	}
 	if a.Method != provider.MethodUPI {
 		tx.UPIID = ""

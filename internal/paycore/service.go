@@ -170,6 +170,10 @@ type Attempt struct {
 	// ReturnTo is where the 3-D Secure page sends the payer afterwards: a
 	// path on this service, or the request's successUrl/failureUrl.
 	ReturnTo string
+
+	// connector is the one the merchant's routing picked (routeAttempt),
+	// before anything was written; "" until then.
+	connector string
 }
 
 // Result is the response of a processed attempt (docs/payments.md).
@@ -248,7 +252,11 @@ func (s *Service) Serves(method provider.Method) bool {
 // not allowed) on the field concerned. The sandbox takes every amount the
 // service accepts.
 func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
-	ac, ok := s.Provider.(provider.AmountChecker)
+	return s.checkAmountAt(s.Provider, amount, unit)
+}
+
+func (s *Service) checkAmountAt(p provider.Provider, amount decimal.Decimal, unit string) error {
+	ac, ok := p.(provider.AmountChecker)
 	if s.Sandbox || !ok {
 		return nil
 	}
@@ -268,10 +276,17 @@ func acquirerProblem(err error) error {
 // checkAttempt is CheckAmount, and the acquirer's routing of a's method in
 // unit (a method served in some currencies only: 400 020 on unit).
 func (s *Service) checkAttempt(a Attempt, amount decimal.Decimal, unit string) error {
-	if err := s.CheckAmount(amount, unit); err != nil {
+	p := s.Provider
+	if a.connector != "" {
+		p = s.connector(a.connector) // the routed connector's rules
+	}
+	if ms, ok := p.(provider.MethodServer); ok && a.connector != s.Connectors.Default() && !s.Sandbox && !ms.Serves(a.Method) {
+		return MethodProblem(a.Method) // the default's methods were checked with the selector
+	}
+	if err := s.checkAmountAt(p, amount, unit); err != nil {
 		return err
 	}
-	rc, ok := s.Provider.(provider.RouteChecker)
+	rc, ok := p.(provider.RouteChecker)
 	if s.Sandbox || !ok {
 		return nil
 	}
