@@ -31,10 +31,11 @@ const (
 	Adyen   = "adyen"   // Adyen Checkout (internal/provider/adyen)
 )
 
-var validName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+var validName = regexp.MustCompile(`^[a-z][a-z0-9]{0,19}$`)
 
-// ValidName reports whether name can name a connector: lower-case letters,
-// digits and '-', starting with a letter, at most 32 characters.
+// ValidName reports whether name can name a connector: lower-case letters
+// and digits, starting with a letter, at most 20 characters (it names the
+// overview's counters too).
 func ValidName(name string) bool { return validName.MatchString(name) }
 
 // Set is the connectors of a stage. The zero Set is empty.

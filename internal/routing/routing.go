@@ -185,7 +185,7 @@ func (r Rules) Validate() error {
 	bad := func(field, format string, args ...any) { p = append(p, field+": "+fmt.Sprintf(format, args...)) }
 	name := func(field, n string) {
 		if !connector.ValidName(n) {
-			bad(field, "%q is not a connector name (lower-case letters, digits and '-', like \"stripe\")", n)
+			bad(field, "%q is not a connector name (lower-case letters and digits, like \"stripe\")", n)
 		}
 	}
 	if len(r.Rules) > MaxRules {
