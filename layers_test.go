@@ -42,6 +42,7 @@ var layerOf = map[string]int{
 	"internal/checkouttoken":             layerDomain,
 	"internal/codes":                     layerDomain,
 	"internal/config":                    layerDomain, // a leaf on purpose: configuration imports no adapter
+	"internal/connector":                 layerDomain, // named connectors over the provider seam
 	"internal/crashpoint":                layerDomain,
 	"internal/currency":                  layerDomain,
 	"internal/dashuser":                  layerDomain,
@@ -52,6 +53,7 @@ var layerOf = map[string]int{
 	"internal/payer":                     layerDomain,
 	"internal/payment":                   layerDomain,
 	"internal/paylink":                   layerDomain,
+	"internal/routing":                   layerDomain, // a merchant's routing rules: pure data and matching
 	"internal/provider":                  layerDomain, // the acquirer seam: types and the interface adapters implement
 	"internal/provider/sandbox/asyncjob": layerDomain,
 	"internal/provider/sandbox/ledger":   layerDomain,

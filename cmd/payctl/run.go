@@ -75,7 +75,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.stack, "stack", "payreq-sandbox", "deployed stack name; AWS credentials from the default chain")
 	pf.StringVar(&g.region, "region", "", "AWS region of the deployed stack")
 
-	root.AddCommand(merchantCmd(g), connectorsCmd(g), sftpCmd(g), batchCmd(g), deliveriesCmd(g), dlqCmd(g), auditCmd(g), retentionCmd(g),
+	root.AddCommand(merchantCmd(g), connectorsCmd(g), routingCmd(g), sftpCmd(g), batchCmd(g), deliveriesCmd(g), dlqCmd(g), auditCmd(g), retentionCmd(g),
 		webhooksCmd(g), triggerCmd(g), versionCmd())
 	root.SetHelpCommand(helpCmd())
 	root.InitDefaultHelpCmd()

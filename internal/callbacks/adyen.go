@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/paycore"
@@ -76,7 +77,7 @@ func (h *handler) adyenEvent(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	var changed int
 	for _, ev := range evs {
-		s, txID, err := h.applyEvent(ctx, ev, h.Adyen.Settler)
+		s, txID, err := h.applyEvent(ctx, ev, connector.Adyen, h.Adyen.Settler)
 		switch {
 		case errors.Is(err, errIgnored), errors.Is(err, paycore.ErrUnknownTransaction),
 			errors.Is(err, paycore.ErrMismatch), errors.Is(err, paycore.ErrUnbound):

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/paycore"
@@ -147,12 +148,14 @@ var errIgnored = errors.New("event ignored")
 // applyStripe applies Stripe event ev; errIgnored for one not acted on.
 // txID is the transaction it concerned (0: none).
 func (h *handler) applyStripe(ctx context.Context, ev paycore.Event) (paycore.Settled, int64, error) {
-	return h.applyEvent(ctx, ev, h.Stripe.Settler)
+	return h.applyEvent(ctx, ev, connector.Stripe, h.Stripe.Settler)
 }
 
-// applyEvent applies an acquirer's event through settler (nil:
-// Deps.Service); errIgnored for one not acted on.
-func (h *handler) applyEvent(ctx context.Context, ev paycore.Event, settler Settler) (paycore.Settled, int64, error) {
+// applyEvent applies an event of connector name through settler (nil:
+// Deps.Service); errIgnored for one not acted on. An acquirer's events
+// change only the transactions that acquirer charged (paycore refuses
+// the others as unbound).
+func (h *handler) applyEvent(ctx context.Context, ev paycore.Event, name string, settler Settler) (paycore.Settled, int64, error) {
 	if settler == nil {
 		settler = h.Service
 	}
@@ -164,13 +167,19 @@ func (h *handler) applyEvent(ctx context.Context, ev paycore.Event, settler Sett
 	case ev.Ignored:
 		return paycore.Settled{}, 0, errIgnored
 	case ev.Payment != nil:
-		s, err := settler.Settle(ctx, *ev.Payment)
-		return s, ev.Payment.TransactionID, err
+		r := *ev.Payment
+		r.Connector = name
+		s, err := settler.Settle(ctx, r)
+		return s, r.TransactionID, err
 	case ev.Refund != nil:
-		s, err := after.RefundEvent(ctx, *ev.Refund)
+		r := *ev.Refund
+		r.Connector = name
+		s, err := after.RefundEvent(ctx, r)
 		return s, txOf(s), err
 	case ev.Dispute != nil:
-		s, err := after.DisputeEvent(ctx, *ev.Dispute)
+		r := *ev.Dispute
+		r.Connector = name
+		s, err := after.DisputeEvent(ctx, r)
 		return s, txOf(s), err
 	}
 	return paycore.Settled{}, 0, nil // acknowledged, nothing to settle

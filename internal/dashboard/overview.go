@@ -59,6 +59,13 @@ type methodRow struct {
 	payment.OverviewMethod
 }
 
+// connectorRow is one connector's settled attempts in the period.
+type connectorRow struct {
+	Connector string
+	payment.OverviewConnector
+	RatePermille int64 // approval rate in tenths of a percent; -1: no attempt
+}
+
 // overviewData is what the page shows for one period and currency.
 type overviewData struct {
 	Period, Unit string
@@ -73,6 +80,7 @@ type overviewData struct {
 	Slots        []slot
 	Declines     []codeCount
 	Methods      []methodRow
+	Connectors   []connectorRow
 	NotifyFail   int
 	NotifyDLQ    int
 	Running      []Batch
@@ -108,6 +116,7 @@ func summarize(bs []payment.OverviewBucket, period, unit string, from, to time.T
 	}
 	declines := map[string]int64{}
 	methods := map[string]payment.OverviewMethod{}
+	conns := map[string]payment.OverviewConnector{}
 	volumes := map[string]decimal.Decimal{}
 	for _, b := range bs {
 		volumes[b.Unit] = volumes[b.Unit].Add(b.Volume)
@@ -132,6 +141,10 @@ func summarize(bs []payment.OverviewBucket, period, unit string, from, to time.T
 		for m, p := range b.Methods {
 			q := methods[m]
 			methods[m] = payment.OverviewMethod{Count: q.Count + p.Count, Volume: q.Volume.Add(p.Volume)}
+		}
+		for c, p := range b.Connectors {
+			q := conns[c]
+			conns[c] = payment.OverviewConnector{Approved: q.Approved + p.Approved, Declined: q.Declined + p.Declined, Volume: q.Volume.Add(p.Volume)}
 		}
 	}
 	// Currencies by volume, then code: the first is the default.
@@ -165,6 +178,19 @@ func summarize(bs []payment.OverviewBucket, period, unit string, from, to time.T
 			return c
 		}
 		return strings.Compare(a.Method, b.Method)
+	})
+	for c, p := range conns {
+		row := connectorRow{Connector: c, OverviewConnector: p, RatePermille: -1}
+		if n := p.Approved + p.Declined; n > 0 {
+			row.RatePermille = (p.Approved*1000 + n/2) / n
+		}
+		d.Connectors = append(d.Connectors, row)
+	}
+	slices.SortFunc(d.Connectors, func(a, b connectorRow) int {
+		if c := b.Volume.Cmp(a.Volume); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Connector, b.Connector)
 	})
 	return d
 }

@@ -490,15 +490,19 @@ func viewPayment(p *pw, d map[string]any) {
 			int(l.TransactionStatusID), l.Code, l.Message)
 	}
 	p.raw(`<h2>Attempts</h2><div class="scroll" tabindex="0" role="region" aria-label="Attempts"><table id="transactions">
-<thead><tr><th scope="col">When</th><th scope="col">Result</th><th scope="col">Method</th><th scope="col">3-D Secure</th><th scope="col">Amount</th><th scope="col">Refund</th><th scope="col">Transaction</th></tr></thead><tbody>`)
+<thead><tr><th scope="col">When</th><th scope="col">Result</th><th scope="col">Method</th><th scope="col">Connector</th><th scope="col">3-D Secure</th><th scope="col">Amount</th><th scope="col">Refund</th><th scope="col">Transaction</th></tr></thead><tbody>`)
 	txs := d["Txs"].([]txRow)
 	for _, t := range txs {
 		at := t.CreatedAt
 		if t.SettledAt != nil {
 			at = *t.SettledAt
 		}
-		p.f(`<tr><td>%s</td><td class="result">%s</td><td class="method">%s</td><td class="threeds">%s</td><td>%s</td><td>`,
-			when(at), resultWords(t.Status, t.Code, t.Message), methodWords(t.Transaction), threeDSWords(t.Transaction), money(t.Amount, t.Unit))
+		conn := t.Connector
+		if conn == "" {
+			conn = "—" // written before connectors were recorded
+		}
+		p.f(`<tr><td>%s</td><td class="result">%s</td><td class="method">%s</td><td class="connector">%s</td><td class="threeds">%s</td><td>%s</td><td>`,
+			when(at), resultWords(t.Status, t.Code, t.Message), methodWords(t.Transaction), conn, threeDSWords(t.Transaction), money(t.Amount, t.Unit))
 		switch {
 		case t.RefundInfo != "":
 			p.f(`<span class="refund-status">%s</span>`, t.RefundInfo)
@@ -512,16 +516,16 @@ func viewPayment(p *pw, d map[string]any) {
 			if !dp.EvidenceDueBy.IsZero() {
 				due = "evidence due " + dp.EvidenceDueBy.UTC().Format("2006-01-02 15:04") + " UTC"
 			}
-			p.f(`<tr class="dispute"><td colspan="7">Disputed: <strong class="dispute-status">%s</strong> (%s, %s), %s. <a href="%s" rel="noopener noreferrer" target="_blank">Respond in Stripe's Dashboard</a></td></tr>`,
+			p.f(`<tr class="dispute"><td colspan="8">Disputed: <strong class="dispute-status">%s</strong> (%s, %s), %s. <a href="%s" rel="noopener noreferrer" target="_blank">Respond in Stripe's Dashboard</a></td></tr>`,
 				dp.Status, dp.Reason, money(dp.Amount, dp.Unit), due, dp.DashboardURL())
 		}
 		if t.After != nil && t.After.LateCharge != nil {
 			l := t.After.LateCharge
-			p.f(`<tr class="late-charge"><td colspan="7">A charge of %s succeeded after this attempt was declined; it was returned (%s).</td></tr>`, money(l.Amount, l.Unit), l.Status)
+			p.f(`<tr class="late-charge"><td colspan="8">A charge of %s succeeded after this attempt was declined; it was returned (%s).</td></tr>`, money(l.Amount, l.Unit), l.Status)
 		}
 	}
 	if len(txs) == 0 {
-		p.raw(`<tr><td colspan="7">No attempt yet.</td></tr>`)
+		p.raw(`<tr><td colspan="8">No attempt yet.</td></tr>`)
 	}
 	p.raw(`</tbody></table></div><h2>Notification attempts</h2><div class="scroll" tabindex="0" role="region" aria-label="Notification attempts"><table id="deliveries">
 <thead><tr><th scope="col">Event</th><th scope="col">Attempt</th><th scope="col">At</th><th scope="col">URL</th><th scope="col">Response</th><th scope="col">Outcome</th><th scope="col">Next attempt</th></tr></thead><tbody>`)

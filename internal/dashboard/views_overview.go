@@ -101,6 +101,18 @@ func viewOverview(p *pw, d map[string]any) {
 	}
 	p.raw(`</tbody></table></div></section>`)
 
+	// Split by connector: the acquirer connection that charged.
+	p.raw(`<section aria-labelledby="h-connectors"><h2 id="h-connectors">By connector</h2>`)
+	p.raw(`<div class="scroll" tabindex="0" role="region" aria-label="Connectors table"><table id="connectors"><thead><tr><th scope="col">Connector</th><th scope="col">Approved</th><th scope="col">Declined</th><th scope="col">Approval rate</th><th scope="col">Volume</th></tr></thead><tbody>`)
+	for _, c := range o.Connectors {
+		p.f(`<tr><td class="connector">%s</td><td>%s</td><td>%s</td><td class="rate">%s</td><td class="volume">%s</td></tr>`,
+			c.Connector, count(c.Approved), count(c.Declined), permille(c.RatePermille), money(c.Volume, o.Unit))
+	}
+	if len(o.Connectors) == 0 {
+		p.raw(`<tr><td colspan="5">No settled payment in this period.</td></tr>`)
+	}
+	p.raw(`</tbody></table></div></section>`)
+
 	// Notifications and batch files.
 	p.f(`<section aria-labelledby="h-health" id="overview-live" data-live-refresh%s><h2 id="h-health">Notifications and batch files</h2><dl class="facts health">
 <dt>Notifications failing (retries scheduled)</dt><dd id="notify-failing">%s</dd>

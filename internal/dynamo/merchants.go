@@ -29,6 +29,7 @@ type merchantRecord struct {
 	Limits             string    `dynamodbav:"limits,omitempty"` // JSON: decimals stay exact
 	RateLimitPerMinute int       `dynamodbav:"rateLimitPerMinute,omitempty"`
 	NotificationFormat string    `dynamodbav:"notificationFormat,omitempty"`
+	Routing            string    `dynamodbav:"routing,omitempty"` // JSON (internal/routing): decimals stay exact
 	APIKeyHash         string    `dynamodbav:"apiKeyHash"`
 	APIKeyPrefix       string    `dynamodbav:"apiKeyPrefix"`
 	SealedAPIKey       string    `dynamodbav:"sealedApiKey"`
@@ -48,7 +49,14 @@ func toMerchantRecord(m *merchant.Merchant) (merchantRecord, error) {
 	if err != nil {
 		return merchantRecord{}, err
 	}
+	var rules []byte
+	if !m.Routing.Empty() {
+		if rules, err = json.Marshal(m.Routing); err != nil {
+			return merchantRecord{}, err
+		}
+	}
 	return merchantRecord{
+		Routing:    string(rules),
 		MerchantID: m.ID, Name: m.Name, Sandbox: m.Sandbox, NotifyURL: m.NotifyURL, SuccessURL: m.SuccessURL,
 		FailureURL: m.FailureURL, AllowedOrigins: m.AllowedOrigins, Methods: m.Methods, Limits: string(limits),
 		RateLimitPerMinute: m.RateLimitPerMinute, NotificationFormat: m.NotificationFormat,
@@ -86,6 +94,11 @@ func (r merchantRecord) merchant() (*merchant.Merchant, error) {
 	if r.Limits != "" {
 		if err := json.Unmarshal([]byte(r.Limits), &m.Limits); err != nil {
 			return nil, fmt.Errorf("decode limits of merchant %s: %w", r.MerchantID, err)
+		}
+	}
+	if r.Routing != "" {
+		if err := json.Unmarshal([]byte(r.Routing), &m.Routing); err != nil {
+			return nil, fmt.Errorf("decode routing of merchant %s: %w", r.MerchantID, err)
 		}
 	}
 	return m, nil

@@ -27,7 +27,9 @@ import (
 // Each holds counters that only grow by ADD: ap/de (approved/declined
 // attempts), vol (approved amount, a DynamoDB Number: exact decimal),
 // rf/rfv (refunds and their amount), dc_<code> (declines by spec code),
-// mc_<method>/mv_<method> (approved count and amount by method).
+// mc_<method>/mv_<method> (approved count and amount by method),
+// ca_<connector>/cd_<connector>/cv_<connector> (approved and declined
+// attempts and approved amount by the connector that charged them).
 //
 // A settled transaction is added once: one TransactWriteItems marks the
 // transaction (aggregatedAt, condition attribute_not_exists) and ADDs to its
@@ -140,6 +142,13 @@ func (s *Store) AggregateSettled(ctx context.Context, tx *payment.Transaction, n
 		}
 		adds["dc_"+code] = one
 	}
+	if c := tx.Connector; attrSafe.MatchString(c) {
+		if tx.Status == payment.TxApproved {
+			adds["ca_"+c], adds["cv_"+c] = one, tx.Amount
+		} else {
+			adds["cd_"+c] = one
+		}
+	}
 	return s.aggregate(ctx, tx.ID, "aggregatedAt", tx.MerchantID, tx.Unit, at, now, adds)
 }
 
@@ -210,7 +219,8 @@ func bucketOf(item map[string]types.AttributeValue, layout string, hourly bool) 
 	if err != nil {
 		return payment.OverviewBucket{}, fmt.Errorf("overview item %q: %w", sk.Value, err)
 	}
-	b := payment.OverviewBucket{Start: start, Hourly: hourly, Unit: f[2], Declines: map[string]int64{}, Methods: map[string]payment.OverviewMethod{}}
+	b := payment.OverviewBucket{Start: start, Hourly: hourly, Unit: f[2], Declines: map[string]int64{}, Methods: map[string]payment.OverviewMethod{},
+		Connectors: map[string]payment.OverviewConnector{}}
 	for k, v := range item {
 		n, ok := v.(*types.AttributeValueMemberN)
 		if !ok || k == "expiresAt" {
@@ -241,6 +251,17 @@ func bucketOf(item map[string]types.AttributeValue, layout string, hourly bool) 
 			m := b.Methods[k[3:]]
 			m.Volume = d
 			b.Methods[k[3:]] = m
+		case strings.HasPrefix(k, "ca_"), strings.HasPrefix(k, "cd_"), strings.HasPrefix(k, "cv_"):
+			c := b.Connectors[k[3:]]
+			switch k[:3] {
+			case "ca_":
+				c.Approved = d.IntPart()
+			case "cd_":
+				c.Declined = d.IntPart()
+			default:
+				c.Volume = d
+			}
+			b.Connectors[k[3:]] = c
 		}
 	}
 	return b, nil

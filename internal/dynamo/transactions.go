@@ -107,6 +107,7 @@ type transactionRecord struct {
 	Payer            *txPayerRecord      `dynamodbav:"payer,omitempty"`
 	UPIID            string              `dynamodbav:"upiId,omitempty"`
 	ProviderRef      string              `dynamodbav:"providerRef,omitempty"`
+	Connector        string              `dynamodbav:"connector,omitempty"` // absent: the stage's legacy connector
 	Reference        string              `dynamodbav:"chargeRef,omitempty"`
 	OpenShard        *int                `dynamodbav:"openShard,omitempty"`
 	OpenUntil        int64               `dynamodbav:"openUntil,omitempty"` // unix ms
@@ -128,7 +129,7 @@ func toTransactionRecord(t *payment.Transaction) transactionRecord {
 		ID: t.ID, Number: t.Number, PaymentRequestID: t.PaymentRequestID, MerchantID: t.MerchantID,
 		Status: int(t.Status), Code: string(t.Code), Message: t.Message, Method: t.Method, Selector: t.Selector,
 		Channel: string(t.Channel), Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, UPIID: t.UPIID,
-		ProviderRef: t.ProviderRef, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
+		ProviderRef: t.ProviderRef, Connector: t.Connector, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
 		RecoverTries: t.RecoverTries, After: toAfterRecord(t.After),
 	}
@@ -159,7 +160,7 @@ func (rec transactionRecord) transaction() *payment.Transaction {
 		ID: rec.ID, Number: rec.Number, PaymentRequestID: rec.PaymentRequestID, MerchantID: rec.MerchantID,
 		Status: payment.TransactionStatus(rec.Status), Code: codes.Code(rec.Code), Message: rec.Message,
 		Method: rec.Method, Selector: rec.Selector, Channel: payment.Channel(rec.Channel), Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
-		Card: rec.Card, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Reference: rec.Reference,
+		Card: rec.Card, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Connector: rec.Connector, Reference: rec.Reference,
 		ThreeDS: rec.ThreeDS, Refund: rec.Refund.refund(),
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, SettledAt: rec.SettledAt,
 		RecoverTries: rec.RecoverTries, After: rec.After.after(),

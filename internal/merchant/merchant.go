@@ -18,6 +18,7 @@ import (
 
 	"github.com/payreq/payreq/internal/currency"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/routing"
 )
 
 // Merchant is a merchant account.
@@ -36,6 +37,9 @@ type Merchant struct {
 	RateLimitPerMinute int
 	// NotificationFormat is "form" (spec default) or "json" (spec's test variant).
 	NotificationFormat string
+	// Routing picks the connector of each attempt (internal/routing);
+	// empty: the stage's default connector.
+	Routing routing.Rules
 
 	APIKeyHash   string // SHA-256 of the key: the lookup handle, never the key
 	APIKeyPrefix string // first characters, shown to operators to recognise a key

@@ -28,6 +28,10 @@ import (
 // DisputeResult is what an acquirer's dispute event says.
 type DisputeResult struct {
 	EventID string
+	// Connector names the connector whose event this is
+	// (internal/connector); it changes only a transaction that connector
+	// charged. "": not checked (the sandbox's own callbacks).
+	Connector string
 	// EventType is the merchant event it maps to (payment.EventDispute…).
 	EventType string
 	EventAt   time.Time
@@ -47,9 +51,12 @@ type DisputeResult struct {
 // lists it for the merchant and notifies the merchant once per change.
 // Errors as RefundEvent's.
 func (s *Service) DisputeEvent(ctx context.Context, r DisputeResult) (Settled, error) {
-	tx, err := s.chargeTransaction(ctx, r.TransactionID, r.ChargeRef)
+	tx, err := s.chargeTransaction(ctx, r.Connector, r.TransactionID, r.ChargeRef)
 	if err != nil {
 		return Settled{}, err
+	}
+	if err := s.bindConnector(tx, r.Connector, "dispute event "+r.EventID); err != nil {
+		return Settled{Transaction: tx}, err
 	}
 	if err := s.bindDispute(tx, r); err != nil {
 		return Settled{Transaction: tx}, err

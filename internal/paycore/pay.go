@@ -74,11 +74,14 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 	if err != nil {
 		return Result{}, err
 	}
+	txID := attemptID(ctx, now)
+	if err := s.routeAttempt(m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
+		return Result{}, err
+	}
 	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
 		return Result{}, err
 	}
 	seed := ids.SeedFrom(ctx)
-	txID := attemptID(ctx, now)
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
 	for try := 0; ; try++ {
 		r.ID = ids.New(now)
@@ -123,11 +126,15 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 	if err != nil {
 		return Result{}, err
 	}
+	txID := attemptID(ctx, now)
+	if err := s.routeAttempt(m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
+		return Result{}, err
+	}
 	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
 		return Result{}, err
 	}
 	r.MerchantID, r.Status, r.CreatedAt, r.UpdatedAt = m.ID, payment.RequestUnpaid, now.UTC(), now.UTC()
-	tx, written, err := s.createLeased(ctx, m, &r, attemptID(ctx, now), a, det)
+	tx, written, err := s.createLeased(ctx, m, &r, txID, a, det)
 	if err != nil {
 		return Result{}, err
 	}
@@ -237,9 +244,7 @@ func (s *Service) SupersedeGrace() time.Duration { return s.ChallengeWindow / 10
 // the lease. It reports whether the holder is now final, else how long
 // until it can be superseded (0: it cannot).
 func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attempt, now time.Time) (bool, time.Duration, error) {
-	ab, ok := s.Provider.(provider.ChallengeAbandoner)
-	pc, closer := s.Provider.(provider.PendingCloser)
-	if (!ok && !closer) || !a.CardholderPresent || holder == 0 {
+	if !a.CardholderPresent || holder == 0 || !s.anyConnector(canCloseChallenge) {
 		return false, 0, nil
 	}
 	tx, err := s.txs.Transaction(ctx, holder)
@@ -254,6 +259,12 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 	}
 	if left := tx.CreatedAt.Add(s.SupersedeGrace()).Sub(now); left > 0 {
 		return false, left, nil
+	}
+	p := s.ProviderOf(tx) // the challenge is the charging connector's
+	ab, ok := p.(provider.ChallengeAbandoner)
+	pc, closer := p.(provider.PendingCloser)
+	if !ok && !closer {
+		return false, 0, nil
 	}
 	if !ok {
 		// An acquirer's challenge (Stripe): closed there, then booked.
@@ -309,6 +320,10 @@ func NewTransactionNumber() string {
 // run writes the attempt's transaction ahead of any charge, checks limits,
 // charges and records the outcome.
 func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
+	if err := s.routeAttempt(m, &a, det, req.Amount, req.Unit, payment.ChargeReference(txID)); err != nil {
+		s.giveUp(req.ID, txID) // the lease is all this attempt wrote
+		return Result{}, err
+	}
 	return s.attempt(ctx, m, req, s.newTransaction(m, req, txID, a, det), a, det, false)
 }
 
@@ -320,7 +335,11 @@ func (s *Service) newTransaction(m *merchant.Merchant, req *payment.Request, txI
 		ID: txID, Number: NewTransactionNumber(), PaymentRequestID: req.ID, MerchantID: m.ID,
 		Status: payment.TxWaiting, Method: string(a.Method), Selector: a.Selector, Channel: a.Channel, Amount: req.Amount, Unit: req.Unit,
 		UPIID: a.UPIID, CreatedAt: now.UTC(), UpdatedAt: now.UTC(), Message: provider.Message(provider.Waiting, ""),
+		Connector: a.connector,
 		Reference: payment.ChargeReference(txID), RecoverAfter: now.Add(s.SyncLease),
+	}
+	if tx.Connector == "" {
+		tx.Connector = s.Connectors.Default()
 	}
 	if a.Method != provider.MethodUPI {
 		tx.UPIID = ""
@@ -475,7 +494,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 	if a.Card != nil && strings.TrimSpace(a.Card.Holder) != "" {
 		holder = a.Card.Holder
 	}
-	out, err := s.Provider.Charge(ctx, provider.ChargeRequest{
+	out, err := s.ProviderOf(tx).Charge(ctx, provider.ChargeRequest{
 		Reference: tx.Reference, TransactionID: tx.ID, PaymentRequestID: req.ID, Amount: req.Amount, Unit: req.Unit,
 		Method: a.Method, Selector: a.Selector, Card: det, HolderName: strings.TrimSpace(holder), CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
 		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo, AttemptStart: tx.CreatedAt,
@@ -534,12 +553,13 @@ func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider
 		out provider.Outcome
 		err error
 	)
-	if cl, ok := s.Provider.(provider.ChargeLooker); ok {
+	p := s.ProviderOf(tx)
+	if cl, ok := p.(provider.ChargeLooker); ok {
 		// Everything stored helps: the acquirer's id (read directly) and
 		// when the attempt began (where a list starts).
 		out, err = cl.LookupCharge(ctx, provider.LookupQuery{Reference: tx.Reference, ProviderRef: tx.ProviderRef, Since: tx.CreatedAt})
 	} else {
-		out, err = s.Provider.Lookup(ctx, tx.Reference)
+		out, err = p.Lookup(ctx, tx.Reference)
 	}
 	if errors.Is(err, provider.ErrUnknownReference) {
 		return provider.Final(provider.Declined, codes.BankSystemError, ""), nil
@@ -686,7 +706,7 @@ func (s *Service) schedule(ctx context.Context, tx *payment.Transaction, out pro
 
 // void returns the money of a charge that cannot pay its request.
 func (s *Service) void(ctx context.Context, tx *payment.Transaction) error {
-	_, err := s.Provider.Refund(ctx, provider.RefundRequest{RefundID: "void_" + tx.Reference, TransactionID: tx.ID,
+	_, err := s.ProviderOf(tx).Refund(ctx, provider.RefundRequest{RefundID: "void_" + tx.Reference, TransactionID: tx.ID,
 		ChargeReference: tx.Reference, Void: true,
 		ProviderRef: tx.ProviderRef, Amount: tx.Amount, Unit: tx.Unit, Reason: "payment request no longer payable"})
 	if err != nil {

@@ -77,7 +77,7 @@ func (s *Service) windowPassed(tx *payment.Transaction) bool {
 // answered becomes declined 013, as the sandbox's do; a charge that ended
 // meanwhile answers with how it ended. Without a closer it stays pending.
 func (s *Service) closePending(ctx context.Context, tx *payment.Transaction, out provider.Outcome) (provider.Outcome, error) {
-	pc, ok := s.Provider.(provider.PendingCloser)
+	pc, ok := s.ProviderOf(tx).(provider.PendingCloser)
 	if !ok {
 		return out, nil
 	}

@@ -51,6 +51,10 @@ const (
 // RefundResult is what an acquirer's event says of one refund.
 type RefundResult struct {
 	EventID string
+	// Connector names the connector whose event this is
+	// (internal/connector); it changes only a transaction that connector
+	// charged. "": not checked.
+	Connector string
 	// RefundRef is the acquirer's refund id, ChargeRef the charge (intent)
 	// it refunds.
 	RefundRef string
@@ -130,13 +134,13 @@ func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*p
 		err error
 	)
 	if r.ProviderRef != "" {
-		rr, ok := s.Provider.(provider.RefundReader)
+		rr, ok := s.ProviderOf(tx).(provider.RefundReader)
 		if !ok {
 			return tx, nil // settled by its events
 		}
 		out, err = rr.RefundStatus(ctx, r.ProviderRef)
 	} else {
-		out, err = s.Provider.Refund(ctx, provider.RefundRequest{RefundID: r.ID, TransactionID: tx.ID,
+		out, err = s.ProviderOf(tx).Refund(ctx, provider.RefundRequest{RefundID: r.ID, TransactionID: tx.ID,
 			ChargeReference: tx.Reference, ProviderRef: tx.ProviderRef, Amount: r.Amount, Unit: r.Unit,
 			Reason: "merchant refund"})
 	}
@@ -212,9 +216,12 @@ func (s *Service) completeRefundOnce(ctx context.Context, txID int64, refundID, 
 // ErrUnbound (not this transaction's charge) or ErrBindLater (the charge's
 // id is not stored yet: the acquirer sends it again).
 func (s *Service) RefundEvent(ctx context.Context, r RefundResult) (Settled, error) {
-	tx, err := s.chargeTransaction(ctx, r.TransactionID, r.ChargeRef)
+	tx, err := s.chargeTransaction(ctx, r.Connector, r.TransactionID, r.ChargeRef)
 	if err != nil {
 		return Settled{}, err
+	}
+	if err := s.bindConnector(tx, r.Connector, "refund event "+r.EventID); err != nil {
+		return Settled{Transaction: tx}, err
 	}
 	if err := s.bindRefund(tx, r); err != nil {
 		return Settled{Transaction: tx}, err
@@ -278,9 +285,9 @@ func (s *Service) RefundEvent(ctx context.Context, r RefundResult) (Settled, err
 // the id its metadata carries, else by reading the charge (intent) at the
 // acquirer, whose metadata carries the transaction's reference (a refund
 // or dispute made in the acquirer's dashboard has no metadata of ours).
-func (s *Service) chargeTransaction(ctx context.Context, txID int64, chargeRef string) (*payment.Transaction, error) {
+func (s *Service) chargeTransaction(ctx context.Context, conn string, txID int64, chargeRef string) (*payment.Transaction, error) {
 	if txID <= 0 && chargeRef != "" {
-		cr, ok := s.Provider.(ChallengeReader)
+		cr, ok := s.connector(s.eventConnector(conn)).(ChallengeReader) // the object is the event's connector's
 		if !ok {
 			return nil, ErrUnknownTransaction
 		}

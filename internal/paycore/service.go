@@ -46,6 +46,7 @@ import (
 
 	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payer"
@@ -68,8 +69,14 @@ const (
 // Deps are the service's collaborators.
 type Deps struct {
 	// Store is every storage role (store.go); New gives each part its own.
-	Store    Store
-	Provider provider.Provider
+	Store Store
+	// Connectors are the stage's acquirer connections by name; Provider is
+	// the default's provider (New fills it from Connectors when nil). Empty:
+	// Provider alone, named connector.Sandbox when Sandbox, else
+	// UnnamedConnector. Calls about a transaction go to the connector
+	// recorded on it (connectors.go).
+	Connectors connector.Set
+	Provider   provider.Provider
 	// Sandbox is true when Provider is the sandbox: its asynchronous results
 	// are queued for the sandbox function (SandboxQueueURL).
 	Sandbox         bool
@@ -120,6 +127,11 @@ func New(d Deps) *Service {
 	if d.PendingGrace <= 0 {
 		d.PendingGrace = DefaultPendingGrace
 	}
+	if d.Connectors.Empty() {
+		d.Connectors = defaultConnectors(d)
+	} else if d.Provider == nil {
+		d.Provider, _ = d.Connectors.Get(d.Connectors.Default())
+	}
 	return &Service{Deps: d, stores: storesOf(d.Store)}
 }
 
@@ -158,6 +170,10 @@ type Attempt struct {
 	// ReturnTo is where the 3-D Secure page sends the payer afterwards: a
 	// path on this service, or the request's successUrl/failureUrl.
 	ReturnTo string
+
+	// connector is the one the merchant's routing picked (routeAttempt),
+	// before anything was written; "" until then.
+	connector string
 }
 
 // Result is the response of a processed attempt (docs/payments.md).
@@ -236,7 +252,11 @@ func (s *Service) Serves(method provider.Method) bool {
 // not allowed) on the field concerned. The sandbox takes every amount the
 // service accepts.
 func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
-	ac, ok := s.Provider.(provider.AmountChecker)
+	return s.checkAmountAt(s.Provider, amount, unit)
+}
+
+func (s *Service) checkAmountAt(p provider.Provider, amount decimal.Decimal, unit string) error {
+	ac, ok := p.(provider.AmountChecker)
 	if s.Sandbox || !ok {
 		return nil
 	}
@@ -256,10 +276,17 @@ func acquirerProblem(err error) error {
 // checkAttempt is CheckAmount, and the acquirer's routing of a's method in
 // unit (a method served in some currencies only: 400 020 on unit).
 func (s *Service) checkAttempt(a Attempt, amount decimal.Decimal, unit string) error {
-	if err := s.CheckAmount(amount, unit); err != nil {
+	p := s.Provider
+	if a.connector != "" {
+		p = s.connector(a.connector) // the routed connector's rules
+	}
+	if ms, ok := p.(provider.MethodServer); ok && a.connector != s.Connectors.Default() && !s.Sandbox && !ms.Serves(a.Method) {
+		return MethodProblem(a.Method) // the default's methods were checked with the selector
+	}
+	if err := s.checkAmountAt(p, amount, unit); err != nil {
 		return err
 	}
-	rc, ok := s.Provider.(provider.RouteChecker)
+	rc, ok := p.(provider.RouteChecker)
 	if s.Sandbox || !ok {
 		return nil
 	}

@@ -15,7 +15,11 @@ import (
 // ProviderResult is a provider's asynchronous final result for a pending
 // transaction, as a callback reports it.
 type ProviderResult struct {
-	EventID          string // the provider's event id (logged; processing is idempotent without it)
+	EventID string // the provider's event id (logged; processing is idempotent without it)
+	// Connector names the connector whose event this is
+	// (internal/connector); it changes only a transaction that connector
+	// charged. "": not checked (the sandbox's own callbacks).
+	Connector        string
 	TransactionID    int64
 	PaymentRequestID int64 // optional; checked against the transaction when given
 	Status           provider.Status
@@ -64,6 +68,9 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 	tx, err := s.loadTx(ctx, r.TransactionID)
 	if err != nil {
 		return Settled{}, err
+	}
+	if err := s.bindConnector(tx, r.Connector, "event "+r.EventID); err != nil {
+		return Settled{Transaction: tx}, err
 	}
 	if r.Facts != nil {
 		if err := s.bind(tx, r.ProviderRef, r.Facts, true, "event "+r.EventID); err != nil {
@@ -122,7 +129,7 @@ func (s *Service) CompleteChallenge(ctx context.Context, eventID string, txID, r
 	if tx.ThreeDS != payment.ThreeDSChallenge {
 		return Settled{Transaction: tx}, nil
 	}
-	out, err := s.Provider.CompleteChallenge(ctx, provider.ChallengeResult{Reference: tx.Reference, TransactionID: txID,
+	out, err := s.ProviderOf(tx).CompleteChallenge(ctx, provider.ChallengeResult{Reference: tx.Reference, TransactionID: txID,
 		ProviderRef: tx.ProviderRef, Approved: approved})
 	if err != nil {
 		return Settled{}, fmt.Errorf("complete 3-D Secure challenge of transaction %d: %w", txID, err)

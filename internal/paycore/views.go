@@ -31,10 +31,13 @@ type TransactionView struct {
 	Unit                string                    `json:"unit"`
 	Card                *card.Masked              `json:"card,omitempty"`
 	UPIID               string                    `json:"upiId,omitempty"`
-	LastLog             payment.LastLog           `json:"lastLog"`
-	NextAction          *provider.NextAction      `json:"nextAction,omitempty"`
-	ThreeDS             *ThreeDSView              `json:"threeDS,omitempty"`
-	Refund              *RefundView               `json:"refund,omitempty"`
+	// Connector is the acquirer connection that charged (or charges) the
+	// attempt; refunds and lookups go to it (internal/connector).
+	Connector  string               `json:"connector"`
+	LastLog    payment.LastLog      `json:"lastLog"`
+	NextAction *provider.NextAction `json:"nextAction,omitempty"`
+	ThreeDS    *ThreeDSView         `json:"threeDS,omitempty"`
+	Refund     *RefundView          `json:"refund,omitempty"`
 	// Refunds made at the acquirer (Stripe's Dashboard), recorded from its
 	// events.
 	Refunds    []RefundView    `json:"refunds,omitempty"`
@@ -110,6 +113,7 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 		ID: tx.ID, PaymentID: strconv.FormatInt(tx.ID, 10), TransactionNumber: tx.Number, PaymentRequestID: tx.PaymentRequestID,
 		TransactionStatusID: tx.Status, Method: tx.Method, Selector: tx.Selector,
 		Amount: payment.DisplayAmount(tx.Amount, tx.Unit), Unit: tx.Unit, Card: tx.Card, UPIID: tx.UPIID,
+		Connector:  s.ConnectorOf(tx),
 		LastLog:    payment.LastLog{TransactionStatusID: tx.Status, Message: tx.Message, Code: tx.Code},
 		NextAction: s.nextAction(tx, baseURL, ""),
 		CreatedAt:  tx.CreatedAt.UTC(), UpdatedAt: tx.UpdatedAt.UTC(), SettledAt: tx.SettledAt,
@@ -212,7 +216,7 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		if n, total := acquirerRefunded(tx); n > 0 {
 			return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d was refunded at the acquirer already (%s %s in %d refunds, in Stripe's Dashboard); the service refunds in full only.", id, total, tx.Unit, n), "")
 		}
-		if rc, ok := s.Provider.(provider.RefundChecker); ok && !s.Sandbox {
+		if rc, ok := s.ProviderOf(tx).(provider.RefundChecker); ok && !s.Sandbox {
 			if err := rc.CheckRefund(provider.Method(tx.Method), tx.Selector, tx.Unit); err != nil {
 				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
 			}

@@ -20,6 +20,16 @@ type OverviewBucket struct {
 	RefundVolume decimal.Decimal
 	Declines     map[string]int64          // spec code -> declined attempts
 	Methods      map[string]OverviewMethod // method -> approved attempts
+	// Connectors are the settled attempts by the connector that charged
+	// them (transactions that record one).
+	Connectors map[string]OverviewConnector
+}
+
+// OverviewConnector is one connector's part of a bucket.
+type OverviewConnector struct {
+	Approved int64
+	Declined int64
+	Volume   decimal.Decimal // approved amount
 }
 
 // OverviewMethod is the approved part of one payment method.

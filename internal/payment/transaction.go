@@ -34,6 +34,11 @@ type Transaction struct {
 	Payer            *TxPayer
 	UPIID            string
 	ProviderRef      string
+	// Connector names the acquirer connection that charges the attempt
+	// (internal/connector), fixed when the record is written: every later
+	// call about the transaction goes to it. "" on records written before
+	// connectors were recorded (the stage's legacy connector).
+	Connector string
 	// Reference is the write-ahead reference sent to the provider with the
 	// charge (its idempotency key), fixed when the record is written:
 	// ChargeReference(ID).

@@ -4,17 +4,20 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider/adyen"
 	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/wire"
 )
 
-// A production stage charges through the connector it is configured for:
-// Stripe when only Stripe is (or both are and none is named), Adyen when only
-// Adyen is or PAYMENT_CONNECTOR=adyen; a named connector that is not
+// A production stage holds every connector it is configured for, and new
+// attempts no routing rule names go to its default: Stripe when only Stripe
+// is configured (or both are and none is named), Adyen when only Adyen is
+// or PAYMENT_CONNECTOR=adyen; a named connector that is not
 // configured, an unknown name, a live environment without its prefix and an
 // HMAC key that is not hex stop the function at start-up instead of charging
 // elsewhere. The local-only variables are ignored outside the local stack.
@@ -35,27 +38,32 @@ func TestProductionConnectorSelection(t *testing.T) {
 		name string
 		cfg  config.Config
 		env  map[string]string
-		want string // "stripe", "adyen", "none", or "error: <part of it>"
+		want string // the default: "stripe", "adyen", "none", or "error: <part of it>"
+		both bool   // both connectors are in the set
 	}{
-		{"nothing configured", local, nil, "none"},
-		{"Stripe only", local, stripeEnv, "stripe"},
-		{"Adyen only", local, adyenEnv, "adyen"},
-		{"both, none named", local, merge(stripeEnv, adyenEnv), "stripe"},
-		{"both, adyen named", local, merge(stripeEnv, adyenEnv, map[string]string{envPaymentConnector: "adyen"}), "adyen"},
-		{"adyen named, not configured", local, merge(stripeEnv, map[string]string{envPaymentConnector: "adyen"}), "error: Adyen is not configured"},
-		{"stripe named, not configured", local, merge(adyenEnv, map[string]string{envPaymentConnector: "stripe"}), "error: Stripe is not configured"},
-		{"unknown connector", local, map[string]string{envPaymentConnector: "paypal"}, "error: must be stripe or adyen"},
-		{"no merchant account", local, map[string]string{envAdyenAPIKey: "AQE_local"}, "error: ADYEN_MERCHANT_ACCOUNT"},
-		{"HMAC key not hex", local, merge(adyenEnv, map[string]string{envAdyenHMACKeys: "not-hex"}), "error: not hex"},
-		{"live without prefix", local, merge(adyenEnv, map[string]string{envAdyenAPIBase: "", envAdyenEnvironment: "live"}), "error: ADYEN_LIVE_PREFIX"},
-		{"unknown environment", local, merge(adyenEnv, map[string]string{envAdyenEnvironment: "staging"}), "error: test or live"},
-		{"local variables on AWS", config.Config{Stage: "production", PublicBaseURL: "https://pay.example"}, merge(stripeEnv, adyenEnv), "none"},
-		{"Adyen without a public base URL", config.Config{Stage: "production", Local: true}, adyenEnv, "error: PUBLIC_BASE_URL"},
+		{"nothing configured", local, nil, "none", false},
+		{"Stripe only", local, stripeEnv, "stripe", false},
+		{"Adyen only", local, adyenEnv, "adyen", false},
+		{"both, none named", local, merge(stripeEnv, adyenEnv), "stripe", true},
+		{"both, adyen named", local, merge(stripeEnv, adyenEnv, map[string]string{envPaymentConnector: "adyen"}), "adyen", true},
+		{"adyen named, not configured", local, merge(stripeEnv, map[string]string{envPaymentConnector: "adyen"}), "error: Adyen is not configured", false},
+		{"stripe named, not configured", local, merge(adyenEnv, map[string]string{envPaymentConnector: "stripe"}), "error: Stripe is not configured", false},
+		{"unknown connector", local, map[string]string{envPaymentConnector: "paypal"}, "error: must be stripe or adyen", false},
+		{"no merchant account", local, map[string]string{envAdyenAPIKey: "AQE_local"}, "error: ADYEN_MERCHANT_ACCOUNT", false},
+		{"HMAC key not hex", local, merge(adyenEnv, map[string]string{envAdyenHMACKeys: "not-hex"}), "error: not hex", false},
+		{"live without prefix", local, merge(adyenEnv, map[string]string{envAdyenAPIBase: "", envAdyenEnvironment: "live"}), "error: ADYEN_LIVE_PREFIX", false},
+		{"unknown environment", local, merge(adyenEnv, map[string]string{envAdyenEnvironment: "staging"}), "error: test or live", false},
+		{"local variables on AWS", config.Config{Stage: "production", PublicBaseURL: "https://pay.example"}, merge(stripeEnv, adyenEnv), "none", false},
+		{"Adyen without a public base URL", config.Config{Stage: "production", Local: true}, adyenEnv, "error: PUBLIC_BASE_URL", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			getenv := func(k string) string { return c.env[k] }
 			var svc *paycore.Service
-			p, err := acquirer(&wire.Base{Cfg: c.cfg}, getenv, &svc)
+			set, err := connectors(&wire.Base{Cfg: c.cfg}, getenv, [5]time.Duration{}, &svc)
+			p, _ := set.Get(set.Default())
+			if err == nil && set.Has(connector.Stripe) && set.Has(connector.Adyen) != c.both {
+				t.Fatalf("both connectors in the set: %v, want %v", !c.both, c.both)
+			}
 			got := "none"
 			switch p.(type) {
 			case *stripeprov.Provider:

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/payreq/payreq/internal/config"
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
@@ -75,56 +76,79 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*paycore.Serv
 		if queueURL == "" {
 			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
 		}
-		deps.Provider = sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1], UPICollectWindow: d[2],
-			ChallengeWindow: d[3], Ledger: b.Store})
 		deps.Sandbox, deps.SandboxQueueURL = true, queueURL
-	} else {
-		deps.Provider = noAcquirer{}
 	}
 	var svc *paycore.Service
-	if !b.Cfg.Sandbox() {
-		p, err := acquirer(b, getenv, &svc)
-		if err != nil {
-			return nil, err
-		}
-		if p != nil {
-			deps.Provider = p
-		}
+	if deps.Connectors, err = connectors(b, getenv, d, &svc); err != nil {
+		return nil, err
 	}
 	svc = paycore.New(deps)
 	return svc, nil
 }
 
-// acquirer is the connector of a production stage: the one PAYMENT_CONNECTOR
-// names ("stripe" or "adyen"), else Stripe when it is configured, else Adyen
-// when it is; nil when none is (noAcquirer). A named connector that is not
-// configured is an error, never a silent fallback to another acquirer.
-func acquirer(b *wire.Base, getenv config.Getenv, svc **paycore.Service) (provider.Provider, error) {
-	choice := getenv(envPaymentConnector)
-	if choice != "" && choice != "stripe" && choice != "adyen" {
-		return nil, fmt.Errorf("%s must be stripe or adyen, not %q", envPaymentConnector, choice)
+// connectors builds the stage's connector set: the one place a connector
+// is registered by name (connector.Set). A sandbox stage has the simulator
+// alone. A production stage has every acquirer configured for it ("stripe"
+// when a Stripe key is, "adyen" when an Adyen account is); the default, the
+// connector of an attempt no routing rule names, is the one
+// PAYMENT_CONNECTOR names, else Stripe when it is configured, else Adyen. A
+// named default that is not configured is an error, never a silent
+// fallback to another acquirer. Without any acquirer the stage has
+// noAcquirer under "stripe", so attempts fail like a bank system error.
+// Transactions recorded without a connector (before connectors were
+// recorded: all Stripe's) stay Stripe's. svc is filled in once the payment
+// service exists (the acquirers' return URL is its signed 3-D Secure page).
+func connectors(b *wire.Base, getenv config.Getenv, d [5]time.Duration, svc **paycore.Service) (connector.Set, error) {
+	if b.Cfg.Sandbox() {
+		return connector.Single(connector.Sandbox, sandbox.New(sandbox.Options{QRDelay: d[0], UPIDelay: d[1],
+			UPICollectWindow: d[2], ChallengeWindow: d[3], Ledger: b.Store})), nil
 	}
-	if choice != "adyen" {
-		s, ok, err := StripeConfig(b, getenv)
-		switch {
-		case err != nil:
-			return nil, err
-		case ok:
-			return stripeProvider(b, getenv, s, svc)
-		case choice == "stripe":
-			return nil, errors.New(envPaymentConnector + "=stripe, but Stripe is not configured (STRIPE_SECRET_ARN)")
+	choice := getenv(envPaymentConnector)
+	if choice != "" && choice != connector.Stripe && choice != connector.Adyen {
+		return connector.Set{}, fmt.Errorf("%s must be stripe or adyen, not %q", envPaymentConnector, choice)
+	}
+	conns := map[string]provider.Provider{}
+	s, ok, err := StripeConfig(b, getenv)
+	if err != nil {
+		return connector.Set{}, err
+	}
+	if ok {
+		p, err := stripeProvider(b, getenv, s, svc)
+		if err != nil {
+			return connector.Set{}, err
 		}
+		conns[connector.Stripe] = p
 	}
 	a, ok, err := AdyenConfig(b, getenv)
-	switch {
-	case err != nil:
-		return nil, err
-	case ok:
-		return adyenProvider(b, a, svc)
-	case choice == "adyen":
-		return nil, errors.New(envPaymentConnector + "=adyen, but Adyen is not configured (ADYEN_SECRET_ARN, ADYEN_MERCHANT_ACCOUNT)")
+	if err != nil {
+		return connector.Set{}, err
 	}
-	return nil, nil
+	if ok {
+		p, err := adyenProvider(b, a, svc)
+		if err != nil {
+			return connector.Set{}, err
+		}
+		conns[connector.Adyen] = p
+	}
+	def := choice
+	switch {
+	case def != "" && conns[def] == nil && def == connector.Stripe:
+		return connector.Set{}, errors.New(envPaymentConnector + "=stripe, but Stripe is not configured (STRIPE_SECRET_ARN)")
+	case def != "" && conns[def] == nil:
+		return connector.Set{}, errors.New(envPaymentConnector + "=adyen, but Adyen is not configured (ADYEN_SECRET_ARN, ADYEN_MERCHANT_ACCOUNT)")
+	case def != "":
+	case conns[connector.Stripe] != nil:
+		def = connector.Stripe
+	case conns[connector.Adyen] != nil:
+		def = connector.Adyen
+	default:
+		def, conns[connector.Stripe] = connector.Stripe, noAcquirer{}
+	}
+	set, err := connector.New(def, conns)
+	if err != nil {
+		return connector.Set{}, err
+	}
+	return set.WithLegacy(connector.Stripe), nil
 }
 
 // noAcquirer is the provider of a production stage until a real acquirer
