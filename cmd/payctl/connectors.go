@@ -75,9 +75,9 @@ func connectorsCmd(g *globals) *cobra.Command {
 		Use:   "connectors",
 		Short: "Connect, check, list and disable a merchant's own acquirer accounts",
 		Long:  connectorsLong,
-		Example: `  payctl --local connectors add --merchant mer_... --name eu-stripe --kind stripe --values-file stripe.json
+		Example: `  payctl --local connectors add --merchant mer_... --name eustripe --kind stripe --values-file stripe.json
   payctl --local connectors list --merchant mer_...
-  payctl --local connectors disable --merchant mer_... --name eu-stripe`,
+  payctl --local connectors disable --merchant mer_... --name eustripe`,
 	}
 	var merchantID, name, kind, valuesFile string
 	var apis paywire.AccountAPIs
@@ -130,13 +130,13 @@ func connectorsCmd(g *globals) *cobra.Command {
 	add := &cobra.Command{
 		Use:     "add --merchant ID --name NAME --kind stripe|adyen --values-file FILE",
 		Short:   "Connect an account after checking its credentials",
-		Example: "  payctl --local connectors add --merchant mer_... --name eu-stripe --kind stripe --values-file stripe.json",
+		Example: "  payctl --local connectors add --merchant mer_... --name eustripe --kind stripe --values-file stripe.json",
 		RunE:    save(false),
 	}
 	replace := &cobra.Command{
 		Use:     "replace --merchant ID --name NAME --kind stripe|adyen --values-file FILE",
 		Short:   "Give an account new credentials (a rotated key), checked first",
-		Example: "  payctl --local connectors replace --merchant mer_... --name eu-stripe --kind stripe --values-file rotated.json",
+		Example: "  payctl --local connectors replace --merchant mer_... --name eustripe --kind stripe --values-file rotated.json",
 		RunE:    save(true),
 	}
 	for _, cmd := range []*cobra.Command{add, replace} {
@@ -171,7 +171,7 @@ func connectorsCmd(g *globals) *cobra.Command {
 	show := &cobra.Command{
 		Use:     "show --merchant ID --name NAME",
 		Short:   "Show one account (masked)",
-		Example: "  payctl --local connectors show --merchant mer_... --name eu-stripe",
+		Example: "  payctl --local connectors show --merchant mer_... --name eustripe",
 		RunE: jsonCommand(func(ctx context.Context) (any, error) {
 			e, err := connect(ctx, *g)
 			if err != nil {
@@ -188,7 +188,7 @@ func connectorsCmd(g *globals) *cobra.Command {
 	test := &cobra.Command{
 		Use:     "test --merchant ID --name NAME",
 		Short:   "Check a saved account's credentials again with a harmless call",
-		Example: "  payctl --local connectors test --merchant mer_... --name eu-stripe",
+		Example: "  payctl --local connectors test --merchant mer_... --name eustripe",
 		RunE: jsonCommand(func(ctx context.Context) (any, error) {
 			s, err := service(ctx)
 			if err != nil {
@@ -207,7 +207,7 @@ func connectorsCmd(g *globals) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:     use + " --merchant ID --name NAME",
 			Short:   short,
-			Example: "  payctl --local connectors " + use + " --merchant mer_... --name eu-stripe",
+			Example: "  payctl --local connectors " + use + " --merchant mer_... --name eustripe",
 			RunE: jsonCommand(func(ctx context.Context) (any, error) {
 				s, err := service(ctx)
 				if err != nil {

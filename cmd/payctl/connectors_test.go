@@ -67,7 +67,7 @@ func TestConnectorAccounts(t *testing.T) {
 		return payctl(t, append([]string{"connectors", "add", "--name", name, "--kind", kind, "--values-file", file}, base...)...)
 	}
 
-	out, stderr, code := add("eu-stripe", "stripe", stripeFile)
+	out, stderr, code := add("eustripe", "stripe", stripeFile)
 	if code != 0 {
 		t.Fatalf("add stripe: exit %d: %s", code, stderr)
 	}
@@ -75,11 +75,11 @@ func TestConnectorAccounts(t *testing.T) {
 	if out["status"] != "active" || masked["secretKey"] != "sk_test_…1234" || masked["webhookSecret"] != "whsec_…9876" {
 		t.Fatalf("add stripe: %v", out)
 	}
-	if _, stderr, code := add("eu-stripe", "stripe", stripeFile); code != 1 || !strings.Contains(stderr, "exists") {
+	if _, stderr, code := add("eustripe", "stripe", stripeFile); code != 1 || !strings.Contains(stderr, "exists") {
 		t.Fatalf("the same name again: exit %d %s", code, stderr)
 	}
 	live := values("live.json", map[string]string{"secretKey": "sk_live_51PayreqConnectorAbcd1234", "webhookSecret": whsec})
-	if _, stderr, code := add("live-stripe", "stripe", live); code != 1 || !strings.Contains(stderr, "sandbox merchant") {
+	if _, stderr, code := add("livestripe", "stripe", live); code != 1 || !strings.Contains(stderr, "sandbox merchant") {
 		t.Fatalf("live key on a sandbox merchant: exit %d %s", code, stderr)
 	}
 	if _, stderr, code := add("stripe", "stripe", stripeFile); code != 1 || !strings.Contains(stderr, "platform connector") {
@@ -87,15 +87,15 @@ func TestConnectorAccounts(t *testing.T) {
 	}
 
 	adyen := map[string]string{"apiKey": testAdyenKey, "hmacKey": testAdyenHMAC, "merchantAccount": "AcmeBooksECOM", "environment": "test"}
-	if out, stderr, code := add("eu-adyen", "adyen", values("adyen.json", adyen)); code != 0 || out["settings"].(map[string]any)["merchantAccount"] != "AcmeBooksECOM" {
+	if out, stderr, code := add("euadyen", "adyen", values("adyen.json", adyen)); code != 0 || out["settings"].(map[string]any)["merchantAccount"] != "AcmeBooksECOM" {
 		t.Fatalf("add adyen: exit %d %v %s", code, out, stderr)
 	}
 	adyen["apiKey"] = "AQEwrongwrongwrong_0000"
-	if _, stderr, code := add("bad-key", "adyen", values("bad.json", adyen)); code != 1 || !strings.Contains(stderr, "refused the check") {
+	if _, stderr, code := add("badkey", "adyen", values("bad.json", adyen)); code != 1 || !strings.Contains(stderr, "refused the check") {
 		t.Fatalf("a key Adyen refuses: exit %d %s", code, stderr)
 	}
 	adyen["apiKey"], adyen["merchantAccount"] = testAdyenKey, "NotMyAccount"
-	if _, stderr, code := add("other-account", "adyen", values("other.json", adyen)); code != 1 || !strings.Contains(stderr, "refused the check") {
+	if _, stderr, code := add("otheraccount", "adyen", values("other.json", adyen)); code != 1 || !strings.Contains(stderr, "refused the check") {
 		t.Fatalf("an account the key does not reach: exit %d %s", code, stderr)
 	}
 
@@ -126,13 +126,13 @@ func TestConnectorAccounts(t *testing.T) {
 		}
 	}
 
-	if out, _, code := payctl(t, append([]string{"connectors", "test", "--name", "eu-stripe"}, base...)...); code != 0 || out["version"] != 2.0 {
+	if out, _, code := payctl(t, append([]string{"connectors", "test", "--name", "eustripe"}, base...)...); code != 0 || out["version"] != 2.0 {
 		t.Fatalf("test: exit %d %v", code, out)
 	}
-	if out, _, code := payctl(t, "connectors", "disable", "--merchant", m.ID, "--name", "eu-stripe"); code != 0 || out["status"] != "disabled" {
+	if out, _, code := payctl(t, "connectors", "disable", "--merchant", m.ID, "--name", "eustripe"); code != 0 || out["status"] != "disabled" {
 		t.Fatalf("disable: exit %d %v", code, out)
 	}
-	if out, _, code := payctl(t, "connectors", "disable", "--merchant", m.ID, "--name", "eu-stripe"); code != 0 || out["version"] != 3.0 {
+	if out, _, code := payctl(t, "connectors", "disable", "--merchant", m.ID, "--name", "eustripe"); code != 0 || out["version"] != 3.0 {
 		t.Fatalf("disable again is no change: exit %d %v", code, out)
 	}
 	if _, _, code := payctl(t, "connectors", "show", "--merchant", m.ID, "--name", "nope"); code != 1 {

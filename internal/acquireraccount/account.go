@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/connector"
 	"github.com/payreq/payreq/internal/dashuser"
 	"github.com/payreq/payreq/internal/errkind"
 )
@@ -76,7 +77,6 @@ var (
 	adyenAccount    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,80}$`)
 	adyenPrefix     = regexp.MustCompile(`^[a-z0-9]{8,40}-[A-Za-z0-9]{4,40}$`)
 	printable       = regexp.MustCompile(`^[\x21-\x7e]{16,512}$`)
-	accountName     = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 )
 
 func matching(re *regexp.Regexp, what string) func(string) error {
@@ -110,7 +110,7 @@ var fields = map[Kind][]field{
 
 // Reserved are the platform's connector names: a merchant's own account
 // cannot take one, so a routing rule naming it is never ambiguous.
-var Reserved = []string{"sandbox", "stripe", "adyen", "platform", "default"}
+var Reserved = []string{connector.Sandbox, connector.Stripe, connector.Adyen, "platform", "default"}
 
 // Account is one of a merchant's own acquirer accounts. Sealed holds each
 // secret sealed (see Owner); Masks what may be shown of it.
@@ -166,8 +166,8 @@ func (in Input) Validate() error {
 	add := func(f, detail string) {
 		errs = append(errs, errkind.FieldError{Field: f, Code: codes.InvalidPaymentProvider, Detail: detail})
 	}
-	if !accountName.MatchString(in.Name) {
-		add("name", "must be 1 to 32 lower-case letters, digits or '-', starting with a letter")
+	if !connector.ValidName(in.Name) {
+		add("name", "must be 1 to 20 lower-case letters or digits, starting with a letter (a connector's name)")
 	} else if slices.Contains(Reserved, in.Name) {
 		add("name", fmt.Sprintf("%q is a platform connector's name", in.Name))
 	}

@@ -83,13 +83,13 @@ func TestValidate(t *testing.T) {
 	adyen := func(mod func(map[string]string)) acquireraccount.Input {
 		v := map[string]string{"apiKey": "AQEyhmfxLI3MaBFLw0m_key", "hmacKey": strings.Repeat("ab", 32), "merchantAccount": "AcmeECOM", "environment": "test"}
 		mod(v)
-		return acquireraccount.Input{MerchantID: "mer_1", Name: "eu-adyen", Kind: acquireraccount.Adyen, Values: v}
+		return acquireraccount.Input{MerchantID: "mer_1", Name: "euadyen", Kind: acquireraccount.Adyen, Values: v}
 	}
 	for name, c := range map[string]struct {
 		in     acquireraccount.Input
 		fields string // the fields refused, sorted; "" valid
 	}{
-		"stripe":              {stripe("eu-stripe"), ""},
+		"stripe":              {stripe("eustripe"), ""},
 		"adyen test":          {adyen(func(map[string]string) {}), ""},
 		"adyen live":          {adyen(func(v map[string]string) { v["environment"], v["livePrefix"] = "live", "1797a841fbb37ca7-AcmeBooks" }), ""},
 		"live without prefix": {adyen(func(v map[string]string) { v["environment"] = "live" }), "livePrefix"},
@@ -137,7 +137,7 @@ func TestMask(t *testing.T) {
 func TestAddSealsChecksAndAudits(t *testing.T) {
 	svc, st, ch := newService(t, true)
 	ctx := context.Background()
-	a, err := svc.Add(ctx, "ops@example.com", stripe("eu-stripe"))
+	a, err := svc.Add(ctx, "ops@example.com", stripe("eustripe"))
 	if err != nil || ch.calls != 1 || a.Version != 1 || a.Status != acquireraccount.Active {
 		t.Fatalf("add: %+v %v (checks %d)", a, err, ch.calls)
 	}
@@ -158,7 +158,7 @@ func TestAddSealsChecksAndAudits(t *testing.T) {
 	}
 
 	ch.err = errors.New("401 Invalid API Key provided")
-	if _, err := svc.Add(ctx, "ops@example.com", stripe("eu-stripe-2")); !errkind.Is(err, errkind.Invalid) {
+	if _, err := svc.Add(ctx, "ops@example.com", stripe("eustripe2")); !errkind.Is(err, errkind.Invalid) {
 		t.Fatalf("refused check: %v", err)
 	}
 	if len(st.accounts) != 1 || len(st.audit) != 1 {
@@ -169,12 +169,12 @@ func TestAddSealsChecksAndAudits(t *testing.T) {
 // TestModeOfCredentials: test credentials serve sandbox merchants only,
 // live ones production merchants only; nothing is checked or written.
 func TestModeOfCredentials(t *testing.T) {
-	live := stripe("eu-stripe")
+	live := stripe("eustripe")
 	live.Values[acquireraccount.StripeSecretKey] = "sk_live_51UnitTestKey00001234"
 	for name, c := range map[string]struct {
 		sandbox bool
 		in      acquireraccount.Input
-	}{"live on sandbox": {true, live}, "test on production": {false, stripe("eu-stripe")}} {
+	}{"live on sandbox": {true, live}, "test on production": {false, stripe("eustripe")}} {
 		svc, st, ch := newService(t, c.sandbox)
 		if _, err := svc.Add(context.Background(), "payctl", c.in); !errkind.Is(err, errkind.Invalid) || ch.calls != 0 || len(st.accounts) != 0 {
 			t.Errorf("%s: %v, %d checks, %d accounts", name, err, ch.calls, len(st.accounts))
@@ -188,15 +188,15 @@ func TestModeOfCredentials(t *testing.T) {
 func TestStatusAndReplace(t *testing.T) {
 	svc, st, _ := newService(t, true)
 	ctx := context.Background()
-	if _, err := svc.Add(ctx, "payctl", stripe("eu-stripe")); err != nil {
+	if _, err := svc.Add(ctx, "payctl", stripe("eustripe")); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if a, err := svc.SetStatus(ctx, "payctl", "mer_1", "eu-stripe", acquireraccount.Disabled); err != nil || a.Version != 2 {
+		if a, err := svc.SetStatus(ctx, "payctl", "mer_1", "eustripe", acquireraccount.Disabled); err != nil || a.Version != 2 {
 			t.Fatalf("disable: %+v %v", a, err)
 		}
 	}
-	in := stripe("eu-stripe")
+	in := stripe("eustripe")
 	in.Values[acquireraccount.StripeSecretKey] = "sk_test_51RotatedKey000009999"
 	a, err := svc.Replace(ctx, "payctl", in)
 	if err != nil || a.Version != 3 || a.Status != acquireraccount.Disabled || a.Masks[acquireraccount.StripeSecretKey] != "sk_test_…9999" {

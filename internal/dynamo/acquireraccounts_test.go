@@ -36,7 +36,7 @@ func connectorService(t *testing.T, db dynamo.API) (*acquireraccount.Service, *d
 }
 
 func stripeInput(merchantID string) acquireraccount.Input {
-	return acquireraccount.Input{MerchantID: merchantID, Name: "eu-stripe", Kind: acquireraccount.Stripe,
+	return acquireraccount.Input{MerchantID: merchantID, Name: "eustripe", Kind: acquireraccount.Stripe,
 		Values: map[string]string{"secretKey": "sk_test_51TwiceAndThirty0000", "webhookSecret": "whsec_twiceAndThirty0000"}}
 }
 
@@ -65,11 +65,11 @@ func TestConnectorWritesAreSafeToSendTwice(t *testing.T) {
 	if _, err := svc.Add(ctx, "payctl", stripeInput(mid)); err != nil {
 		t.Fatalf("add sent twice: %v", err)
 	}
-	a, err := svc.SetStatus(ctx, "payctl", mid, "eu-stripe", acquireraccount.Disabled)
+	a, err := svc.SetStatus(ctx, "payctl", mid, "eustripe", acquireraccount.Disabled)
 	if err != nil || a.Version != 2 {
 		t.Fatalf("disable sent twice: %+v %v", a, err)
 	}
-	got, err := store.Connector(ctx, mid, "eu-stripe")
+	got, err := store.Connector(ctx, mid, "eustripe")
 	if err != nil || got.Status != acquireraccount.Disabled || got.Version != 2 {
 		t.Fatalf("stored: %+v %v", got, err)
 	}
@@ -115,13 +115,13 @@ func TestConnectorChangesThirtyAtOnce(t *testing.T) {
 		t.Fatalf("30 adds: %d saved, %d exists", ok, exists)
 	}
 	ok, _, conflicts := race(func() error {
-		_, err := svc.SetStatus(ctx, "payctl", mid, "eu-stripe", acquireraccount.Disabled)
+		_, err := svc.SetStatus(ctx, "payctl", mid, "eustripe", acquireraccount.Disabled)
 		return err
 	})
 	if ok+conflicts != 30 || ok < 1 {
 		t.Fatalf("30 disables: %d ok, %d conflicts", ok, conflicts)
 	}
-	got, err := store.Connector(ctx, mid, "eu-stripe")
+	got, err := store.Connector(ctx, mid, "eustripe")
 	if err != nil || got.Status != acquireraccount.Disabled || got.Version != 2 {
 		t.Fatalf("stored after 30 disables: %+v %v", got, err)
 	}
