@@ -96,8 +96,32 @@ func TestChaos(t *testing.T) {
 	}
 	// Meanwhile DynamoDB loses the answer of a write now and then (the
 	// write applied, the SDK sends it again) and cancels a transaction for
-	// a conflict, as AWS does and the emulator never does.
+	// a conflict, as AWS does and the emulator never does. At most two
+	// faults wait at a time (armed faults count writes independently, so
+	// unbounded arming would stack them up while the load is slow and fail
+	// every write after it), and none while the stack restarts: the faults
+	// are for the service's writes, not for the start-up's seeding, whose
+	// SDK retries would otherwise meet one fault after another.
 	var lost, conflicts atomic.Int64
+	var (
+		faultMu  sync.Mutex
+		pending  int
+		paused   bool
+		released = make(chan struct{}) // closed when the waiting faults are dropped
+	)
+	pauseFaults := func() {
+		faultMu.Lock()
+		defer faultMu.Unlock()
+		paused, pending = true, 0
+		faults.Disarm()
+		close(released)
+		released = make(chan struct{})
+	}
+	resumeFaults := func() {
+		faultMu.Lock()
+		defer faultMu.Unlock()
+		paused = false
+	}
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
@@ -112,15 +136,32 @@ func TestChaos(t *testing.T) {
 			if rand.IntN(4) == 0 {
 				kind, counter = devstack.FaultTransactionConflict, &conflicts
 			}
-			if a, err := faults.Arm(devstack.Fault{Kind: kind, Nth: 1 + rand.IntN(20), Drop: rand.IntN(2) == 0}); err == nil {
-				go func() {
-					select {
-					case <-a.Done():
-						counter.Add(1)
-					case <-stop:
-					}
-				}()
+			faultMu.Lock()
+			if paused || pending >= 2 {
+				faultMu.Unlock()
+				continue
 			}
+			a, err := faults.Arm(devstack.Fault{Kind: kind, Nth: 1 + rand.IntN(20), Drop: rand.IntN(2) == 0})
+			if err != nil {
+				faultMu.Unlock()
+				continue
+			}
+			pending++
+			rel := released
+			faultMu.Unlock()
+			go func() {
+				select {
+				case <-a.Done():
+					counter.Add(1)
+					faultMu.Lock()
+					if released == rel {
+						pending--
+					}
+					faultMu.Unlock()
+				case <-rel:
+				case <-stop:
+				}
+			}()
 		}
 	}()
 	for k := 0; k < kills; k++ {
@@ -129,7 +170,9 @@ func TestChaos(t *testing.T) {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.exited
 		p.exited <- nil
+		pauseFaults()
 		next := startStackOn(t, dir, "", port, sftpPort, extra...)
+		resumeFaults()
 		mu.Lock()
 		cur = next
 		mu.Unlock()
