@@ -589,12 +589,12 @@ func (h *handler) served(names []string, m *merchant.Merchant, unit string) []st
 		names = slices.DeleteFunc(names, func(n string) bool { return n == string(provider.MethodWallet) })
 	}
 	ms, ok := h.Payments.(interface {
-		Offers(provider.Method, string) bool
+		Offers(*merchant.Merchant, provider.Method, string) bool
 	})
 	if !ok {
 		return names
 	}
-	return slices.DeleteFunc(names, func(n string) bool { return !ms.Offers(provider.Method(n), unit) })
+	return slices.DeleteFunc(names, func(n string) bool { return !ms.Offers(m, provider.Method(n), unit) })
 }
 
 func firstNonEmpty(a, b string) string {

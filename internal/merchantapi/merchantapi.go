@@ -23,6 +23,7 @@ import (
 	"github.com/payreq/payreq/internal/httpapi"
 	"github.com/payreq/payreq/internal/idempotency"
 	"github.com/payreq/payreq/internal/ids"
+	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/paylink"
 	"github.com/payreq/payreq/internal/payment"
 )
@@ -46,9 +47,10 @@ type Deps struct {
 	// limiting and idempotency. Defaults to Auth.Require alone.
 	Guard func(http.Handler) http.Handler
 	// CheckAmount refuses an amount or unit the acquirer cannot take
-	// (payments.Service.CheckAmount: 400 026 or 020); nil takes every
+	// (paycore.Service.CheckAmount: no connector the merchant's routing can
+	// reach takes it: 400 026 or 020); nil takes every
 	// amount the service accepts. Sandbox merchants are not asked.
-	CheckAmount func(amount decimal.Decimal, unit string) error
+	CheckAmount func(m *merchant.Merchant, amount decimal.Decimal, unit string) error
 	// Transactions serves GET /transactions/{id} (paymentsapi.TransactionLookup).
 	Transactions  httpapi.HandlerFunc
 	Log           *slog.Logger
@@ -110,7 +112,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) error {
 		return errkind.Validation(errs)
 	}
 	if a.CheckAmount != nil && !m.Sandbox {
-		if err := a.CheckAmount(req.Amount, req.Unit); err != nil {
+		if err := a.CheckAmount(m, req.Amount, req.Unit); err != nil {
 			return err
 		}
 	}

@@ -226,8 +226,9 @@ func MethodOf(selector int, hasCard bool) (provider.Method, bool) {
 }
 
 // SelectorEnabled reports whether merchant m may use selector n: the
-// merchant has it, and outside the sandbox the configured connector serves
-// its method (a wallet or UPI selector stays disabled until one does).
+// merchant has it, and outside the sandbox a connector m's routing can
+// reach serves its method (a wallet or UPI selector stays disabled until
+// one does).
 func (s *Service) SelectorEnabled(m *merchant.Merchant, n int) bool {
 	if !merchant.KnownSelector(n) || !slices.Contains(m.Methods, n) {
 		return false
@@ -236,23 +237,64 @@ func (s *Service) SelectorEnabled(m *merchant.Merchant, n int) bool {
 		return m.Sandbox && s.Sandbox
 	}
 	method, _ := MethodOf(n, false)
-	return s.Serves(method)
+	return s.Serves(m, method)
 }
 
-// Serves reports whether the configured provider takes method (always in
-// the sandbox, which simulates them all).
-func (s *Service) Serves(method provider.Method) bool {
-	ms, ok := s.Provider.(provider.MethodServer)
-	return s.Sandbox || !ok || ms.Serves(method)
+// reachable is the configured connectors merchant m's routing can send an
+// attempt to: those its rules name and its default (the stage's default
+// when the rules name none). Creation, selectors, methods and the hosted
+// page's offer are checked against them, since which one an attempt goes
+// to is known only with the attempt (its method, card and amount); the
+// attempt itself is checked against its routed connector (checkAttempt).
+func (s *Service) reachable(m *merchant.Merchant) []provider.Provider {
+	names := m.Routing.Connectors()
+	if m.Routing.Default == "" {
+		names = append(names, s.Connectors.Default())
+	}
+	var out []provider.Provider
+	for _, n := range names {
+		if s.Connectors.Has(n) || n == s.Connectors.Default() {
+			out = append(out, s.connector(n))
+		}
+	}
+	if len(out) == 0 { // every connector the rules name is missing: the attempt answers 046
+		out = append(out, s.Provider)
+	}
+	return out
+}
+
+// Serves reports whether a connector merchant m's routing can reach takes
+// method (always in the sandbox, which simulates them all).
+func (s *Service) Serves(m *merchant.Merchant, method provider.Method) bool {
+	if s.Sandbox {
+		return true
+	}
+	for _, p := range s.reachable(m) {
+		if ms, ok := p.(provider.MethodServer); !ok || ms.Serves(method) {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckAmount refuses, before anything is written, an amount or a unit
-// the configured acquirer cannot take (its own minor units and currency
-// list): 400 with the spec's code (026 invalid total amount, 020 currency
-// not allowed) on the field concerned. The sandbox takes every amount the
-// service accepts.
-func (s *Service) CheckAmount(amount decimal.Decimal, unit string) error {
-	return s.checkAmountAt(s.Provider, amount, unit)
+// that no acquirer merchant m's routing can reach can take (their own
+// minor units and currency lists): 400 with the spec's code (026 invalid
+// total amount, 020 currency not allowed) on the field concerned, the
+// first connector's answer. The sandbox takes every amount the service
+// accepts.
+func (s *Service) CheckAmount(m *merchant.Merchant, amount decimal.Decimal, unit string) error {
+	var first error
+	for _, p := range s.reachable(m) {
+		err := s.checkAmountAt(p, amount, unit)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (s *Service) checkAmountAt(p provider.Provider, amount decimal.Decimal, unit string) error {
@@ -280,8 +322,8 @@ func (s *Service) checkAttempt(a Attempt, amount decimal.Decimal, unit string) e
 	if a.connector != "" {
 		p = s.connector(a.connector) // the routed connector's rules
 	}
-	if ms, ok := p.(provider.MethodServer); ok && a.connector != s.Connectors.Default() && !s.Sandbox && !ms.Serves(a.Method) {
-		return MethodProblem(a.Method) // the default's methods were checked with the selector
+	if ms, ok := p.(provider.MethodServer); ok && !s.Sandbox && !ms.Serves(a.Method) {
+		return MethodProblem(a.Method) // the routed connector's own methods
 	}
 	if err := s.checkAmountAt(p, amount, unit); err != nil {
 		return err
@@ -297,11 +339,31 @@ func (s *Service) checkAttempt(a Attempt, amount decimal.Decimal, unit string) e
 	return err
 }
 
-// Offers reports whether an attempt of method (no selector: the hosted
-// page's) can be made in unit: the connector serves the method, and its
-// routing serves that currency.
-func (s *Service) Offers(method provider.Method, unit string) bool {
-	return s.Serves(method) && s.checkAttempt(Attempt{Method: method}, decimal.NewFromInt(1), unit) == nil
+// Offers reports whether merchant m can make an attempt of method (no
+// selector: the hosted page's) in unit: a connector its routing can reach
+// serves the method in that currency.
+func (s *Service) Offers(m *merchant.Merchant, method provider.Method, unit string) bool {
+	if s.Sandbox {
+		return true
+	}
+	for _, p := range s.reachable(m) {
+		if s.offersAt(p, method, unit) {
+			return true
+		}
+	}
+	return false
+}
+
+// offersAt: provider p serves method in unit.
+func (s *Service) offersAt(p provider.Provider, method provider.Method, unit string) bool {
+	if ms, ok := p.(provider.MethodServer); ok && !ms.Serves(method) {
+		return false
+	}
+	if s.checkAmountAt(p, decimal.NewFromInt(1), unit) != nil {
+		return false
+	}
+	rc, ok := p.(provider.RouteChecker)
+	return !ok || rc.CheckRoute(method, 0, unit) == nil
 }
 
 // MethodProblem is the 400 045 of a method no configured connector serves.
@@ -325,7 +387,7 @@ func (s *Service) validate(m *merchant.Merchant, a *Attempt, now time.Time) (*ca
 	default:
 		return nil, errkind.BadInput("Unknown payment method "+strconv.Quote(string(a.Method))+".", codes.InvalidPaymentMethod)
 	}
-	if !s.Serves(a.Method) {
+	if !s.Serves(m, a.Method) {
 		return nil, MethodProblem(a.Method)
 	}
 	if a.Payer != nil {

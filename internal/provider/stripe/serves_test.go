@@ -51,7 +51,7 @@ func TestSelectorsFollowTheConnector(t *testing.T) {
 		if tc.ok && err != nil || !tc.ok && (!errors.As(err, &ae) || ae.Code != codes.CurrencyNotAllowed || ae.Field != "unit") {
 			t.Errorf("%s selector %d in %s: %v, want ok %v (else 020 on unit)", tc.m, tc.selector, tc.unit, err, tc.ok)
 		}
-		if tc.selector == 0 && withStripe.Offers(tc.m, tc.unit) != tc.ok {
+		if tc.selector == 0 && withStripe.Offers(prod, tc.m, tc.unit) != tc.ok {
 			t.Errorf("service offers %s in %s: %v", tc.m, tc.unit, !tc.ok)
 		}
 	}
