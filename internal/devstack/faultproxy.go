@@ -167,6 +167,13 @@ func (p *FaultProxy) Arm(f Fault) (*Armed, error) {
 	return &Armed{p: p, f: a}, nil
 }
 
+// Pending is how many armed faults have not fired yet.
+func (p *FaultProxy) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.armed)
+}
+
 // Disarm drops every planned fault.
 func (p *FaultProxy) Disarm() {
 	p.mu.Lock()

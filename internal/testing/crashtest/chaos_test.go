@@ -103,25 +103,7 @@ func TestChaos(t *testing.T) {
 	// are for the service's writes, not for the start-up's seeding, whose
 	// SDK retries would otherwise meet one fault after another.
 	var lost, conflicts atomic.Int64
-	var (
-		faultMu  sync.Mutex
-		pending  int
-		paused   bool
-		released = make(chan struct{}) // closed when the waiting faults are dropped
-	)
-	pauseFaults := func() {
-		faultMu.Lock()
-		defer faultMu.Unlock()
-		paused, pending = true, 0
-		faults.Disarm()
-		close(released)
-		released = make(chan struct{})
-	}
-	resumeFaults := func() {
-		faultMu.Lock()
-		defer faultMu.Unlock()
-		paused = false
-	}
+	var paused atomic.Bool
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
@@ -132,36 +114,22 @@ func TestChaos(t *testing.T) {
 				return
 			case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond):
 			}
+			if paused.Load() || faults.Pending() >= 2 {
+				continue
+			}
 			kind, counter := devstack.FaultLoseAnswer, &lost
 			if rand.IntN(4) == 0 {
 				kind, counter = devstack.FaultTransactionConflict, &conflicts
 			}
-			faultMu.Lock()
-			if paused || pending >= 2 {
-				faultMu.Unlock()
-				continue
-			}
-			a, err := faults.Arm(devstack.Fault{Kind: kind, Nth: 1 + rand.IntN(20), Drop: rand.IntN(2) == 0})
-			if err != nil {
-				faultMu.Unlock()
-				continue
-			}
-			pending++
-			rel := released
-			faultMu.Unlock()
-			go func() {
-				select {
-				case <-a.Done():
-					counter.Add(1)
-					faultMu.Lock()
-					if released == rel {
-						pending--
+			if a, err := faults.Arm(devstack.Fault{Kind: kind, Nth: 1 + rand.IntN(20), Drop: rand.IntN(2) == 0}); err == nil {
+				go func() {
+					select {
+					case <-a.Done():
+						counter.Add(1)
+					case <-stop: // never fired, or dropped by a restart
 					}
-					faultMu.Unlock()
-				case <-rel:
-				case <-stop:
-				}
-			}()
+				}()
+			}
 		}
 	}()
 	for k := 0; k < kills; k++ {
@@ -170,9 +138,10 @@ func TestChaos(t *testing.T) {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.exited
 		p.exited <- nil
-		pauseFaults()
+		paused.Store(true)
+		faults.Disarm()
 		next := startStackOn(t, dir, "", port, sftpPort, extra...)
-		resumeFaults()
+		paused.Store(false)
 		mu.Lock()
 		cur = next
 		mu.Unlock()
