@@ -10,13 +10,19 @@ package paycore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/payreq/payreq/internal/apikey"
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/paymentsapi"
 	"github.com/payreq/payreq/internal/provider"
 )
 
@@ -136,4 +142,36 @@ func TestCallbackSettleFailsFinishedByTheReconciler(t *testing.T) {
 		t.Fatalf("reconciler: %d %v", n, err)
 	}
 	e.paidOnceBy(t, r, res.TransactionID, 1)
+}
+
+// Between the commit and the settle (here: the settle failed, and nothing
+// has retried it yet) the request shows the approval; the transaction
+// lookups show the same decision although the stored transaction still
+// waits for its settle.
+func TestLookupShowsTheCommittedDecisionBeforeTheSettle(t *testing.T) {
+	e, r, res := callbackFaulted(t, "SettleTransaction", failsBeforeApplying)
+	ctx := context.Background()
+	if tx, _ := e.store.Transaction(ctx, res.TransactionID); tx.Status != payment.TxPending {
+		t.Fatalf("stored transaction %d, want it still pending", tx.Status)
+	}
+	lookup := paymentsapi.TransactionLookup(e.svc, "https://pay.example")
+	for _, ref := range []string{strconv.FormatInt(res.TransactionID, 10), res.TransactionNumber} {
+		req := httptest.NewRequest(http.MethodGet, "/transactions/"+ref, nil)
+		req = req.WithContext(apikey.WithMerchant(req.Context(), e.m))
+		req.SetPathValue("id", ref)
+		w := httptest.NewRecorder()
+		if err := lookup(w, req); err != nil {
+			t.Fatal(err)
+		}
+		var v paycore.TransactionView
+		if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.TransactionStatusID != payment.TxApproved || v.LastLog.TransactionStatusID != payment.TxApproved || v.NextAction != nil {
+			t.Fatalf("lookup by %s: %s, want the committed approval", ref, w.Body)
+		}
+	}
+	if got := e.requestNow(t, r.ID); got.Status != payment.RequestPaid {
+		t.Fatalf("request %d, want paid", got.Status)
+	}
 }

@@ -184,6 +184,32 @@ func (s *Service) TransactionOf(ctx context.Context, m *merchant.Merchant, id in
 	return tx, err
 }
 
+// AsCommitted is tx as the lookups show it. An attempt's outcome is written
+// twice: first the request commit, which decides it, then the
+// transaction's settle. Between the two (a moment, or until the reconciler
+// when the process died there) the request already shows the final status;
+// the transaction lookups show the same decision, so a merchant who saw
+// the request paid never finds its transaction pending. The stored
+// transaction is not changed: its settle still comes from complete.
+func (s *Service) AsCommitted(ctx context.Context, tx *payment.Transaction) (*payment.Transaction, error) {
+	if tx.Status.Final() {
+		return tx, nil
+	}
+	req, err := s.requests.PaymentRequest(ctx, tx.PaymentRequestID)
+	if err != nil {
+		return nil, err
+	}
+	if req.TransactionID != tx.ID || req.TransactionStatus == nil || !req.TransactionStatus.Final() {
+		return tx, nil
+	}
+	c := *tx
+	c.Status = *req.TransactionStatus
+	if req.LastLog != nil {
+		c.Code, c.Message = req.LastLog.Code, req.LastLog.Message
+	}
+	return &c, nil
+}
+
 // TransactionByRef loads a transaction of m by id or by transactionNumber.
 func (s *Service) TransactionByRef(ctx context.Context, m *merchant.Merchant, ref string) (*payment.Transaction, error) {
 	if id, ok := ParseID(ref); ok {

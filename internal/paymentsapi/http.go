@@ -231,6 +231,9 @@ func (h *handler) cardStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	tx, err := h.Service.TransactionOf(r.Context(), m, id)
+	if err == nil {
+		tx, err = h.Service.AsCommitted(r.Context(), tx)
+	}
 	if err != nil {
 		return err
 	}
@@ -248,6 +251,9 @@ func (h *handler) threeDSStatus(w http.ResponseWriter, r *http.Request) error {
 	tx, err := h.Service.TransactionOf(r.Context(), m, id)
 	if err == nil && tx.ThreeDS == "" {
 		err = errkind.NotFoundErr("Transaction " + strconv.FormatInt(id, 10) + " has no 3-D Secure authentication.")
+	}
+	if err == nil {
+		tx, err = h.Service.AsCommitted(r.Context(), tx)
 	}
 	if err != nil {
 		return err
@@ -315,6 +321,9 @@ func TransactionLookup(svc *paycore.Service, publicBaseURL string) httpapi.Handl
 			return errkind.UnauthorizedErr("The X-API-Key header is missing.")
 		}
 		tx, err := svc.TransactionByRef(r.Context(), m, r.PathValue("id"))
+		if err == nil {
+			tx, err = svc.AsCommitted(r.Context(), tx)
+		}
 		if err != nil {
 			return err
 		}
