@@ -2,12 +2,13 @@ package provider
 
 import (
 	"errors"
+	"net"
 	"time"
 )
 
 // ErrNotProcessed: the acquirer refused the request before processing it
 // (it was rate limited, HTTP 429, every time it was sent within the caller's
-// budget), so nothing was charged and the reference was not used. It is not
+// budget, or no send could connect: Unsent), so nothing was charged and the reference was not used. It is not
 // an unknown outcome: the service neither looks the reference up (another
 // request into the exhausted budget) nor declines; it gives the attempt back
 // and asks the payer to try again. A provider returns it only when every
@@ -42,4 +43,19 @@ func RetryAfterOf(err error) time.Duration {
 		return np.RetryAfter
 	}
 	return time.Second
+}
+
+// Unsent reports whether err is a failure to connect to the acquirer (its
+// address not resolved, the connection refused or not established in
+// time): the request never left this process, so the acquirer cannot have
+// processed it. Any failure after the connection (a write, a read, a
+// time-out waiting for the answer) may have been processed and is not
+// Unsent.
+func Unsent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
 }

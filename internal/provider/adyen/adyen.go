@@ -46,6 +46,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
@@ -92,7 +93,10 @@ type Options struct {
 }
 
 // Provider implements provider.Provider on Adyen. Safe for concurrent use.
-type Provider struct{ opts Options }
+type Provider struct {
+	opts        Options
+	unreachable atomic.Int64
+}
 
 var (
 	_ provider.Provider     = (*Provider)(nil)

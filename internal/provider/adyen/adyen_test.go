@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -417,5 +418,48 @@ func TestCurrencyTableIsAdyens(t *testing.T) {
 				t.Errorf("%s: in the table, not on Adyen's page between AED and ETB", c)
 			}
 		}
+	}
+}
+
+// Adyen refusing connections: no send connected, so the charge is not
+// processed (the service may send the attempt to another connector). A
+// connection made and then lost may have carried the payment: unknown.
+func TestUnreachableAdyenIsNotProcessed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	dropping, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dropping.Close()
+	go func() {
+		for {
+			c, err := dropping.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 512))
+			c.Close()
+		}
+	}()
+	charge := func(base string) (*adyen.Provider, error) {
+		p, err := adyen.New(adyen.Options{APIKey: "k", MerchantAccount: "m", BaseURL: base, Retries: 2, RetryBase: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Charge(context.Background(), provider.ChargeRequest{Reference: "ptx_1", Amount: decimal.NewFromInt(1), Unit: "EUR",
+			Method: provider.MethodCard, Card: &card.Details{Digits: "4111111111111111", Expiry: card.Expiry{Month: 1, Year: 2030}}, CVV: "737",
+			ReturnURL: "https://x.example/"})
+		return p, err
+	}
+	if p, err := charge(closed); !errors.Is(err, provider.ErrNotProcessed) || p.Unreachable() != 1 {
+		t.Fatalf("charge against a closed port: %v, want not processed", err)
+	}
+	if p, err := charge("http://" + dropping.Addr().String()); err == nil || errors.Is(err, provider.ErrNotProcessed) || p.Unreachable() != 0 {
+		t.Fatalf("charge whose connection dropped after the request: %v, want an unknown outcome", err)
 	}
 }

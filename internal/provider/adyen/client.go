@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/payreq/payreq/internal/provider"
 )
 
 // The wire types are the few fields of Adyen's Checkout API v71 this
@@ -152,15 +154,17 @@ func (p *Provider) post(ctx context.Context, path, key string, body, out any) er
 		return err
 	}
 	var last error
+	connected := false // some send reached Adyen: it may have processed the key
 	for attempt := 0; attempt <= p.opts.Retries; attempt++ {
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("adyen: %s: %w (last: %v)", path, ctx.Err(), last)
+				return p.unanswered(path, connected, fmt.Errorf("adyen: %s: %w (last: %v)", path, ctx.Err(), last))
 			case <-time.After(p.backoff(attempt)):
 			}
 		}
 		last = p.send(ctx, path, key, b, out)
+		connected = connected || !provider.Unsent(last)
 		var ae *APIError
 		if last == nil || errors.As(last, &ae) && !ae.transient() {
 			return last
@@ -169,8 +173,22 @@ func (p *Provider) post(ctx context.Context, path, key string, body, out any) er
 			break
 		}
 	}
-	return last
+	return p.unanswered(path, connected, last)
 }
+
+// unanswered is the error of a call that got no definite answer: when no
+// send ever connected, Adyen never saw the request and nothing was
+// processed (provider.ErrNotProcessed); otherwise the outcome is unknown.
+func (p *Provider) unanswered(path string, connected bool, err error) error {
+	if connected {
+		return err
+	}
+	p.unreachable.Add(1)
+	return &provider.NotProcessedError{RetryAfter: time.Second, Cause: fmt.Errorf("adyen: POST %s: could not connect: %w", path, err)}
+}
+
+// Unreachable is how many calls found Adyen unreachable (not processed).
+func (p *Provider) Unreachable() int64 { return p.unreachable.Load() }
 
 func (p *Provider) backoff(attempt int) time.Duration {
 	d := p.opts.RetryBase << (attempt - 1)

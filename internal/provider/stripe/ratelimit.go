@@ -15,6 +15,10 @@ import (
 	"github.com/payreq/payreq/internal/provider"
 )
 
+// A send that could not connect to Stripe (refused, unresolved, not
+// established in time) never reached it: a call whose every send failed so,
+// or was rate limited, is not processed either.
+//
 // A 429 from Stripe's rate limiter means the request was not processed:
 // Stripe's rate limiters refuse a request before any endpoint runs
 // (docs.stripe.com/rate-limits), and Stripe saves an idempotent result only
@@ -44,6 +48,18 @@ type callLog struct {
 	mu         sync.Mutex
 	unanswered bool          // a send got no definite answer: it may have been processed
 	retryAfter time.Duration // Retry-After of the last 429
+	// sends counts every send; unsent those that could not connect
+	// (provider.Unsent) and limited those answered 429: when they are all
+	// of them, Stripe processed none.
+	sends, unsent, limited int
+}
+
+// noneProcessed: every send of the call failed to connect or was rate
+// limited, and at least one failed to connect.
+func (l *callLog) noneProcessed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.unsent > 0 && l.unsent+l.limited == l.sends
 }
 
 type callLogKey struct{}
@@ -63,10 +79,14 @@ func (w watchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.sends++
 	switch {
+	case err != nil && provider.Unsent(err):
+		l.unsent++ // never left: not processed
 	case err != nil || resp.StatusCode >= 500 || resp.StatusCode == http.StatusConflict:
 		l.unanswered = true
 	case resp.StatusCode == http.StatusTooManyRequests:
+		l.limited++
 		l.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return resp, err
@@ -117,6 +137,12 @@ func (p *Provider) do(ctx context.Context, call func(ctx context.Context) error)
 	start := time.Now()
 	for n := 0; ; n++ {
 		err := call(ctx)
+		if err != nil && !rateLimited(err) && l.noneProcessed() {
+			// Stripe could not be reached (stripe-go retried the
+			// connection already): nothing was sent, nothing charged.
+			p.unreachable.Add(1)
+			return &provider.NotProcessedError{RetryAfter: time.Second, Cause: redact(err)}
+		}
 		if !rateLimited(err) {
 			return err
 		}
@@ -150,6 +176,9 @@ func (p *Provider) do(ctx context.Context, call func(ctx context.Context) error)
 		}
 	}
 }
+
+// Unreachable is how many calls found Stripe unreachable (not processed).
+func (p *Provider) Unreachable() int64 { return p.unreachable.Load() }
 
 // RateLimited is how many 429 answers the connector has seen (each retried
 // or given up); for tests and the bench.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -171,5 +172,60 @@ func TestRateLimitedSearchAfterAUsedKeyIsUnknown(t *testing.T) {
 	_, err := p.Charge(context.Background(), req)
 	if err == nil || errors.Is(err, provider.ErrNotProcessed) {
 		t.Fatalf("charge of a used key, search rate limited: %v, want an unknown outcome", err)
+	}
+}
+
+// closedAddress is an address nothing listens on: a connection to it is
+// refused.
+func closedAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// Stripe refusing connections: no send left this process, so the charge
+// is not processed (the service may send the attempt to another
+// connector); stripe-go's own connection retries ran first.
+func TestUnreachableStripeIsNotProcessed(t *testing.T) {
+	t.Parallel()
+	two := int64(2)
+	p, ct := newProvider(t, closedAddress(t), func(o *Options) { o.MaxNetworkRetries = &two })
+	_, err := p.Charge(context.Background(), chargeReq("4242424242424242", true))
+	if !errors.Is(err, provider.ErrNotProcessed) || p.Unreachable() != 1 {
+		t.Fatalf("charge against a closed port: %v (unreachable %d), want not processed once", err, p.Unreachable())
+	}
+	if n := ct.n.Load(); n != 3 {
+		t.Fatalf("%d sends, want stripe-go's first and its 2 retries", n)
+	}
+}
+
+// A connection that was made and then lost may have carried the request:
+// that is an unknown outcome, never "not processed".
+func TestConnectionLostAfterConnectingIsUnknown(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 512)) // the request arrives, the answer never does
+			c.Close()
+		}
+	}()
+	p, _ := newProvider(t, "http://"+l.Addr().String())
+	_, err = p.Charge(context.Background(), chargeReq("4242424242424242", true))
+	if err == nil || errors.Is(err, provider.ErrNotProcessed) {
+		t.Fatalf("charge whose connection dropped after the request: %v, want an unknown outcome", err)
 	}
 }

@@ -99,6 +99,7 @@ type Provider struct {
 	c                   *sg.Client
 	opts                Options
 	rateLimited         atomic.Int64
+	unreachable         atomic.Int64
 	savedErrorsResolved atomic.Int64
 }
 
