@@ -16,6 +16,7 @@ const (
 	AfterLease          = "after-lease"            // attempt lease taken on the payment request
 	AfterTxWrite        = "after-tx-write"         // write-ahead transaction record stored (waiting)
 	AfterCharge         = "after-charge"           // provider answered, nothing recorded yet
+	AfterFailover       = "after-failover"         // transaction moved to the next connector, not charged there yet
 	AfterRequestCommit  = "after-request-commit"   // payment request committed (paid / pending)
 	AfterTxSettle       = "after-tx-settle"        // transaction settled (final status stored)
 	AfterOutboxWrite    = "after-outbox-write"     // notification outbox entry stored

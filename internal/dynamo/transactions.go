@@ -108,6 +108,7 @@ type transactionRecord struct {
 	UPIID            string              `dynamodbav:"upiId,omitempty"`
 	ProviderRef      string              `dynamodbav:"providerRef,omitempty"`
 	Connector        string              `dynamodbav:"connector,omitempty"` // absent: the stage's legacy connector
+	FailedOver       []string            `dynamodbav:"failedOver,omitempty"`
 	Reference        string              `dynamodbav:"chargeRef,omitempty"`
 	OpenShard        *int                `dynamodbav:"openShard,omitempty"`
 	OpenUntil        int64               `dynamodbav:"openUntil,omitempty"` // unix ms
@@ -129,7 +130,7 @@ func toTransactionRecord(t *payment.Transaction) transactionRecord {
 		ID: t.ID, Number: t.Number, PaymentRequestID: t.PaymentRequestID, MerchantID: t.MerchantID,
 		Status: int(t.Status), Code: string(t.Code), Message: t.Message, Method: t.Method, Selector: t.Selector,
 		Channel: string(t.Channel), Amount: number(t.Amount), Unit: t.Unit, Card: t.Card, UPIID: t.UPIID,
-		ProviderRef: t.ProviderRef, Connector: t.Connector, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
+		ProviderRef: t.ProviderRef, Connector: t.Connector, FailedOver: t.FailedOver, Reference: t.Reference, ThreeDS: t.ThreeDS, Refund: toRefundRecord(t.Refund),
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), SettledAt: t.SettledAt,
 		RecoverTries: t.RecoverTries, After: toAfterRecord(t.After),
 	}
@@ -160,7 +161,7 @@ func (rec transactionRecord) transaction() *payment.Transaction {
 		ID: rec.ID, Number: rec.Number, PaymentRequestID: rec.PaymentRequestID, MerchantID: rec.MerchantID,
 		Status: payment.TransactionStatus(rec.Status), Code: codes.Code(rec.Code), Message: rec.Message,
 		Method: rec.Method, Selector: rec.Selector, Channel: payment.Channel(rec.Channel), Amount: decimal.Decimal(rec.Amount), Unit: rec.Unit,
-		Card: rec.Card, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Connector: rec.Connector, Reference: rec.Reference,
+		Card: rec.Card, UPIID: rec.UPIID, ProviderRef: rec.ProviderRef, Connector: rec.Connector, FailedOver: rec.FailedOver, Reference: rec.Reference,
 		ThreeDS: rec.ThreeDS, Refund: rec.Refund.refund(),
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, SettledAt: rec.SettledAt,
 		RecoverTries: rec.RecoverTries, After: rec.After.after(),
@@ -300,6 +301,23 @@ func (s *Store) MarkPending(ctx context.Context, p payment.Pending) (*payment.Tr
 	}
 	return s.updateTx(ctx, p.TransactionID, u, "#status = :waiting",
 		map[string]types.AttributeValue{":waiting": numberAV(int64(payment.TxWaiting))})
+}
+
+// FailOver moves a waiting transaction from connector f.From to f.To.
+// Conflict with the stored transaction when it is no longer waiting on
+// f.From (finished meanwhile, or moved by an earlier try whose answer was
+// lost: the caller reads which).
+func (s *Store) FailOver(ctx context.Context, f payment.Failover) (*payment.Transaction, error) {
+	list, err := attributevalue.Marshal(f.FailedOver)
+	if err != nil {
+		return nil, fmt.Errorf("marshal failover list: %w", err)
+	}
+	u := (&update{}).set("connector", strAV(f.To)).set("failedOver", list).set("updatedAt", timeAV(f.Now))
+	cond, vals := "#status = :waiting AND attribute_not_exists(#connector)", map[string]types.AttributeValue{":waiting": numberAV(int64(payment.TxWaiting))}
+	if f.From != "" {
+		cond, vals[":from"] = "#status = :waiting AND #connector = :from", strAV(f.From)
+	}
+	return s.updateTx(ctx, f.TransactionID, u, cond, vals)
 }
 
 // SettleTransaction applies st if the transaction is still waiting or

@@ -206,6 +206,9 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 	}
 	switch tx.Status {
 	case payment.TxWaiting:
+		// The charge goes to the connector recorded on tx; its route says
+		// where a failover may go next.
+		a.route, _ = s.routeOf(m, a, det, req.Amount, req.Unit, tx.Reference)
 		return s.charge(ctx, req, tx, a, det)
 	case payment.TxPending:
 		if _, err := s.ensurePendingCommit(ctx, tx); err != nil {

@@ -104,6 +104,30 @@ func canCloseChallenge(p provider.Provider) bool {
 // with 400 046 (Invalid payment provider): the caller has written nothing
 // yet, or gives back the lease it took.
 func (s *Service) routeAttempt(m *merchant.Merchant, a *Attempt, det *card.Details, amount decimal.Decimal, unit, ref string) error {
+	route, rule := s.routeOf(m, *a, det, amount, unit, ref)
+	name := route[0]
+	if !s.Connectors.Has(name) {
+		s.Log.Warn("routing picked a connector this stage does not configure", "merchant_id", m.ID, "connector", name, "rule", rule)
+		return errkind.BadInput(fmt.Sprintf("The merchant's routing sends this payment to connector %q, which is not configured.", name),
+			codes.InvalidPaymentProvider)
+	}
+	a.connector, a.route = name, route
+	if s.Breaker.Open(name, s.Now()) {
+		// The circuit is open: start on the first failover connector that
+		// can take the attempt, when there is one.
+		if next := s.nextConnector(*a, name, amount, unit); next != "" {
+			s.Log.Warn("connector's circuit is open; the attempt starts on its failover", "merchant_id", m.ID,
+				"connector", name, "failover", next)
+			a.connector = next
+		}
+	}
+	return nil
+}
+
+// routeOf is the route of attempt a of merchant m (the connector its
+// routing picks, then that route's failover list) and the index of the
+// rule that decided it (-1: none).
+func (s *Service) routeOf(m *merchant.Merchant, a Attempt, det *card.Details, amount decimal.Decimal, unit, ref string) ([]string, int) {
 	ra := routing.Attempt{Method: string(a.Method), Currency: unit, Amount: amount, Reference: ref}
 	if det != nil {
 		ra.CardBrand = string(det.Brand)
@@ -115,11 +139,5 @@ func (s *Service) routeAttempt(m *merchant.Merchant, a *Attempt, det *card.Detai
 	if name == "" {
 		name = s.Connectors.Default()
 	}
-	if !s.Connectors.Has(name) {
-		s.Log.Warn("routing picked a connector this stage does not configure", "merchant_id", m.ID, "connector", name, "rule", rule)
-		return errkind.BadInput(fmt.Sprintf("The merchant's routing sends this payment to connector %q, which is not configured.", name),
-			codes.InvalidPaymentProvider)
-	}
-	a.connector = name
-	return nil
+	return append([]string{name}, m.Routing.FailoverOf(ra)...), rule
 }

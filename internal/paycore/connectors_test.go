@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -28,6 +29,8 @@ type countingConnector struct {
 	mu                        sync.Mutex
 	charges, refunds, lookups int
 	failCharge, failLookup    bool
+	// unreachable: every charge is not processed (nothing sent).
+	unreachable bool
 }
 
 var errDown = errors.New("acquirer down")
@@ -39,10 +42,13 @@ func newCountingConnector(e *fastEnv) *countingConnector {
 func (c *countingConnector) Charge(ctx context.Context, req provider.ChargeRequest) (provider.Outcome, error) {
 	c.mu.Lock()
 	c.charges++
-	fail := c.failCharge
+	fail, unreachable := c.failCharge, c.unreachable
 	c.mu.Unlock()
 	if fail {
 		return provider.Outcome{}, errDown
+	}
+	if unreachable {
+		return provider.Outcome{}, &provider.NotProcessedError{RetryAfter: time.Second, Cause: errDown}
 	}
 	return c.Provider.Charge(ctx, req)
 }

@@ -499,8 +499,25 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		Method: a.Method, Selector: a.Selector, Card: det, HolderName: strings.TrimSpace(holder), CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
 		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo, AttemptStart: tx.CreatedAt,
 	})
+	conn := s.ConnectorOf(tx)
 	if errors.Is(err, provider.ErrNotProcessed) {
-		return Result{}, s.notProcessed(ctx, req, tx, err)
+		s.Breaker.NotProcessed(conn, s.Now())
+		next := s.nextConnector(a, conn, req.Amount, req.Unit)
+		if next == "" {
+			return Result{}, s.notProcessed(ctx, req, tx, err)
+		}
+		moved, ferr := s.failOver(ctx, tx, next)
+		if errors.Is(ferr, errMovedOn) {
+			return s.resultOf(ctx, moved, a) // finished by another run: its outcome
+		}
+		if ferr != nil {
+			s.Log.Error("failover not written; the reconciler will close the attempt", "transaction_id", tx.ID, "error", ferr.Error())
+			return Result{}, errkind.UnavailableErr("The payment provider did not process the payment. Retry with the same Idempotency-Key; you will not be charged twice.")
+		}
+		return s.charge(ctx, req, moved, a, det)
+	}
+	if err == nil {
+		s.Breaker.Processed(conn)
 	}
 	if err != nil {
 		s.Log.Error("provider charge failed; looking the reference up", "transaction_id", tx.ID, "error", err.Error())

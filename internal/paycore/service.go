@@ -102,6 +102,9 @@ type Deps struct {
 	// PendingGrace is added to a pending attempt's window before its lease
 	// lets another attempt in.
 	PendingGrace time.Duration
+	// Breaker skips a connector that repeatedly did not process charges
+	// (failover.go); nil: New gives one with the defaults.
+	Breaker *connector.Breaker
 }
 
 // Service runs payment attempts.
@@ -132,7 +135,14 @@ func New(d Deps) *Service {
 	} else if d.Provider == nil {
 		d.Provider, _ = d.Connectors.Get(d.Connectors.Default())
 	}
-	return &Service{Deps: d, stores: storesOf(d.Store)}
+	svc := &Service{Deps: d, stores: storesOf(d.Store)}
+	if svc.Breaker == nil {
+		svc.Breaker = connector.NewBreaker(nil)
+	}
+	if svc.Breaker.Changed == nil {
+		svc.Breaker.Changed = svc.circuitChanged
+	}
+	return svc
 }
 
 // Attempt is one payment attempt as a caller describes it. Card data is
@@ -174,6 +184,9 @@ type Attempt struct {
 	// connector is the one the merchant's routing picked (routeAttempt),
 	// before anything was written; "" until then.
 	connector string
+	// route is the connector the routing picked followed by its failover
+	// list (failover.go).
+	route []string
 }
 
 // Result is the response of a processed attempt (docs/payments.md).

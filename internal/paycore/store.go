@@ -107,6 +107,9 @@ type Transactions interface {
 	// stored transaction when it is final already (a late, repeated or
 	// reordered result never changes it).
 	SettleTransaction(ctx context.Context, s payment.Settlement) (*payment.Transaction, error)
+	// FailOver applies f to a transaction that is waiting on connector
+	// f.From; Conflict (with the current transaction) otherwise.
+	FailOver(ctx context.Context, f payment.Failover) (*payment.Transaction, error)
 }
 
 // OpenIndex is the reconciler's list (recover.go): a transaction with

@@ -9,32 +9,22 @@ import (
 )
 
 // The alarm in template.yaml watches the metric bind publishes.
-func TestTemplateAlarmWatchesUnboundResults(t *testing.T) {
+// Each alarm in template.yaml watches the metric the payments core
+// publishes under its name, with no dimensions.
+func TestTemplateAlarmsWatchTheMetrics(t *testing.T) {
 	tmpl, err := cfn.Parse(payreq.Template)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := tmpl.Alarm("UnboundProviderResultsAlarm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Namespace != emf.Namespace || a.MetricName != MetricUnbound || a.Threshold != 1 ||
-		a.ComparisonOperator != "GreaterThanOrEqualToThreshold" || len(a.Dimensions) != 0 {
-		t.Fatalf("alarm %+v", a)
-	}
-}
-
-func TestTemplateAlarmWatchesLateCharges(t *testing.T) {
-	tmpl, err := cfn.Parse(payreq.Template)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := tmpl.Alarm("LateChargesVoidedAlarm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Namespace != emf.Namespace || a.MetricName != MetricLateVoided || a.Threshold != 1 ||
-		a.ComparisonOperator != "GreaterThanOrEqualToThreshold" || len(a.Dimensions) != 0 {
-		t.Fatalf("alarm %+v", a)
+	for alarm, metric := range map[string]string{"UnboundProviderResultsAlarm": MetricUnbound,
+		"LateChargesVoidedAlarm": MetricLateVoided, "ConnectorCircuitOpenAlarm": MetricCircuitOpen} {
+		a, err := tmpl.Alarm(alarm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Namespace != emf.Namespace || a.MetricName != metric || a.Threshold != 1 ||
+			a.ComparisonOperator != "GreaterThanOrEqualToThreshold" || len(a.Dimensions) != 0 {
+			t.Fatalf("%s: %+v", alarm, a)
+		}
 	}
 }

@@ -33,7 +33,10 @@ type TransactionView struct {
 	UPIID               string                    `json:"upiId,omitempty"`
 	// Connector is the acquirer connection that charged (or charges) the
 	// attempt; refunds and lookups go to it (internal/connector).
-	Connector  string               `json:"connector"`
+	Connector string `json:"connector"`
+	// FailedOver lists the connectors that did not process the charge
+	// before Connector took it.
+	FailedOver []string             `json:"failedOver,omitempty"`
 	LastLog    payment.LastLog      `json:"lastLog"`
 	NextAction *provider.NextAction `json:"nextAction,omitempty"`
 	ThreeDS    *ThreeDSView         `json:"threeDS,omitempty"`
@@ -113,7 +116,7 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 		ID: tx.ID, PaymentID: strconv.FormatInt(tx.ID, 10), TransactionNumber: tx.Number, PaymentRequestID: tx.PaymentRequestID,
 		TransactionStatusID: tx.Status, Method: tx.Method, Selector: tx.Selector,
 		Amount: payment.DisplayAmount(tx.Amount, tx.Unit), Unit: tx.Unit, Card: tx.Card, UPIID: tx.UPIID,
-		Connector:  s.ConnectorOf(tx),
+		Connector: s.ConnectorOf(tx), FailedOver: tx.FailedOver,
 		LastLog:    payment.LastLog{TransactionStatusID: tx.Status, Message: tx.Message, Code: tx.Code},
 		NextAction: s.nextAction(tx, baseURL, ""),
 		CreatedAt:  tx.CreatedAt.UTC(), UpdatedAt: tx.UpdatedAt.UTC(), SettledAt: tx.SettledAt,

@@ -66,6 +66,17 @@ type Pending struct {
 	Now           time.Time
 }
 
+// Failover moves a waiting transaction from connector From (as recorded:
+// "" on a record written before connectors were recorded) to connector To,
+// after From did not process its charge; FailedOver is the transaction's
+// list of connectors that did not, From appended.
+type Failover struct {
+	TransactionID int64
+	From, To      string
+	FailedOver    []string
+	Now           time.Time
+}
+
 // Settlement moves an open (waiting or pending) transaction to its final
 // state and puts its merchant notification in the outbox, in one write.
 type Settlement struct {

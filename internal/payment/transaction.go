@@ -39,6 +39,9 @@ type Transaction struct {
 	// call about the transaction goes to it. "" on records written before
 	// connectors were recorded (the stage's legacy connector).
 	Connector string
+	// FailedOver lists, in order, the connectors that did not process the
+	// attempt's charge before Connector took it (failover).
+	FailedOver []string
 	// Reference is the write-ahead reference sent to the provider with the
 	// charge (its idempotency key), fixed when the record is written:
 	// ChargeReference(ID).

@@ -16,6 +16,12 @@
 // table, so the card's issuing country is unknown to it; an attempt
 // without a country never matches a rule that lists countries).
 //
+// Failover: a rule (and the default route) may list connectors to try, in
+// order, when the one it picked did not process the charge (the acquirer
+// was unreachable, or refused it unprocessed). Failover is opt-in: without
+// a list an unprocessed charge is given back to the payer (503), never sent
+// elsewhere. It never follows a decline or an unknown outcome.
+//
 // Rules are pure data: the payments core stores them with the merchant
 // and answers 046 (Invalid payment provider) when they pick a connector
 // the stage does not configure.
@@ -45,7 +51,13 @@ type Rules struct {
 	// Default is the connector of an attempt no rule matches; "": the
 	// stage's default.
 	Default string `json:"default,omitempty"`
+	// Failover lists the connectors to try, in order, when the default
+	// route's connector did not process the charge.
+	Failover []string `json:"failover,omitempty"`
 }
+
+// MaxFailover bounds a failover list.
+const MaxFailover = 4
 
 // Rule is one routing rule: its conditions (each empty one holds) and its
 // target, Connector or Split.
@@ -61,6 +73,9 @@ type Rule struct {
 
 	Connector string   `json:"connector,omitempty"`
 	Split     []Weight `json:"split,omitempty"`
+	// Failover lists the connectors to try, in order, when the rule's
+	// connector did not process the charge.
+	Failover []string `json:"failover,omitempty"`
 }
 
 // Weight is one connector's share of a split rule's volume: Weight out of
@@ -82,7 +97,7 @@ type Attempt struct {
 }
 
 // Empty reports whether r routes everything to the stage's default.
-func (r Rules) Empty() bool { return len(r.Rules) == 0 && r.Default == "" }
+func (r Rules) Empty() bool { return len(r.Rules) == 0 && r.Default == "" && len(r.Failover) == 0 }
 
 // Pick returns the connector of attempt a and the index of the rule that
 // decided it (-1: none matched). "" means the stage's default connector.
@@ -93,6 +108,17 @@ func (r Rules) Pick(a Attempt) (string, int) {
 		}
 	}
 	return r.Default, -1
+}
+
+// FailoverOf is the failover list of the route that decides a: the
+// matching rule's, or the default route's when no rule matches.
+func (r Rules) FailoverOf(a Attempt) []string {
+	for _, rule := range r.Rules {
+		if rule.Matches(a) {
+			return rule.Failover
+		}
+	}
+	return r.Failover
 }
 
 // Matches reports whether every condition of rule holds for a.
@@ -154,8 +180,14 @@ func (r Rules) Connectors() []string {
 		for _, w := range rule.Split {
 			add(w.Connector)
 		}
+		for _, n := range rule.Failover {
+			add(n)
+		}
 	}
 	add(r.Default)
+	for _, n := range r.Failover {
+		add(n)
+	}
 	return names
 }
 
@@ -186,6 +218,20 @@ func (r Rules) Validate() error {
 	name := func(field, n string) {
 		if !connector.ValidName(n) {
 			bad(field, "%q is not a connector name (lower-case letters and digits, like \"stripe\")", n)
+		}
+	}
+	failover := func(field string, list []string, target ...string) {
+		if len(list) > MaxFailover {
+			bad(field, "%d connectors, at most %d", len(list), MaxFailover)
+		}
+		for k, n := range list {
+			name(fmt.Sprintf("%s[%d]", field, k), n)
+			if slices.Contains(list[:k], n) {
+				bad(fmt.Sprintf("%s[%d]", field, k), "%q appears twice", n)
+			}
+			if len(target) == 1 && n == target[0] {
+				bad(fmt.Sprintf("%s[%d]", field, k), "%q is the connector the route picks; a failover goes to another", n)
+			}
 		}
 	}
 	if len(r.Rules) > MaxRules {
@@ -246,9 +292,17 @@ func (r Rules) Validate() error {
 				}
 			}
 		}
+		if rule.Connector != "" {
+			failover(f+".failover", rule.Failover, rule.Connector)
+		} else {
+			failover(f+".failover", rule.Failover)
+		}
 	}
 	if r.Default != "" {
 		name("default", r.Default)
+		failover("failover", r.Failover, r.Default)
+	} else {
+		failover("failover", r.Failover)
 	}
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
@@ -259,12 +313,13 @@ func (r Rules) Validate() error {
 // Equal reports whether r and o route alike (the same rules in the same
 // order, amounts compared as numbers).
 func (r Rules) Equal(o Rules) bool {
-	return slices.EqualFunc(r.Rules, o.Rules, Rule.equal) && r.Default == o.Default
+	return slices.EqualFunc(r.Rules, o.Rules, Rule.equal) && r.Default == o.Default && slices.Equal(r.Failover, o.Failover)
 }
 
 func (rule Rule) equal(o Rule) bool {
 	dec := func(a, b *decimal.Decimal) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(*b)) }
 	return rule.Name == o.Name && slices.Equal(rule.Methods, o.Methods) && slices.Equal(rule.Currencies, o.Currencies) &&
 		dec(rule.MinAmount, o.MinAmount) && dec(rule.MaxAmount, o.MaxAmount) && slices.Equal(rule.CardBrands, o.CardBrands) &&
-		slices.Equal(rule.Countries, o.Countries) && rule.Connector == o.Connector && slices.Equal(rule.Split, o.Split)
+		slices.Equal(rule.Countries, o.Countries) && rule.Connector == o.Connector && slices.Equal(rule.Split, o.Split) &&
+		slices.Equal(rule.Failover, o.Failover)
 }

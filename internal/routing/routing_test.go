@@ -150,3 +150,43 @@ func TestEqualAndConnectors(t *testing.T) {
 		t.Fatalf("connectors %s", got)
 	}
 }
+
+// The failover list is the deciding route's: the matching rule's, or the
+// default route's; lists are validated like connectors, at most
+// MaxFailover, none twice, never the route's own connector.
+func TestFailover(t *testing.T) {
+	var r routing.Rules
+	if err := json.Unmarshal([]byte(`{"rules": [
+		{"currencies": ["EUR"], "connector": "stripe", "failover": ["adyen", "backup"]},
+		{"currencies": ["USD"], "connector": "stripe"}
+	], "default": "adyen", "failover": ["stripe"]}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for cur, want := range map[string]string{"EUR": "adyen,backup", "USD": "", "GBP": "stripe"} {
+		if got := strings.Join(r.FailoverOf(routing.Attempt{Method: "card", Currency: cur, Amount: decimal.NewFromInt(5)}), ","); got != want {
+			t.Errorf("failover of a %s attempt: %q, want %q", cur, got, want)
+		}
+	}
+	if got := strings.Join(r.Connectors(), ","); got != "stripe,adyen,backup" {
+		t.Fatalf("connectors %s", got)
+	}
+	o := r
+	o.Failover = nil
+	if r.Equal(o) || o.Empty() {
+		t.Fatal("rules differing by their failover are equal")
+	}
+	bad := routing.Rules{Default: "stripe", Failover: []string{"stripe"}, Rules: []routing.Rule{
+		{Connector: "adyen", Failover: []string{"a", "b", "c", "d", "e"}},
+		{Connector: "adyen", Failover: []string{"x", "x", "Bad"}},
+	}}
+	err := bad.Validate()
+	for _, want := range []string{`failover[0]: "stripe" is the connector the route picks`, "rules[0].failover: 5 connectors",
+		`rules[1].failover[1]: "x" appears twice`, "rules[1].failover[2]"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing problem %q in %v", want, err)
+		}
+	}
+}

@@ -567,6 +567,28 @@ func (s *Store) TransactionByNumber(_ context.Context, num string) (*payment.Tra
 // MarkPending applies p if the transaction is still waiting;
 // a Conflict error with the current transaction otherwise,
 // a NotFound error when missing.
+// FailOver moves a transaction waiting on connector f.From to f.To;
+// Conflict with the current transaction otherwise.
+func (s *Store) FailOver(_ context.Context, f payment.Failover) (*payment.Transaction, error) {
+	s.wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before, after := s.begin("FailOver")
+	if before != nil {
+		return nil, before
+	}
+	row, ok := s.txs[f.TransactionID]
+	if !ok {
+		return nil, notFound()
+	}
+	if row.t.Status != payment.TxWaiting || row.t.Connector != f.From {
+		return s.txOut(row), conflict()
+	}
+	t := &row.t
+	t.Connector, t.FailedOver, t.UpdatedAt = f.To, append([]string(nil), f.FailedOver...), f.Now.UTC()
+	return s.txOut(row), after
+}
+
 func (s *Store) MarkPending(_ context.Context, p payment.Pending) (*payment.Transaction, error) {
 	s.wait()
 	s.mu.Lock()
