@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -48,8 +49,9 @@ func stopEmulators() {
 	}
 }
 
-// startAdyenStack starts a production stack whose connector is Adyen on m.
-func startAdyenStack(t *testing.T, m *adyenmock.Mock) *devstack.Stack {
+// startAdyenStack starts a production stack whose connector is Adyen on m
+// (with extra template parameters: more connectors).
+func startAdyenStack(t *testing.T, m *adyenmock.Mock, extra ...map[string]string) *devstack.Stack {
 	t.Helper()
 	needs.External(t, "the local emulators")
 	if os.Getenv("AWS_ENDPOINT_URL") == "" {
@@ -74,10 +76,13 @@ func startAdyenStack(t *testing.T, m *adyenmock.Mock) *devstack.Stack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	params := map[string]string{"LocalAdyenApiKey": testAPIKey, "LocalAdyenApiBase": m.URL,
+		"LocalAdyenHmacKeys": testHMACKey, "AdyenMerchantAccount": testAccount}
+	for _, x := range extra {
+		maps.Copy(params, x)
+	}
 	stack, err := devstack.Start(ctx, devstack.Options{StateDir: t.TempDir(),
-		StackName: fmt.Sprintf("adyen%d-%d", os.Getpid(), stacks.Add(1)), Stage: "production",
-		Params: map[string]string{"LocalAdyenApiKey": testAPIKey, "LocalAdyenApiBase": m.URL,
-			"LocalAdyenHmacKeys": testHMACKey, "AdyenMerchantAccount": testAccount}})
+		StackName: fmt.Sprintf("adyen%d-%d", os.Getpid(), stacks.Add(1)), Stage: "production", Params: params})
 	if err != nil {
 		t.Fatalf("start production stack: %v", err)
 	}
