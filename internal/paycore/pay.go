@@ -216,7 +216,13 @@ func (s *Service) leaseRefused(ctx context.Context, m *merchant.Merchant, id, tx
 		// finished first (asking the provider, never charging), then the
 		// lease is free.
 		if err := s.RecoverTransactionOf(ctx, id, lease.TransactionID); err != nil {
-			return Result{}, err
+			// The acquirer cannot tell yet what became of the earlier
+			// attempt: the request stays held, nothing is charged.
+			s.Log.Warn("an earlier attempt's outcome is not known yet; the request stays held", "payment_request_id", id,
+				"transaction_id", lease.TransactionID, "error", err.Error())
+			e := errkind.UnavailableErr("An earlier payment attempt on this request is still being confirmed with the payment provider; nothing more was charged. Try again later.")
+			e.RetryAfter = RecoverBackoffBase
+			return Result{}, e
 		}
 		req, err = s.leases.LeasePaymentRequest(ctx, s.lease(id, m.ID, txID, a, now))
 		if errkind.Is(err, errkind.Conflict) {

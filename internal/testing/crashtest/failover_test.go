@@ -1,0 +1,179 @@
+package crashtest
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/payreq/payreq/internal/crashpoint"
+	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/adyenmock"
+	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/routing"
+	"github.com/payreq/payreq/internal/testing/needs"
+)
+
+const (
+	adyenKey     = "AQE_crash_key_not_secret"
+	adyenHMAC    = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+	adyenAccount = "PayreqECOM"
+)
+
+// TestCrashDuringFailover: a production stack with Stripe (the default,
+// refusing every connection) and Adyen, a merchant whose routing fails
+// over to Adyen. A shopper pays by card on the hosted page; the process is
+// killed after the request's lease, after the attempt moved to Adyen,
+// after Adyen's answer and after the request's commit. After a restart the
+// shopper pays again on the same page (409 while the dead attempt's lease
+// runs; then the dead attempt is finished first, asking its connector,
+// never charging): the request ends paid once, and Adyen authorised its
+// transactions once in all. Killing the process anywhere in a failover
+// charges at most once.
+//
+// Killed after the move and before Adyen was asked, the attempt waits on
+// Adyen, which cannot prove a reference unused (its lookup replays the
+// key; a refusal proves nothing): the shopper gets 503, nothing is
+// charged, and the attempt stays open for Adyen's webhook or the
+// reconciler (docs/acquirers.md, Failover).
+func TestCrashDuringFailover(t *testing.T) {
+	needs.External(t, "paydev with crash points, Prism serving Adyen's description")
+	infra, err := devstack.InfraDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "payreq-crash-adyen-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := devstack.EnsureNodeModules(infra, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	mock, err := adyenmock.Run(context.Background(), infra, dir, adyenKey, adyenHMAC)
+	if err != nil {
+		t.Fatalf("start Prism and the Adyen front: %v", err)
+	}
+	t.Cleanup(mock.Stop)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + l.Addr().String()
+	l.Close()
+	extra := []string{"-stage", "production", "-param", "PaymentConnector=stripe",
+		"-param", "LocalStripeSecretKey=sk_test_crash", "-param", "LocalStripeApiBase=" + down, "-param", "LocalStripeWebhookSecrets=whsec_crash_test",
+		"-param", "LocalAdyenApiKey=" + adyenKey, "-param", "LocalAdyenApiBase=" + mock.URL, "-param", "LocalAdyenHmacKeys=" + adyenHMAC,
+		"-param", "AdyenMerchantAccount=" + adyenAccount}
+	const card = `{"holderName":"Ann Lee","number":"4111111111111111","expiry":"03/30","cvc":"737"}`
+	for _, point := range []string{crashpoint.AfterLease, crashpoint.AfterFailover, crashpoint.AfterCharge, crashpoint.AfterRequestCommit} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel() // a stack of its own; mostly waits (start-up, the dead attempt's lease)
+			stateDir := t.TempDir()
+			p := startStack(t, stateDir, point, extra...)
+			failOverToAdyen(t, p)
+			reqID := createRequest(t, p)
+			s := p.call("POST", "/payment-requests/"+strconv.FormatInt(reqID, 10)+"/checkout-session", "", "")
+			if s.err != nil || s.status != http.StatusCreated {
+				t.Fatalf("checkout session: %v %d %s", s.err, s.status, s.body)
+			}
+			token := s.json(t)["token"].(string)
+			pay := func() response {
+				return p.call("POST", "/checkout/api/pay/card", "", card, "X-Checkout-Token", token)
+			}
+			if first := pay(); first.err == nil {
+				t.Fatalf("the payment survived the crash point: %d %s", first.status, first.body)
+			}
+			p.died()
+			p = startStack(t, stateDir, "", extra...)
+			paidAlready := func(r response) bool {
+				return r.status == http.StatusConflict && strings.Contains(string(r.body), "already paid")
+			}
+			retry := pay()
+			for deadline := time.Now().Add(90 * time.Second); retry.err == nil && retry.status == http.StatusConflict && !paidAlready(retry) && time.Now().Before(deadline); {
+				// The dead attempt's lease runs (30 s); the page allows 10
+				// attempts a request in 15 minutes.
+				time.Sleep(6 * time.Second)
+				retry = pay()
+			}
+			if point == crashpoint.AfterFailover {
+				unsent(t, p, mock, reqID, retry)
+				return
+			}
+			// Paid now, or paid by the dead process's commit (the page then
+			// shows the request paid).
+			if !paidAlready(retry) && (retry.err != nil || retry.status != http.StatusOK || retry.json(t)["transactionStatusId"] != 1.0) {
+				t.Fatalf("the shopper's payment after the crash: %v %d %s", retry.err, retry.status, retry.body)
+			}
+			ctx := context.Background()
+			req, err := p.store(t).PaymentRequest(ctx, reqID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			txs, err := p.store(t).TransactionsOfRequest(ctx, reqID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			authorised, approved := 0, 0
+			for _, tx := range txs {
+				authorised += mock.Front.Authorisations(tx.Reference)
+				if tx.Status == payment.TxApproved {
+					approved++
+					if tx.Connector != "adyen" {
+						t.Errorf("transaction %d approved through %q, want adyen", tx.ID, tx.Connector)
+					}
+				}
+			}
+			if authorised != 1 || approved != 1 || req.Status != payment.RequestPaid {
+				t.Fatalf("request %d: status %d, %d approved of %d transactions, %d authorisations at Adyen; want paid once, authorised once",
+					reqID, req.Status, approved, len(txs), authorised)
+			}
+			auditClean(t, p)
+		})
+	}
+}
+
+// failOverToAdyen routes the stack's merchant to Stripe with Adyen as its
+// failover (before its first payment; the state outlives restarts).
+func failOverToAdyen(t *testing.T, p *proc) {
+	t.Helper()
+	ctx := context.Background()
+	s := p.store(t)
+	m, err := s.Merchant(ctx, p.info.Merchant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Routing = routing.Rules{Default: "stripe", Failover: []string{"adyen"}}
+	if err := s.UpdateMerchant(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unsent checks request reqID after a kill between the move to Adyen and
+// Adyen's charge: the shopper's new attempt answered 503, the request is
+// unpaid and held by its one attempt, which waits on Adyen (Stripe did not
+// process it) and was never authorised.
+func unsent(t *testing.T, p *proc, mock *adyenmock.Mock, reqID int64, retry response) {
+	t.Helper()
+	if retry.err != nil || retry.status != http.StatusServiceUnavailable {
+		t.Fatalf("the shopper's payment after the crash: %v %d %s, want 503", retry.err, retry.status, retry.body)
+	}
+	ctx := context.Background()
+	req, err := p.store(t).PaymentRequest(ctx, reqID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs, err := p.store(t).TransactionsOfRequest(ctx, reqID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Status != payment.RequestUnpaid || len(txs) != 1 || txs[0].Status != payment.TxWaiting || txs[0].Connector != "adyen" ||
+		strings.Join(txs[0].FailedOver, ",") != "stripe" || mock.Front.Authorisations(txs[0].Reference) != 0 {
+		t.Fatalf("request %d status %d, transactions %+v; want unpaid, one attempt waiting on adyen after stripe, never authorised", reqID, req.Status, txs)
+	}
+}
