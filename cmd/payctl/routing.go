@@ -29,9 +29,11 @@ const routingHelp = `The rules file is JSON (docs/acquirers.md, "Routing"):
      {"name": "large EUR cards", "methods": ["card"], "currencies": ["EUR"], "minAmount": "500.00", "connector": "adyen"},
      {"cardBrands": ["amex"], "split": [{"connector": "stripe", "weight": 80}, {"connector": "adyen", "weight": 20}]}
    ],
-   "default": "stripe"}
+   "default": "stripe", "failover": ["adyen"]}
 The first rule whose conditions all hold picks the connector; "default" (or, without it, the stage's
-default connector) takes the rest. Amounts are decimal strings. {"rules": []} removes the routing.`
+default connector) takes the rest. Amounts are decimal strings. "failover" (on a rule, or beside
+"default") lists connectors to try, in order, when the picked one did not process the charge
+(docs/acquirers.md, "Failover"). {"rules": []} removes the routing.`
 
 func routingCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
