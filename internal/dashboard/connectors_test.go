@@ -176,6 +176,18 @@ func row(t *testing.T, p page, name, class string) string {
 	return got[0]
 }
 
+// seedAccount stores a Stripe account of merchantID as the service leaves
+// one (masks; sealed values the page never opens), with its audit entry.
+func seedAccount(t *testing.T, merchantID, name string) {
+	t.Helper()
+	now := time.Now().UTC()
+	a := &acquireraccount.Account{MerchantID: merchantID, Name: name, Kind: acquireraccount.Stripe, Status: acquireraccount.Active,
+		Settings: map[string]string{}, Sealed: map[string]string{"secretKey": "sealed", "webhookSecret": "sealed"},
+		Masks: map[string]string{"secretKey": "sk_test_…4321", "webhookSecret": "whsec_…8765"}, CheckedAt: now, CreatedAt: now, UpdatedAt: now, Version: 1}
+	testenv.Seeded(t, "connector", testenv.Stack(t).Store.CreateConnector(context.Background(), a,
+		dashuser.AuditEntry{MerchantID: merchantID, At: now, Actor: "test", Action: "connector.add", Detail: "seeded"}))
+}
+
 // An admin connects a Stripe and an Adyen account on the Connectors page:
 // each is checked with a harmless call (stripe-mock, Prism) before it is
 // saved, listed with its masks only (no secret anywhere in a page), tested
@@ -305,14 +317,7 @@ func TestConnectorsRefusesAMalformedKeyWith046(t *testing.T) {
 // missing, altered or another session's CSRF token, even an admin's.
 func TestConnectorsChangesNeedAnAdminAndTheCSRFToken(t *testing.T) {
 	m := testenv.NewMerchant(t)
-	now := time.Now().UTC()
-	// An account in the store as the service leaves one (masks, sealed
-	// values the page never opens).
-	seeded := &acquireraccount.Account{MerchantID: m.ID, Name: "eustripe", Kind: acquireraccount.Stripe, Status: acquireraccount.Active,
-		Settings: map[string]string{}, Sealed: map[string]string{"secretKey": "sealed", "webhookSecret": "sealed"},
-		Masks: map[string]string{"secretKey": "sk_test_…4321", "webhookSecret": "whsec_…8765"}, CheckedAt: now, CreatedAt: now, UpdatedAt: now, Version: 1}
-	testenv.Seeded(t, "connector", testenv.Stack(t).Store.CreateConnector(context.Background(), seeded,
-		dashuser.AuditEntry{MerchantID: m.ID, At: now, Actor: "test", Action: "connector.add", Detail: "seeded"}))
+	seedAccount(t, m.ID, "eustripe")
 
 	member := newUser(t, m, dashuser.RoleMember)
 	member.mustSignIn()
