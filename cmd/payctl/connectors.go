@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/payreq/payreq/internal/acquireraccount"
-	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/wire/paywire"
 )
 
@@ -41,17 +40,6 @@ func connectorViewOf(a *acquireraccount.Account) connectorView {
 	}
 	return connectorView{MerchantID: a.MerchantID, Name: a.Name, Kind: a.Kind, Status: a.Status, Live: a.Live, Settings: settings,
 		Masked: masks, CheckedAt: a.CheckedAt, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Version: a.Version}
-}
-
-// merchantMode reads whether a merchant is a sandbox one.
-type merchantMode struct{ store *dynamo.Store }
-
-func (m merchantMode) Sandbox(ctx context.Context, merchantID string) (bool, error) {
-	mer, err := m.store.Merchant(ctx, merchantID)
-	if err != nil {
-		return false, err
-	}
-	return mer.Sandbox, nil
 }
 
 const connectorsLong = `connectors manages a merchant's own acquirer accounts. A merchant without
@@ -86,7 +74,7 @@ func connectorsCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		return &acquireraccount.Service{Store: e.store, Sealer: e.sealer, Checker: apis, Mode: merchantMode{e.store}}, nil
+		return paywire.AccountService(e.store, e.sealer, apis), nil
 	}
 	needMerchant := func(f *cobra.Command, withName bool) {
 		f.Flags().StringVar(&merchantID, "merchant", "", "the merchant's id (required)")

@@ -61,9 +61,17 @@ func main() {
 		}
 	}
 	defer stopMock()
+	stopAccounts, err := accountChecks(*stateDir, params)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paydev:", err)
+		stopMock()
+		os.Exit(1)
+	}
+	defer stopAccounts()
 	stack, err := devstack.Start(ctx, devstack.Options{StateDir: *stateDir, APIPort: *port, SFTPPort: *sftpPort, Params: params, Stage: *stage, ScheduleEvery: *scheduleEvery, StackName: *stackName, Faults: *faults, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paydev:", err)
+		stopAccounts()
 		stopMock()
 		os.Exit(1)
 	}
@@ -118,6 +126,29 @@ func startStripeMock(ctx context.Context, stateDir string, params map[string]str
 	params["GooglePayMerchantId"] = "PAYDEVLOCAL0000"
 	params["LocalStripeApiBase"] = url
 	params["LocalStripeWebhookSecrets"] = whsec
+	return stop, nil
+}
+
+// accountChecks points the dashboard's checks of merchants' own Stripe
+// accounts (the Connectors page) at a stripe-mock, started at the first
+// check, unless a parameter names one already (LocalAccountStripeApiBase,
+// or the stack's own Stripe connector's LocalStripeApiBase, which the
+// dashboard uses when the former is empty). A local stack never sends a
+// merchant's key to Stripe itself. Adyen accounts are checked against the
+// stack's Prism when -connector adyen runs one (docs/acquirers.md).
+func accountChecks(stateDir string, params map[string]string) (func(), error) {
+	if params["LocalAccountStripeApiBase"] != "" || params["LocalStripeApiBase"] != "" {
+		return func() {}, nil
+	}
+	dir := filepath.Join(stateDir, "account-checks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	url, stop, err := stripemock.Lazy(dir)
+	if err != nil {
+		return nil, err
+	}
+	params["LocalAccountStripeApiBase"] = url
 	return stop, nil
 }
 

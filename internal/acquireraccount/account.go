@@ -108,6 +108,23 @@ var fields = map[Kind][]field{
 	},
 }
 
+// FieldInfo describes one field of a kind, for forms.
+type FieldInfo struct {
+	Name     string
+	Secret   bool // sealed when stored; only its mask is shown afterwards
+	Required bool
+}
+
+// Fields lists kind's fields in the order a form asks for them; none for
+// an unknown kind.
+func Fields(kind Kind) []FieldInfo {
+	var out []FieldInfo
+	for _, f := range fields[kind] {
+		out = append(out, FieldInfo{Name: f.name, Secret: f.secret, Required: f.required})
+	}
+	return out
+}
+
 // Reserved are the platform's connector names: a merchant's own account
 // cannot take one, so a routing rule naming it is never ambiguous.
 var Reserved = []string{connector.Sandbox, connector.Stripe, connector.Adyen, "platform", "default"}
@@ -336,7 +353,7 @@ func (s *Service) Test(ctx context.Context, actor, merchantID, name string) (*Ac
 		return nil, err
 	}
 	if err := s.Checker.Check(ctx, a.Kind, values); err != nil {
-		return nil, errkind.Wrap(errkind.Invalid, err, fmt.Sprintf("the %s account %q refused the check: %v", a.Kind, a.Name, err))
+		return nil, refused(err, fmt.Sprintf("the %s account %q refused the check: %v", a.Kind, a.Name, err))
 	}
 	next := *a
 	next.CheckedAt, next.UpdatedAt, next.Version = s.now(), s.now(), a.Version+1
@@ -344,6 +361,25 @@ func (s *Service) Test(ctx context.Context, actor, merchantID, name string) (*Ac
 		return nil, err
 	}
 	return &next, nil
+}
+
+// List returns a merchant's accounts by name (settings and masks; their
+// secrets stay sealed).
+func (s *Service) List(ctx context.Context, merchantID string) ([]*Account, error) {
+	list, err := s.Store.Connectors(ctx, merchantID)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(list, func(a, b *Account) int { return strings.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
+// refused is the error of a failed harmless call: Invalid with the spec's
+// code for a payment provider that cannot be used.
+func refused(cause error, detail string) error {
+	e := errkind.Wrap(errkind.Invalid, cause, detail)
+	e.Code = codes.InvalidPaymentProvider
+	return e
 }
 
 // Values opens an account's secrets and returns every field in plain text,
@@ -378,7 +414,7 @@ func (s *Service) prepare(ctx context.Context, in Input) (*Account, error) {
 		return nil, errkind.Field("kind", codes.InvalidPaymentProvider, "test credentials cannot serve a production merchant")
 	}
 	if err := s.Checker.Check(ctx, in.Kind, in.Values); err != nil {
-		return nil, errkind.Wrap(errkind.Invalid, err, fmt.Sprintf("the %s account refused the check: %v", in.Kind, err))
+		return nil, refused(err, fmt.Sprintf("the %s account refused the check: %v", in.Kind, err))
 	}
 	now := s.now()
 	a := &Account{MerchantID: in.MerchantID, Name: in.Name, Kind: in.Kind, Status: Active, Live: in.live(),

@@ -47,6 +47,7 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	u := newUser(t, m, dashuser.RoleAdmin)
 	reqID, txID := payH2H(t, m, "a11y-"+dashuser.NewToken()[:8])
+	seedAccount(t, m.ID, "eustripe")
 	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, m.ID, "a11y."+strings.ToLower(m.ID)+"@shop.example",
 		dashuser.RoleMember, "test", base, time.Now())
 	if err != nil {
@@ -63,7 +64,8 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 		}
 	}
 	pages := []string{"/dashboard/overview", "/dashboard/overview?period=30d", "/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/payments/" + itoa(reqID) + "/refund?tx=" + itoa(txID),
-		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1", "/dashboard/merchants"}
+		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1", "/dashboard/merchants",
+		"/dashboard/connectors"}
 	for _, size := range []struct {
 		name string
 		w, h int64
@@ -82,6 +84,11 @@ func TestBrowserEveryPageHasNoAxeViolations(t *testing.T) {
 			bt.Navigate(t, tab, base+u.at(p))
 			check(size.name + " " + p)
 		}
+		// A refused account: the form's alert and field errors.
+		bt.Navigate(t, tab, base+u.at("/dashboard/connectors"))
+		navigateBy(t, tab, `document.querySelector("#stripe-name").value = "badkey"; document.querySelector("#stripe-secretKey").value = "pk_test_notasecret1234";`+
+			` document.querySelector("#stripe-webhookSecret").value = "whsec_notchecked1234"; document.querySelector("#add-stripe").submit()`)
+		check(size.name + " connectors refusing a key")
 		navigateBy(t, tab, `document.querySelector("form.logout").submit()`)
 	}
 	// The second-factor form, for a user with TOTP on.
@@ -123,7 +130,7 @@ func TestEveryPageHasAStrictCSPAndNoInlineCode(t *testing.T) {
 	reqID, _ := payH2H(t, m, "csp-"+dashuser.NewToken()[:8])
 	pages := map[string]page{"login": login}
 	for _, p := range []string{"/dashboard/overview", "/dashboard/overview?period=7d", "/dashboard/payments", "/dashboard/payments/" + itoa(reqID), "/dashboard/profile", "/dashboard/account",
-		"/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1", "/dashboard/assets/dashboard.js"} {
+		"/dashboard/users", "/dashboard/audit", "/dashboard/batches", "/dashboard/payments/1", "/dashboard/connectors", "/dashboard/assets/dashboard.js"} {
 		pages[p] = u.get(p)
 	}
 	for name, p := range pages {

@@ -1,9 +1,10 @@
 // Package dashboard is the merchant dashboard at /dashboard: server-rendered
 // HTML pages for the people who work for merchants (profile, keys,
-// payments, batches, members, audit log). It has no AWS imports: storage
-// and the operations that reach other systems (notification queue, refunds,
-// batch results) come in as the interfaces below, implemented in
-// internal/dynamo and wired in internal/wire/dashboardwire.
+// payments, batches, members, audit log, own acquirer accounts). It has no
+// AWS imports: storage and the operations that reach other systems
+// (notification queue, refunds, batch results, acquirer checks) come in as
+// the interfaces below, implemented in internal/dynamo and
+// internal/acquireraccount and wired in internal/wire/dashboardwire.
 //
 // Rules the handler keeps:
 //   - A person is one identity per e-mail address (one password, one second
@@ -30,8 +31,10 @@
 //   - Every object is read through the merchant of the address, after the
 //     membership check: another merchant's payment request, transaction or
 //     file is 404, as in the API.
-//   - Changes (settings, keys, members, refunds) need the admin role at that
-//     merchant and are written to its audit log with who and when.
+//   - Changes (settings, keys, members, refunds, acquirer accounts) need the
+//     admin role at that merchant and are written to its audit log with who
+//     and when (an acquirer account's change in the same transaction as the
+//     change itself, by acquireraccount.Service).
 //   - Sign-in attempts (password, TOTP) are counted per address before the
 //     secret is checked; failures lock the address out with a doubling
 //     back-off.
@@ -165,6 +168,10 @@ type Deps struct {
 	PublicBaseURL string
 	// SFTPAddress is shown on the profile page (host:port); empty: not configured.
 	SFTPAddress string
+	// Connectors are the merchant's own acquirer accounts
+	// (acquireraccount.Service); nil: the Connectors page says it is not
+	// available.
+	Connectors Connectors
 	// NewWebhookSecret mints a webhook secret (internal/webhook).
 	NewWebhookSecret func() (string, error)
 	// AttemptKeys names the sign-in attempt counters by a keyed hash of
@@ -228,6 +235,10 @@ var routes = []string{
 	"POST /dashboard/m/{merchant}/users/role",
 	"POST /dashboard/m/{merchant}/users/remove",
 	"GET /dashboard/m/{merchant}/audit",
+	"GET /dashboard/m/{merchant}/connectors",
+	"POST /dashboard/m/{merchant}/connectors",
+	"POST /dashboard/m/{merchant}/connectors/test",
+	"POST /dashboard/m/{merchant}/connectors/status",
 }
 
 // Routes are the method patterns the handler serves.
@@ -293,6 +304,7 @@ func New(d Deps) (http.Handler, error) {
 		"POST /payments/{id}/redeliver": h.redeliver,
 		"GET /batches":                  h.batches,
 		"GET /batches/result":           h.batchResult,
+		"GET /connectors":               h.connectors,
 	}
 	admin := map[string]pageFunc{
 		"POST /profile":                h.saveProfile,
@@ -306,6 +318,9 @@ func New(d Deps) (http.Handler, error) {
 		"POST /users/role":             h.changeRole,
 		"POST /users/remove":           h.removeUser,
 		"GET /audit":                   h.audit,
+		"POST /connectors":             h.addConnector,
+		"POST /connectors/test":        h.testConnector,
+		"POST /connectors/status":      h.connectorStatus,
 	}
 	merchantRoute := func(p string) string {
 		method, rest, _ := strings.Cut(p, " ")

@@ -71,8 +71,15 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	}
 	// B's person keeps a live session: removing or demoting it must not happen.
 	ub.mustSignIn()
+	// B's own acquirer account, with its audit entry.
+	const bAccount = "isolationb"
+	seedAccount(t, b.ID, bAccount)
+	bEntries, err := store.AuditEntries(context.Background(), b.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Nothing of B may appear on A's pages.
-	secrets := []string{b.ID, bReqS, bTxS, bRef, ub.email}
+	secrets := []string{b.ID, bReqS, bTxS, bRef, ub.email, bAccount}
 	token := func() string { return csrfOf(t, ua.get("/dashboard/profile")) }
 	type check struct {
 		method, path string
@@ -126,7 +133,16 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 			form: url.Values{"email": {ub.email}, "role": {"member"}}, status: 404}},
 		"POST /dashboard/m/{merchant}/users/remove": {{method: "POST", path: "/dashboard/users/remove", form: url.Values{"email": {ub.email}}, status: 404}},
 		"GET /dashboard/m/{merchant}/audit":         {{method: "GET", path: "/dashboard/audit", status: 200}},
-		"POST /dashboard/logout":                    {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
+		"GET /dashboard/m/{merchant}/connectors":    {{method: "GET", path: "/dashboard/connectors", status: 200}},
+		// Connecting an account of B's name is A's own (refused here for its
+		// key): the page repeats the typed name, nothing of B's.
+		"POST /dashboard/m/{merchant}/connectors": {{method: "POST", path: "/dashboard/connectors",
+			form:   url.Values{"kind": {"stripe"}, "name": {bAccount}, "secretKey": {"pk_test_notasecret1234"}, "webhookSecret": {"whsec_isolation1234"}},
+			status: 400, echo: true}},
+		"POST /dashboard/m/{merchant}/connectors/test": {{method: "POST", path: "/dashboard/connectors/test", form: url.Values{"name": {bAccount}}, status: 404}},
+		"POST /dashboard/m/{merchant}/connectors/status": {{method: "POST", path: "/dashboard/connectors/status",
+			form: url.Values{"name": {bAccount}, "action": {"disable"}}, status: 404}},
+		"POST /dashboard/logout": {{method: "POST", path: "/dashboard/logout", form: url.Values{}, status: http.StatusSeeOther}},
 	}
 	for _, route := range dashboard.Routes() {
 		checks, ok := cases[route]
@@ -155,7 +171,7 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 		var form url.Values
 		if method == http.MethodPost {
 			form = url.Values{"tx": {bTxS}, "confirm": {"yes"}, "email": {ub.email}, "role": {"member"}, "action": {"rotate"},
-				"notifyUrl": {"https://a.example/n"}, "password": {"a-new-sftp-password"}}
+				"notifyUrl": {"https://a.example/n"}, "password": {"a-new-sftp-password"}, "name": {bAccount}}
 		}
 		run(t, ua, method, path, form, http.StatusNotFound, token, []string{bReqS, bTxS, bRef, ub.email})
 	}
@@ -191,8 +207,11 @@ func TestAMerchantsUserNeverReachesAnotherMerchantsData(t *testing.T) {
 	if sftp, err := store.SFTPUserRecord(context.Background(), b.ID); err == nil && sftp.PasswordHash != "" {
 		t.Error("B's SFTP user got a password")
 	}
-	if e, err := store.AuditEntries(context.Background(), b.ID, 10); err != nil || len(e) != 0 {
-		t.Errorf("B's audit log has entries: %v %v", e, err)
+	if e, err := store.AuditEntries(context.Background(), b.ID, 10); err != nil || len(e) != len(bEntries) {
+		t.Errorf("B's audit log has new entries: %v %v", e, err)
+	}
+	if acc, err := store.Connector(context.Background(), b.ID, bAccount); err != nil || acc.Version != 1 || acc.Status != "active" {
+		t.Errorf("B's acquirer account changed: %+v %v", acc, err)
 	}
 }
 

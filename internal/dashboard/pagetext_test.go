@@ -27,6 +27,7 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	m := testenv.NewMerchant(t)
 	u := newUser(t, m, dashuser.RoleAdmin)
 	reqID, txID := payH2H(t, m, "text-"+dashuser.NewToken()[:8])
+	seedAccount(t, m.ID, "eustripe")
 	link, _, err := dashboard.InviteUser(context.Background(), stack.Store, m.ID, "text."+strings.ToLower(m.ID)+"@shop.example",
 		dashuser.RoleMember, "test", base, time.Now())
 	if err != nil {
@@ -61,7 +62,7 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	for _, p := range []string{"/dashboard/overview", "/dashboard/overview?period=7d", "/dashboard/overview?period=30d", "/dashboard/payments",
 		"/dashboard/payments/" + itoa(reqID), "/dashboard/payments/" + itoa(reqID) + "/refund?tx=" + itoa(txID), "/dashboard/batches",
 		"/dashboard/profile", "/dashboard/account", "/dashboard/users", "/dashboard/audit", "/dashboard/payments/1", "/dashboard/overview?period=year",
-		"/dashboard/merchants"} {
+		"/dashboard/merchants", "/dashboard/connectors"} {
 		bt.Navigate(t, tab, base+u.at(p))
 		check(p)
 	}
@@ -81,6 +82,15 @@ func TestBrowserEveryPageReadsWithoutFormatSlips(t *testing.T) {
 	check("profile refusing a notify URL")
 	navigateBy(t, tab, `document.querySelector("#sftp-password").value = "a long sftp password 1"; document.querySelector("#set-sftp-password").click()`)
 	check("profile after an SFTP password")
+	bt.Navigate(t, tab, base+u.at("/dashboard/connectors"))
+	navigateBy(t, tab, `document.querySelector("#stripe-name").value = "badkey"; document.querySelector("#stripe-secretKey").value = "pk_test_notasecret1234";`+
+		` document.querySelector("#stripe-webhookSecret").value = "whsec_notchecked1234"; document.querySelector("#add-stripe").submit()`)
+	check("connectors refusing a key")
+	navigateBy(t, tab, `document.querySelector("button.disable").click()`)
+	check("connectors after disabling an account")
+	if got := bt.Eval[string](t, tab, text(`tr[data-name="eustripe"] .status`)); got != "disabled" {
+		t.Errorf("after Disable, the account's status reads %q", got)
+	}
 	bt.Navigate(t, tab, base+"/dashboard/account")
 	if got := bt.Eval[string](t, tab, `document.body.innerText`); !strings.Contains(got, "(this form works for 15 minutes)") {
 		t.Errorf("the TOTP form does not say its lifetime in words: %q", got)

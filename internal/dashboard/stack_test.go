@@ -29,7 +29,13 @@ import (
 	"github.com/payreq/payreq/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// The Connectors page checks accounts against these (connectors_test.go).
+	stripeAccounts.srv.Start()
+	adyenAccounts.srv.Start()
+	testenv.Options.Params = map[string]string{"LocalAccountStripeApiBase": stripeAccounts.srv.URL, "LocalAccountAdyenApiBase": adyenAccounts.srv.URL}
+	testenv.Main(m)
+}
 
 const password = "correct horse battery staple"
 
@@ -92,7 +98,7 @@ func newBrowser(t testing.TB, merchantID, email string) *user {
 }
 
 // merchantPages are the first segments of a merchant's pages.
-var merchantPages = []string{"overview", "profile", "payments", "batches", "users", "audit"}
+var merchantPages = []string{"overview", "profile", "payments", "batches", "users", "audit", "connectors"}
 
 // at is the address of path for this browser: a merchant's page named by
 // its short path goes under the browser's merchant; any other path (the

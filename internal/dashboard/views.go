@@ -36,6 +36,7 @@ var views = map[string]view{
 	"batches":     {"Batches", viewBatches},
 	"users":       {"Users", viewUsers},
 	"audit":       {"Audit log", viewAudit},
+	"connectors":  {"Connectors", viewConnectors},
 	"merchants":   {"Your merchants", viewMerchants},
 }
 
@@ -48,6 +49,7 @@ var navItems = []struct{ rest, label, page string }{
 	{"/payments", "Payments", "payments"},
 	{"/batches", "Batches", "batches"},
 	{"/profile", "Profile", "profile"},
+	{"/connectors", "Connectors", "connectors"},
 	{"/users", "Users", "users"},
 	{"/audit", "Audit log", "audit"},
 }

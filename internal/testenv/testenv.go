@@ -40,9 +40,29 @@ var (
 	stateDir string
 )
 
+// afterAll are what Main runs once the tests are done (AfterAll).
+var (
+	afterMu  sync.Mutex
+	afterAll []func()
+)
+
+// AfterAll registers f to run once the package's tests are done, before
+// Main stops the stack: the end of what a test started for the whole
+// package (a mock server shared by several tests).
+func AfterAll(f func()) {
+	afterMu.Lock()
+	defer afterMu.Unlock()
+	afterAll = append(afterAll, f)
+}
+
 // Main is TestMain for packages using Stack: it stops the stack afterwards.
 func Main(m *testing.M) {
 	code := m.Run()
+	afterMu.Lock()
+	for i := len(afterAll) - 1; i >= 0; i-- {
+		afterAll[i]()
+	}
+	afterMu.Unlock()
 	if code != 0 && stateDir != "" {
 		// The emulators' own words, for a failure CI shows only once.
 		for _, name := range []string{"dynamodb-local", "fauxqs"} {

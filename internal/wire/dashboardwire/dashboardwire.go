@@ -1,6 +1,9 @@
 // Package dashboardwire builds DashboardFunction: the merchant dashboard.
 // It takes the payments core for refunds (which go to the provider), S3 for
-// batch result files and sftpauth for SFTP passwords and SSH keys.
+// batch result files, sftpauth for SFTP passwords and SSH keys, and the
+// service of merchants' own acquirer accounts (paywire.AccountService, as
+// payctl connectors), whose checks reach the acquirers' APIs (in a local
+// stack their test doubles: paywire.AccountAPIsFromEnv).
 package dashboardwire
 
 import (
@@ -77,6 +80,7 @@ func Dashboard(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 		PublicBaseURL:    b.Cfg.PublicBaseURL,
 		Mailer:           mailer,
 		SFTPAddress:      getenv("SFTP_ADDRESS"),
+		Connectors:       paywire.AccountService(b.Store, b.Sealer, paywire.AccountAPIsFromEnv(getenv, b.Cfg.Local)),
 		NewWebhookSecret: webhook.NewWebhookSecret,
 		HashPassword:     sftpauth.HashPassword,
 		CheckPassword:    sftpauth.CheckPassword,
