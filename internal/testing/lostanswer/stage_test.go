@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/devstack/adyenmock"
 	"github.com/payreq/payreq/internal/devstack/stripemock"
 	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/merchant"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox/ledger"
+	"github.com/payreq/payreq/internal/routing"
 	"github.com/payreq/payreq/internal/seal"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/stripetest"
@@ -29,8 +31,14 @@ import (
 type stage struct {
 	st     *devstack.Stack
 	faults *devstack.FaultProxy
-	front  *stripetest.Front // production only
+	front  *stripetest.Front // production with Stripe only
 	sealer *seal.Sealer
+	// live: a production stage (live merchants, no sandbox ledger).
+	live bool
+	// adyen: the Adyen front of the failover stage, which charges there.
+	adyen *adyenmock.Mock
+	// routing of the stage's merchants.
+	routing routing.Rules
 }
 
 func sandbox(t *testing.T) *stage {
@@ -69,13 +77,13 @@ func production(t *testing.T) *stage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stage{st: st, faults: st.Faults(), front: front, sealer: sealer}
+	return &stage{st: st, faults: st.Faults(), front: front, sealer: sealer, live: true}
 }
 
 // newMerchant creates a merchant of the stage (live on production).
 func (s *stage) newMerchant(t *testing.T, mutate func(*merchant.Merchant)) testenv.Merchant {
 	t.Helper()
-	if s.front == nil {
+	if !s.live {
 		return testenv.NewMerchant(t, mutate)
 	}
 	apiKey := merchant.NewAPIKey(false)
@@ -88,6 +96,7 @@ func (s *stage) newMerchant(t *testing.T, mutate func(*merchant.Merchant)) teste
 		t.Fatal(err)
 	}
 	m.SealedSecret = s.sealer.Seal(secret, m.ID)
+	m.Routing = s.routing
 	mutate(m)
 	testenv.Seeded(t, "merchant", testenv.PatientStore(t, s.st).CreateMerchant(context.Background(), m))
 	return testenv.Merchant{Merchant: m, APIKey: apiKey, WebhookSecret: secret}
@@ -97,6 +106,9 @@ func (s *stage) newMerchant(t *testing.T, mutate func(*merchant.Merchant)) teste
 // ledger's live charge, or Stripe's succeeded PaymentIntent for its
 // reference (the front counts every intent created for it).
 func (s *stage) charged(ctx context.Context, store *dynamo.Store, tx *payment.Transaction) int {
+	if s.adyen != nil {
+		return s.adyen.Front.Authorisations(tx.Reference)
+	}
 	if s.front == nil {
 		if e, err := store.LedgerEntry(ctx, tx.Reference); err == nil && e.Kind == ledger.KindCharge && e.Status == provider.Approved && !e.Abandoned {
 			return 1
@@ -119,7 +131,7 @@ func (s *stage) charged(ctx context.Context, store *dynamo.Store, tx *payment.Tr
 // delivery attempts the notifier recorded (an attempt per event is what
 // counts), read back from their event ids.
 func (s *stage) notices(r *run, requestID int64) []notice {
-	if s.front == nil {
+	if !s.live {
 		var out []notice
 		id := strconv.FormatInt(requestID, 10)
 		for _, n := range notifications(r.t).of(r.m.ID) {

@@ -439,7 +439,7 @@ func distinct(ns []notice) int {
 // auditClean runs the invariant audit over the stage's tables.
 func auditClean(t *testing.T, stg *stage) {
 	t.Helper()
-	rep, err := testenv.PatientStore(t, stg.st).Audit().Sweep(context.Background(), stg.front == nil, time.Now().Add(audit.DefaultGrace+time.Second),
+	rep, err := testenv.PatientStore(t, stg.st).Audit().Sweep(context.Background(), !stg.live, time.Now().Add(audit.DefaultGrace+time.Second),
 		audit.DefaultGrace, 4, 4, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -77,6 +78,14 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*paycore.Serv
 			return nil, errors.New("missing environment variable SANDBOX_QUEUE_URL")
 		}
 		deps.Sandbox, deps.SandboxQueueURL = true, queueURL
+	}
+	if v := getenv("CIRCUIT_BREAKER_THRESHOLD"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("CIRCUIT_BREAKER_THRESHOLD %q: want a whole number of at least 1", v)
+		}
+		deps.Breaker = connector.NewBreaker(nil)
+		deps.Breaker.Threshold = n
 	}
 	var svc *paycore.Service
 	if deps.Connectors, err = connectors(b, getenv, d, &svc); err != nil {
