@@ -24,6 +24,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/payreq/payreq/internal/card"
 	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/emf"
 	"github.com/payreq/payreq/internal/errkind"
@@ -96,6 +97,20 @@ func (s *Service) failOver(ctx context.Context, tx *payment.Transaction, to stri
 	s.Log.Warn("connector did not process the charge; the attempt moves to the next connector", append([]any{
 		"transaction_id", tx.ID, "connector", from, "failover", to}, emf.Attrs(MetricFailedOver, 1, s.Now())...)...)
 	return moved, nil
+}
+
+// chargeNext moves waiting transaction tx to connector next and charges
+// it there.
+func (s *Service) chargeNext(ctx context.Context, req *payment.Request, tx *payment.Transaction, a Attempt, det *card.Details, next string) (Result, error) {
+	moved, err := s.failOver(ctx, tx, next)
+	if errors.Is(err, errMovedOn) {
+		return s.resultOf(ctx, moved, a) // finished by another run: its outcome
+	}
+	if err != nil {
+		s.Log.Error("failover not written; the reconciler will close the attempt", "transaction_id", tx.ID, "error", err.Error())
+		return Result{}, errkind.UnavailableErr("The payment provider did not process the payment. Retry with the same Idempotency-Key; you will not be charged twice.")
+	}
+	return s.charge(ctx, req, moved, a, det)
 }
 
 // circuitChanged logs a connector's circuit state as the metric.

@@ -110,6 +110,27 @@ func TestNoFailoverWithoutAListAfterADeclineOrAnUnknownOutcome(t *testing.T) {
 	})
 }
 
+// An unknown outcome whose lookup proves alpha never charged the reference
+// (and, having closed it, never will) is as good as not processed: the
+// attempt moves to beta and is charged there once.
+func TestFailoverAfterALookupProvesNoCharge(t *testing.T) {
+	e, alpha, beta, svc := failoverEnv(t)
+	alpha.failCharge = true // no answer; alpha's ledger never saw the reference
+	r := e.request(t, "40.00")
+	res, err := svc.Pay(context.Background(), e.m, r.ID, cardAttempt(cardApprove))
+	if err != nil || res.TransactionStatusID != payment.TxApproved {
+		t.Fatalf("pay: %+v %v", res, err)
+	}
+	tx := e.onlyTx(t, r.ID)
+	if tx.Connector != "beta" || strings.Join(tx.FailedOver, ",") != "alpha" {
+		t.Fatalf("transaction on %q after %v, want beta after alpha", tx.Connector, tx.FailedOver)
+	}
+	if a, b := alpha.counts(), beta.counts(); a != [3]int{1, 0, 1} || b != [3]int{1, 0, 0} {
+		t.Fatalf("calls (charges, refunds, lookups): alpha %v, beta %v; want alpha charged and looked up, beta charged", a, b)
+	}
+	e.paidOnceBy(t, r, tx.ID, 1)
+}
+
 // The failover write's answer is lost: the attempt recognises its own
 // move and is charged through beta once.
 func TestFailoverWriteAnswerLost(t *testing.T) {

@@ -512,25 +512,26 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		if next == "" {
 			return Result{}, s.notProcessed(ctx, req, tx, err)
 		}
-		moved, ferr := s.failOver(ctx, tx, next)
-		if errors.Is(ferr, errMovedOn) {
-			return s.resultOf(ctx, moved, a) // finished by another run: its outcome
-		}
-		if ferr != nil {
-			s.Log.Error("failover not written; the reconciler will close the attempt", "transaction_id", tx.ID, "error", ferr.Error())
-			return Result{}, errkind.UnavailableErr("The payment provider did not process the payment. Retry with the same Idempotency-Key; you will not be charged twice.")
-		}
-		return s.charge(ctx, req, moved, a, det)
+		return s.chargeNext(ctx, req, tx, a, det, next)
 	}
 	if err == nil {
 		s.Breaker.Processed(conn)
 	}
 	if err != nil {
 		s.Log.Error("provider charge failed; looking the reference up", "transaction_id", tx.ID, "error", err.Error())
-		out, err = s.lookup(ctx, tx)
+		var never bool
+		out, never, err = s.lookupOutcome(ctx, tx)
 		if err != nil {
 			s.Log.Error("charge outcome unknown; the reconciler will resolve it", "transaction_id", tx.ID, "error", err.Error())
 			return Result{}, errkind.UnavailableErr("The payment provider did not answer. Retry with the same Idempotency-Key; you will not be charged twice.")
+		}
+		if never {
+			// The connector never charged the reference and never will
+			// (its lookup closed it): as good as not processed.
+			s.Breaker.NotProcessed(conn, s.Now())
+			if next := s.nextConnector(a, conn, req.Amount, req.Unit); next != "" {
+				return s.chargeNext(ctx, req, tx, a, det, next)
+			}
 		}
 	}
 	crashpoint.Hit(crashpoint.AfterCharge)
@@ -572,10 +573,13 @@ func (s *Service) notProcessed(ctx context.Context, req *payment.Request, tx *pa
 // lookup asks the provider what became of tx's charge. A reference it never
 // charged is closed there and becomes a decline (001): no money moved.
 func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider.Outcome, error) {
-	var (
-		out provider.Outcome
-		err error
-	)
+	out, _, err := s.lookupOutcome(ctx, tx)
+	return out, err
+}
+
+// lookupOutcome is lookup, also telling whether the provider never charged
+// the reference (never: the outcome is then that decline).
+func (s *Service) lookupOutcome(ctx context.Context, tx *payment.Transaction) (out provider.Outcome, never bool, err error) {
 	p := s.ProviderOf(tx)
 	if cl, ok := p.(provider.ChargeLooker); ok {
 		// Everything stored helps: the acquirer's id (read directly) and
@@ -585,15 +589,15 @@ func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider
 		out, err = p.Lookup(ctx, tx.Reference)
 	}
 	if errors.Is(err, provider.ErrUnknownReference) {
-		return provider.Final(provider.Declined, codes.BankSystemError, ""), nil
+		return provider.Final(provider.Declined, codes.BankSystemError, ""), true, nil
 	}
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	// The provider found the charge (by the reference, through a search
 	// anyone with access to the acquirer account could feed): it must be
 	// this transaction's.
-	return out, s.bind(tx, out.ProviderRef, out.Facts, false, "lookup")
+	return out, false, s.bind(tx, out.ProviderRef, out.Facts, false, "lookup")
 }
 
 // record applies a provider outcome to waiting transaction tx of req (as
