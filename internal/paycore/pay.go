@@ -516,8 +516,7 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 	}
 	if err == nil {
 		s.Breaker.Processed(conn)
-	}
-	if err != nil {
+	} else {
 		s.Log.Error("provider charge failed; looking the reference up", "transaction_id", tx.ID, "error", err.Error())
 		var never bool
 		out, never, err = s.lookupOutcome(ctx, tx)

@@ -2,27 +2,18 @@ package crashtest
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/payreq/payreq/internal/crashpoint"
-	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/devstack/adyenmock"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/routing"
+	"github.com/payreq/payreq/internal/testing/adyentest"
 	"github.com/payreq/payreq/internal/testing/needs"
-)
-
-const (
-	adyenKey     = "AQE_crash_key_not_secret"
-	adyenHMAC    = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
-	adyenAccount = "PayreqECOM"
 )
 
 // TestCrashDuringFailover: a production stack with Stripe (the default,
@@ -43,33 +34,14 @@ const (
 // reconciler (docs/acquirers.md, Failover).
 func TestCrashDuringFailover(t *testing.T) {
 	needs.External(t, "paydev with crash points, Prism serving Adyen's description")
-	infra, err := devstack.InfraDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "payreq-crash-adyen-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := devstack.EnsureNodeModules(infra, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	mock, err := adyenmock.Run(context.Background(), infra, dir, adyenKey, adyenHMAC)
-	if err != nil {
-		t.Fatalf("start Prism and the Adyen front: %v", err)
-	}
-	t.Cleanup(mock.Stop)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + l.Addr().String()
-	l.Close()
+	mock := adyentest.Start(t)
+	down := adyentest.Unreachable(t)
 	extra := []string{"-stage", "production", "-param", "PaymentConnector=stripe",
 		"-param", "LocalStripeSecretKey=sk_test_crash", "-param", "LocalStripeApiBase=" + down, "-param", "LocalStripeWebhookSecrets=whsec_crash_test",
-		"-param", "LocalAdyenApiKey=" + adyenKey, "-param", "LocalAdyenApiBase=" + mock.URL, "-param", "LocalAdyenHmacKeys=" + adyenHMAC,
-		"-param", "AdyenMerchantAccount=" + adyenAccount}
+	}
+	for name, v := range adyentest.StackParams(mock) {
+		extra = append(extra, "-param", name+"="+v)
+	}
 	const card = `{"holderName":"Ann Lee","number":"4111111111111111","expiry":"03/30","cvc":"737"}`
 	for _, point := range []string{crashpoint.AfterLease, crashpoint.AfterFailover, crashpoint.AfterCharge, crashpoint.AfterRequestCommit} {
 		t.Run(point, func(t *testing.T) {
@@ -110,15 +82,7 @@ func TestCrashDuringFailover(t *testing.T) {
 			if !paidAlready(retry) && (retry.err != nil || retry.status != http.StatusOK || retry.json(t)["transactionStatusId"] != 1.0) {
 				t.Fatalf("the shopper's payment after the crash: %v %d %s", retry.err, retry.status, retry.body)
 			}
-			ctx := context.Background()
-			req, err := p.store(t).PaymentRequest(ctx, reqID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			txs, err := p.store(t).TransactionsOfRequest(ctx, reqID)
-			if err != nil {
-				t.Fatal(err)
-			}
+			req, txs := requestAndTransactions(t, p, reqID)
 			authorised, approved := 0, 0
 			for _, tx := range txs {
 				authorised += mock.Front.Authorisations(tx.Reference)
@@ -163,17 +127,25 @@ func unsent(t *testing.T, p *proc, mock *adyenmock.Mock, reqID int64, retry resp
 	if retry.err != nil || retry.status != http.StatusServiceUnavailable {
 		t.Fatalf("the shopper's payment after the crash: %v %d %s, want 503", retry.err, retry.status, retry.body)
 	}
-	ctx := context.Background()
-	req, err := p.store(t).PaymentRequest(ctx, reqID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	txs, err := p.store(t).TransactionsOfRequest(ctx, reqID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	req, txs := requestAndTransactions(t, p, reqID)
 	if req.Status != payment.RequestUnpaid || len(txs) != 1 || txs[0].Status != payment.TxWaiting || txs[0].Connector != "adyen" ||
 		strings.Join(txs[0].FailedOver, ",") != "stripe" || mock.Front.Authorisations(txs[0].Reference) != 0 {
 		t.Fatalf("request %d status %d, transactions %+v; want unpaid, one attempt waiting on adyen after stripe, never authorised", reqID, req.Status, txs)
 	}
+}
+
+// requestAndTransactions reads request reqID and its transactions.
+func requestAndTransactions(t *testing.T, p *proc, reqID int64) (*payment.Request, []*payment.Transaction) {
+	t.Helper()
+	ctx := context.Background()
+	s := p.store(t)
+	req, err := s.PaymentRequest(ctx, reqID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs, err := s.TransactionsOfRequest(ctx, reqID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req, txs
 }

@@ -69,6 +69,12 @@ func production(t *testing.T) *stage {
 	}
 	t.Cleanup(st.Close)
 	front.SendEventsTo(st.Info.APIBase+"/callbacks/svcwh", webhookSecret)
+	return &stage{st: st, faults: st.Faults(), front: front, sealer: sealerOf(t, dir), live: true}
+}
+
+// sealerOf is the sealer of the stack whose state is in dir (its seal key).
+func sealerOf(t *testing.T, dir string) *seal.Sealer {
+	t.Helper()
 	key, err := devstack.SealKey(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +83,7 @@ func production(t *testing.T) *stage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stage{st: st, faults: st.Faults(), front: front, sealer: sealer, live: true}
+	return sealer
 }
 
 // newMerchant creates a merchant of the stage (live on production).
