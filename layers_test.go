@@ -156,6 +156,7 @@ var layerOf = map[string]int{
 	"internal/testing/motoserver": layerTest,
 	"internal/testing/needs":      layerTest,
 	"internal/testing/stripetest": layerTest,
+	"internal/testing/adyentest":  layerTest,
 }
 
 // adapterImports are the imports that make a package an adapter: an AWS
