@@ -477,9 +477,11 @@ func sweep(t *testing.T, crash bool) {
 			where = "bucket"
 		}
 		kind := fmt.Sprintf("%s.%s applied=%v", where, f.method, f.applied)
+		mu.Lock() // running cases write fired meanwhile
 		if _, ok := fired[kind]; !ok {
 			fired[kind] = false
 		}
+		mu.Unlock()
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
