@@ -26,12 +26,16 @@ dev: $(EMULATORS)
 	exec .paydev/bin/paydev -port $(PORT) -sftp-port $(SFTP_PORT) -state-dir $(STATE_DIR)$(if $(STAGE), -stage $(STAGE))$(if $(FAULTS), -faults)
 
 # Every test once: unit tests, and the integration tests on the emulators
-# they start (DynamoDB Local, fauxqs; docs/testing.md). The longest package
-# is named first: go test starts packages in the order given (./... adds the
-# others once each); last in path order, it would start when most of the
-# run is over and then run alone.
+# they start (DynamoDB Local, fauxqs; docs/testing.md). The longest packages
+# are named first: go test starts packages in the order given (./... adds the
+# others once each); last in path order, one would start when most of the
+# run is over and then run alone. Three test binaries at a time on two
+# cores: the integration packages spend much of their time waiting (leases,
+# retries' back-off, a browser, start-up), and at two the cores sat a third
+# idle (docs/testing.md).
+SLOWEST_PACKAGES = ./internal/testing/lostanswer/ ./internal/dashboard/ ./internal/testing/crashtest/ ./internal/browsertest/ ./internal/provider/stripe/
 test: $(EMULATORS)
-	go test -trimpath -count=1 -timeout 40m ./internal/testing/lostanswer/ ./...
+	go test -trimpath -count=1 -p 3 -timeout 40m $(SLOWEST_PACKAGES) ./...
 
 # The fast suite: unit tests, the in-memory store's half of its contract
 # test, no emulator, browser, SFTP client or stack (docs/testing.md). Not a
