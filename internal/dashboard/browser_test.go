@@ -81,8 +81,10 @@ func (r *receiver) wait(t *testing.T, n int) received {
 }
 
 const (
-	pageTimeout   = 20 * time.Second
-	settleTimeout = 60 * time.Second
+	pageTimeout = 20 * time.Second
+	// A bound against a hang, not a speed test: beside another full test
+	// run on two cores, 30 payments' notifications took over a minute.
+	settleTimeout = 3 * time.Minute
 )
 
 // submit runs a form action in the page (confirm dialogs answered yes) and

@@ -138,7 +138,9 @@ func (e *afterEnv) reconcile(t *testing.T) {
 // is what counts).
 func (e *afterEnv) notified(t *testing.T, prID int64, eventID string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// A bound against a hang: beside another full test run, a notification
+	// whose first send timed out waits for the outbox sweep (over 30 s).
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		ds, err := e.stack.Store.Deliveries(context.Background(), prID, time.Now())
 		if err != nil {
