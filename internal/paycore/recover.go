@@ -19,7 +19,9 @@ import (
 // never by charging again. An attempt still pending at the provider within
 // its window is left alone; past its window, one that waits for a step
 // (a challenge, a QR code) is closed at the acquirer and declined 013. A
-// final transaction gets what it still owes after its first answer (a
+// waiting one whose acquirer cannot tell (Adyen without a stored answer)
+// is cancelled there by its reference once its sender is gone, and
+// declined 001 (cancelUnknown). A final transaction gets what it still owes after its first answer (a
 // refund asked or read, a late charge voided, notifications queued;
 // finishAfter).
 func (s *Service) Recover(ctx context.Context, tx *payment.Transaction) error {

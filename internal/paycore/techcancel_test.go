@@ -28,6 +28,7 @@ type cancellingConnector struct {
 	cmu        sync.Mutex
 	cancels    map[string]int
 	failCancel bool
+	voids      []string // PSP references of the charges voided
 }
 
 var _ provider.ReferenceCanceller = (*cancellingConnector)(nil)
@@ -48,6 +49,18 @@ func (c *cancellingConnector) CancelReference(_ context.Context, ref string) err
 		return errDown
 	}
 	return nil
+}
+
+// Refund answers a void (of a late charge) itself: the sandbox ledger
+// underneath never saw the charge the test's event reports.
+func (c *cancellingConnector) Refund(ctx context.Context, req provider.RefundRequest) (provider.RefundOutcome, error) {
+	if !req.Void {
+		return c.countingConnector.Refund(ctx, req)
+	}
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	c.voids = append(c.voids, req.ProviderRef)
+	return provider.RefundOutcome{Status: provider.Pending, ProviderRef: "void_of_" + req.ProviderRef}, nil
 }
 
 func (c *cancellingConnector) cancelsOf(ref string) int {
@@ -267,5 +280,58 @@ func TestTechnicalCancelThirtyAtOnce(t *testing.T) {
 		if got := e.requestNow(t, r.ID); got.Status != payment.RequestPaid || got.TransactionID != id {
 			t.Fatalf("request %+v, want paid by %d", got, id)
 		}
+	}
+}
+
+// A charge the technical cancel could not stop (captured already, or
+// arriving after it) reports its success for the declined attempt, which
+// has no PSP reference: it binds on its facts alone and is voided once,
+// however often it is delivered, and the attempt stays declined. At a
+// connector that cannot cancel by reference the same event for a declined
+// attempt without a PSP reference is still refused.
+func TestTechnicalCancelLateChargeIsVoided(t *testing.T) {
+	e, c, svc, r, tx := cancelEnv(t)
+	ctx := context.Background()
+	e.deadlinePassed(tx)
+	if _, err := svc.RecoverOpen(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	declinedByCancel(t, e, c, tx, 1)
+	late := paycore.ProviderResult{EventID: "auth-late", TransactionID: tx.ID, Status: provider.Approved, ProviderRef: "PSP_LATE",
+		Facts: &provider.ChargeFacts{Reference: tx.Reference, PaymentRequestID: r.ID, Amount: tx.Amount, Unit: tx.Unit}}
+	for i := 0; i < 2; i++ {
+		st, err := svc.Settle(ctx, late)
+		if err != nil || !st.Duplicate {
+			t.Fatalf("late success %d: %+v %v; want acknowledged, nothing booked", i, st, err)
+		}
+	}
+	got, _ := e.store.Transaction(ctx, tx.ID)
+	if got.Status != payment.TxDeclined || got.After == nil || got.After.LateCharge == nil ||
+		got.After.LateCharge.Status != payment.LateVoided || got.After.LateCharge.ProviderRef != "PSP_LATE" {
+		t.Fatalf("after the late success: status %d, after %+v; want declined, the late charge voided", got.Status, got.After)
+	}
+	c.cmu.Lock()
+	voids := append([]string(nil), c.voids...)
+	c.cmu.Unlock()
+	if len(voids) != 1 || voids[0] != "PSP_LATE" {
+		t.Fatalf("voids %v, want PSP_LATE once", voids)
+	}
+	if e.requestNow(t, r.ID).Status != payment.RequestUnpaid {
+		t.Fatal("a late charge paid the request")
+	}
+
+	// A connector without the technical cancel: unchanged, refused.
+	f, alpha, _, fsvc := failoverEnv(t)
+	f.m.Routing.Failover = nil
+	alpha.failCharge = true // no answer; its lookup proves no charge: declined 001
+	fr := f.request(t, "40.00")
+	if res, err := fsvc.Pay(ctx, f.m, fr.ID, cardAttempt(cardApprove)); err != nil || res.TransactionStatusID != payment.TxDeclined {
+		t.Fatalf("pay: %+v %v, want declined", res, err)
+	}
+	ftx := f.onlyTx(t, fr.ID)
+	_, err := fsvc.Settle(ctx, paycore.ProviderResult{EventID: "auth-other", TransactionID: ftx.ID, Status: provider.Approved, ProviderRef: "PSP_OTHER",
+		Facts: &provider.ChargeFacts{Reference: ftx.Reference, PaymentRequestID: fr.ID, Amount: ftx.Amount, Unit: ftx.Unit}})
+	if !errors.Is(err, paycore.ErrUnbound) {
+		t.Fatalf("an event for a declined attempt without PSP reference at a plain connector: %v, want refused (unbound)", err)
 	}
 }
