@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/codes"
+	"github.com/payreq/payreq/internal/crashpoint"
 	"github.com/payreq/payreq/internal/errkind"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
@@ -18,7 +19,9 @@ import (
 // never by charging again. An attempt still pending at the provider within
 // its window is left alone; past its window, one that waits for a step
 // (a challenge, a QR code) is closed at the acquirer and declined 013. A
-// final transaction gets what it still owes after its first answer (a
+// waiting one whose acquirer cannot tell (Adyen without a stored answer)
+// is cancelled there by its reference once its sender is gone, and
+// declined 001 (cancelUnknown). A final transaction gets what it still owes after its first answer (a
 // refund asked or read, a late charge voided, notifications queued;
 // finishAfter).
 func (s *Service) Recover(ctx context.Context, tx *payment.Transaction) error {
@@ -38,7 +41,11 @@ func (s *Service) recoverOne(ctx context.Context, tx *payment.Transaction) (stil
 	}
 	out, err := s.lookup(ctx, tx)
 	if err != nil {
-		return true, fmt.Errorf("look up transaction %d: %w", tx.ID, err)
+		cancelled, cerr := s.cancelUnknown(ctx, tx, err)
+		if cerr != nil || !cancelled {
+			return true, errors.Join(fmt.Errorf("look up transaction %d: %w", tx.ID, err), cerr)
+		}
+		out = provider.Final(provider.Declined, codes.BankSystemError, "")
 	}
 	if out.Status == provider.Pending && out.Closable && tx.Status == payment.TxPending && s.windowPassed(tx) {
 		if out, err = s.closePending(ctx, tx, out); err != nil {
@@ -64,6 +71,52 @@ func (s *Service) recoverOne(ctx context.Context, tx *payment.Transaction) (stil
 	}
 	_, _, err = s.complete(ctx, tx, out, tds)
 	return err != nil, err
+}
+
+// cancelUnknown closes waiting attempt tx whose lookup could not tell what
+// became of its charge (lookupErr is provider.ErrOutcomeUnknown: Adyen
+// keeps no answer for the reference) once the process that sent the charge
+// is gone (senderGone), at a connector that can cancel by reference
+// (provider.ReferenceCanceller). It sends the cancel and reports whether
+// the acquirer acknowledged it; the caller then declines the attempt 001,
+// the decline of a reference never charged, through the same final commit
+// (so the request is payable again). No second charge can come of it:
+//
+//   - nobody sends the charge again: the process that sent it is gone and
+//     card data is not persisted (only the payer's retry of this very
+//     attempt carries it, and it finds the attempt declined);
+//   - an authorisation that did reach the acquirer is cancelled;
+//   - one the acquirer could not cancel (captured already, or arriving
+//     after the cancel) brings its own success event for a declined
+//     transaction, which is voided as a late charge (latecharge.go).
+//
+// The attempt does not fail over after a cancel: an acknowledged cancel
+// does not prove the charge was never processed (the cancel's own result
+// comes later), so it ends as a decline and the payer's next attempt is
+// routed afresh. Nothing new is written: a lost answer of the cancel is
+// sent again under the same idempotency key, and the decline is the
+// guarded final commit every outcome uses.
+func (s *Service) cancelUnknown(ctx context.Context, tx *payment.Transaction, lookupErr error) (bool, error) {
+	rc, ok := s.ProviderOf(tx).(provider.ReferenceCanceller)
+	if !ok || tx.Status != payment.TxWaiting || !errors.Is(lookupErr, provider.ErrOutcomeUnknown) || !s.senderGone(tx) {
+		return false, nil
+	}
+	if err := rc.CancelReference(ctx, tx.Reference); err != nil {
+		return false, fmt.Errorf("cancel transaction %d by its reference: %w", tx.ID, err)
+	}
+	crashpoint.Hit(crashpoint.AfterTechnicalCancel)
+	s.Log.Warn("a charge without answer outlived its attempt; cancelled at the acquirer by its reference and declined",
+		"transaction_id", tx.ID, "payment_request_id", tx.PaymentRequestID, "connector", s.ConnectorOf(tx))
+	return true, nil
+}
+
+// senderGone reports whether the process that sent waiting tx's charge is
+// gone: a synchronous attempt holds its request for SyncLease from its
+// write-ahead record (the function times out long before), and only the
+// first deadline counts (a back-off of the reconciler moves RecoverAfter
+// later, not the sender's end).
+func (s *Service) senderGone(tx *payment.Transaction) bool {
+	return s.Now().After(tx.CreatedAt.Add(s.SyncLease))
 }
 
 // windowPassed reports whether a pending attempt's window (its challenge

@@ -72,7 +72,7 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 	if err := s.bindConnector(tx, r.Connector, "event "+r.EventID); err != nil {
 		return Settled{Transaction: tx}, err
 	}
-	if r.Facts != nil {
+	if r.Facts != nil && !s.lateAfterCancel(tx, r) {
 		if err := s.bind(tx, r.ProviderRef, r.Facts, true, "event "+r.EventID); err != nil {
 			return Settled{Transaction: tx}, err
 		}
@@ -93,6 +93,23 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 	}
 	crashpoint.Hit(crashpoint.InCallback)
 	return s.settleWith(ctx, tx, provider.Outcome{Status: r.Status, Code: r.Code, Message: r.Message, ProviderRef: r.ProviderRef}, r.ThreeDS)
+}
+
+// lateAfterCancel reports whether r is the success of a charge that a
+// technical cancel could not stop (cancelUnknown): an approved result, with
+// the acquirer's object id and charge facts matching declined transaction
+// tx, which has no object id (its charge never answered), at a connector
+// that cancels by reference. Such an event binds on its facts alone (an
+// event otherwise needs the stored id) and only to be voided (lateSuccess):
+// it can return money, never book a payment.
+func (s *Service) lateAfterCancel(tx *payment.Transaction, r ProviderResult) bool {
+	if tx.Status != payment.TxDeclined || tx.ProviderRef != "" || r.Status != provider.Approved || r.ProviderRef == "" || r.Facts == nil {
+		return false
+	}
+	if _, ok := s.ProviderOf(tx).(provider.ReferenceCanceller); !ok {
+		return false
+	}
+	return s.bind(tx, "", r.Facts, false, "late charge after a technical cancel, event "+r.EventID) == nil
 }
 
 func (s *Service) settleWith(ctx context.Context, tx *payment.Transaction, out provider.Outcome, threeDS string) (Settled, error) {

@@ -125,6 +125,21 @@ type PendingCloser interface {
 	ClosePending(ctx context.Context, reference, providerRef string) (Outcome, error)
 }
 
+// ReferenceCanceller is a Provider whose lookup cannot prove that it never
+// charged a reference (Lookup answers ErrOutcomeUnknown while the acquirer
+// keeps nothing it can show for it) but that can cancel a payment by the
+// reference it was sent with (Adyen's technical cancel). CancelReference
+// asks the acquirer to cancel the authorisation made with reference, if
+// there is one; nil means the acquirer acknowledged the request (its
+// result comes later, by the acquirer's own event). It is idempotent by
+// reference (a lost answer is sent again and acknowledged once) and moves
+// no money. A cancel cannot undo a captured payment: the acquirer's
+// success event for it then arrives, and the service voids it as a late
+// charge.
+type ReferenceCanceller interface {
+	CancelReference(ctx context.Context, reference string) error
+}
+
 // RefundReader reads a refund's current state at the acquirer, by the
 // acquirer's refund id (no money moves).
 type RefundReader interface {
@@ -184,6 +199,12 @@ var (
 	ErrInvalidRequest   = errors.New("provider: invalid request")
 	ErrUnknownReference = errors.New("provider: no charge was made with this reference")
 	ErrUnknownChallenge = errors.New("provider: no 3-D Secure challenge is pending for this transaction")
+	// ErrOutcomeUnknown: the acquirer answered the lookup but has nothing
+	// it can show for the reference (no stored answer): it may not have
+	// received the charge, or may not have finished it. Unlike
+	// ErrUnknownReference it proves nothing; a ReferenceCanceller can
+	// close it.
+	ErrOutcomeUnknown = errors.New("provider: the acquirer has no answer for this reference yet")
 )
 
 // ChargeRequest is one payment attempt. It carries card data, so it logs and

@@ -26,22 +26,36 @@ import (
 //     threeDS2 action when the request prefers native 3-D Secure. A request
 //     with shopperInteraction Moto or attemptAuthentication "never" is
 //     authorised without one.
+//
 //   - "Testing result codes and refusal reasons": paymentMethod.holderName
 //     set to one of testHolders gives that resultCode, refusalReason and
 //     refusalReasonCode.
+//
 //   - "PENDING" as the holder name is the same table's row 13: resultCode
 //     Received, and the payment's AUTHORISATION webhook comes when the test
 //     calls Settle.
+//
 //   - "API idempotency": an Idempotency-Key the front has answered gets the
 //     first answer again and nothing more happens. Whatever the body: Adyen's
 //     page does not say whether it compares bodies, and the connector does
 //     not rely on it.
 //
-// Every answer and webhook it makes is also counted (Authorisations), so a
-// test can prove a payment was authorised once. It queues the standard
-// webhooks Adyen would send (AUTHORISATION, REFUND, REFUND_FAILED,
-// CANCELLATION, and CHARGEBACK on request), HMAC-signed as Adyen signs them;
-// Deliver posts them. Safe for concurrent use.
+//   - The technical cancel (POST /cancels, by the reference the payment was
+//     sent with; Adyen's "Cancel" page): it cancels the authorised payment
+//     of that reference when the front holds one it has not refunded (the
+//     front does not capture: a refund stands for a capture), and queues a
+//     TECHNICAL_CANCEL webhook, success true when it cancelled one, false
+//     otherwise (no payment of that reference, or one not authorised or
+//     refunded). A payment sent after the cancel is not refused: Adyen's
+//     pages do not say what it does then, and the service does not rely
+//     on it.
+//
+// Every answer and webhook it makes is also counted (Authorisations,
+// TechnicalCancels), so a test can prove a payment was authorised once. It
+// queues the standard webhooks Adyen would send (AUTHORISATION, REFUND,
+// REFUND_FAILED, CANCELLATION, TECHNICAL_CANCEL, and CHARGEBACK on
+// request), HMAC-signed as Adyen signs them; Deliver posts them. Safe for
+// concurrent use.
 type Front struct {
 	APIKey  string // the X-API-Key it accepts
 	HMACKey string // hex key that signs the webhooks
@@ -54,6 +68,7 @@ type Front struct {
 	answers  map[string]stored // by Idempotency-Key
 	payments map[string]*payment
 	authz    map[string]int // merchant reference → authorisations
+	tcancels map[string]int // payment reference → technical cancels processed
 	queue    []Item
 	lose     map[string]time.Duration // path → delay before the next answer on it
 	slow     map[string]time.Duration // path → processing time of the next call on it
@@ -130,7 +145,7 @@ const ThreeDSCard = "4212345678910006"
 // NewFront returns a front accepting apiKey and signing with hmacKey (hex).
 func NewFront(apiKey, hmacKey string) *Front {
 	return &Front{APIKey: apiKey, HMACKey: hmacKey, answers: map[string]stored{},
-		payments: map[string]*payment{}, authz: map[string]int{}, lose: map[string]time.Duration{},
+		payments: map[string]*payment{}, authz: map[string]int{}, tcancels: map[string]int{}, lose: map[string]time.Duration{},
 		slow: map[string]time.Duration{}, busy: map[string]bool{}}
 }
 
@@ -175,6 +190,15 @@ func (f *Front) Authorisations(reference string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.authz[reference]
+}
+
+// TechnicalCancels is how many technical cancels (POST /cancels) the front
+// processed for this payment reference; a replay of an Idempotency-Key it
+// answered is not one more.
+func (f *Front) TechnicalCancels(reference string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tcancels[reference]
 }
 
 // Refunded is the total refunded of the payment pspReference, in minor
@@ -268,6 +292,8 @@ func (f *Front) handle(path string, body []byte) (int, any) {
 		return f.pay(body)
 	case path == "/payments/details":
 		return f.details(body)
+	case path == "/cancels":
+		return f.technicalCancel(body)
 	case strings.HasPrefix(path, "/payments/") && strings.HasSuffix(path, "/refunds"):
 		return f.refund(strings.TrimSuffix(strings.TrimPrefix(path, "/payments/"), "/refunds"), body)
 	case strings.HasPrefix(path, "/payments/") && strings.HasSuffix(path, "/cancels"):
@@ -472,6 +498,45 @@ func (f *Front) cancel(psp string, body []byte) (int, any) {
 	f.queue = append(f.queue, it)
 	return http.StatusCreated, map[string]any{"merchantAccount": req.MerchantAccount, "paymentPspReference": psp,
 		"pspReference": cancelPSP, "reference": req.Reference, "status": "received"}
+}
+
+// technicalCancel cancels the authorised, unrefunded payment sent with
+// paymentReference, if the front holds one, and queues the
+// TECHNICAL_CANCEL webhook saying whether it did.
+func (f *Front) technicalCancel(body []byte) (int, any) {
+	var req struct {
+		MerchantAccount  string `json:"merchantAccount"`
+		PaymentReference string `json:"paymentReference"`
+		Reference        string `json:"reference"`
+	}
+	_ = json.Unmarshal(body, &req)
+	f.tcancels[req.PaymentReference]++
+	var p *payment
+	for _, q := range f.payments {
+		if q.reference == req.PaymentReference && (p == nil || q.status == "authorised") {
+			p = q
+		}
+	}
+	cancelPSP := f.psp()
+	ok := p != nil && p.status == "authorised" && p.refunded == 0
+	it := Item{AdditionalData: map[string]string{}, EventCode: "TECHNICAL_CANCEL",
+		EventDate: time.Now().UTC().Format(time.RFC3339), MerchantAccountCode: req.MerchantAccount,
+		MerchantReference: req.PaymentReference, PaymentMethod: "visa"}
+	if p != nil {
+		it = f.item(p, "TECHNICAL_CANCEL", ok, "")
+		it.OriginalReference = p.psp
+	}
+	if ok {
+		p.status = "cancelled"
+	}
+	it.PSPReference, it.Success = cancelPSP, strconv.FormatBool(ok)
+	f.queue = append(f.queue, it)
+	resp := map[string]any{"merchantAccount": req.MerchantAccount, "paymentReference": req.PaymentReference,
+		"pspReference": cancelPSP, "status": "received"}
+	if req.Reference != "" {
+		resp["reference"] = req.Reference
+	}
+	return http.StatusCreated, resp
 }
 
 // Chargeback queues a CHARGEBACK webhook for the payment with this merchant

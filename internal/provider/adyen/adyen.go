@@ -15,7 +15,8 @@
 //   - Every call carries an Idempotency-Key derived from the service's own
 //     id: KeyPrefix+":"+reference for the charge, with ":details" for the
 //     3-D Secure step, KeyPrefix+":refund:"+refund id, KeyPrefix+":cancel:"+
-//     reference. Adyen returns the first answer to a key it has processed
+//     reference, KeyPrefix+":tcancel:"+reference for the technical cancel.
+//     Adyen returns the first answer to a key it has processed
 //     ("API idempotency": keys are at least 31 days valid, 64 characters at
 //     most), so a call whose answer was lost is sent again with the same key
 //     and charges once. An answer of error 704 (the key's first request is
@@ -30,10 +31,12 @@
 //     (a refusal, or 704 while the charge is in flight) proves nothing, so
 //     Lookup answers ErrOutcomeUnknown and never
 //     provider.ErrUnknownReference. The result then comes from the
-//     AUTHORISATION webhook (webhook.go), which Adyen sends for every payment.
+//     AUTHORISATION webhook (webhook.go), which Adyen sends for every payment
+//     it processed; an attempt past its deadline that never got one is
+//     closed by CancelReference (Adyen's technical cancel, POST /cancels).
 //   - Refunds and cancels are asynchronous at Adyen: the API only
-//     acknowledges ("received"); REFUND, REFUND_FAILED and CANCELLATION
-//     webhooks settle them.
+//     acknowledges ("received"); REFUND, REFUND_FAILED, CANCELLATION and
+//     TECHNICAL_CANCEL webhooks settle them.
 //   - No card number, security code or API key is logged or kept; errors
 //     carry Adyen's error code and PSP reference, never its message.
 package adyen
@@ -99,8 +102,9 @@ type Provider struct {
 }
 
 var (
-	_ provider.Provider     = (*Provider)(nil)
-	_ provider.MethodServer = (*Provider)(nil)
+	_ provider.Provider           = (*Provider)(nil)
+	_ provider.MethodServer       = (*Provider)(nil)
+	_ provider.ReferenceCanceller = (*Provider)(nil)
 )
 
 // New returns an Adyen provider.
@@ -291,7 +295,9 @@ func (p *Provider) CompleteChallenge(ctx context.Context, res provider.Challenge
 
 // ErrOutcomeUnknown: Adyen gave no stored answer for the charge's key, so
 // whether it charged is unknown until its AUTHORISATION webhook.
-var ErrOutcomeUnknown = errors.New("adyen: no stored answer for this reference; the AUTHORISATION webhook settles it")
+// It is provider.ErrOutcomeUnknown: past the attempt's deadline the
+// service closes such a charge by CancelReference.
+var ErrOutcomeUnknown = fmt.Errorf("adyen: no stored answer for this reference; the AUTHORISATION webhook settles it (%w)", provider.ErrOutcomeUnknown)
 
 // Lookup replays the charge's key (see the package doc). It returns the
 // stored answer's outcome, ErrOutcomeUnknown, or a transport error.
@@ -393,6 +399,31 @@ func (p *Provider) Cancel(ctx context.Context, reference, pspReference string) (
 		return "", err
 	}
 	return resp.PSPReference, nil
+}
+
+// CancelReference is Adyen's technical cancel: one POST /cancels
+// {merchantAccount, paymentReference: reference, reference}, for a charge
+// whose PSP reference the service never got (Adyen's "Cancel" page: "if you
+// don't have the pspReference available, for example because of a
+// timeout"). Idempotent under KeyPrefix+":tcancel:"+reference; nil once
+// Adyen acknowledged it ("received"). The TECHNICAL_CANCEL webhook says
+// whether it cancelled an authorisation; a payment Adyen already captured
+// is not cancelled, and its AUTHORISATION webhook brings it to the service,
+// which voids it. It moves no money.
+func (p *Provider) CancelReference(ctx context.Context, reference string) error {
+	key, err := p.key("tcancel", reference)
+	if err != nil {
+		return err
+	}
+	var resp technicalCancelResponse
+	if err := p.post(ctx, "/cancels", key, technicalCancelRequest{MerchantAccount: p.opts.MerchantAccount,
+		PaymentReference: reference, Reference: "tcancel_" + reference}, &resp); err != nil {
+		return err
+	}
+	if resp.Status != "received" || resp.PaymentReference != reference {
+		return fmt.Errorf("adyen: technical cancel of %q answered status %q for %q", reference, resp.Status, resp.PaymentReference)
+	}
+	return nil
 }
 
 // pathEscape keeps a PSP reference (16 alphanumerics at Adyen) from

@@ -106,6 +106,24 @@ type cancelRequest struct {
 	Reference       string `json:"reference,omitempty"`
 }
 
+// technicalCancelRequest is StandalonePaymentCancelRequest (POST /cancels):
+// the payment is named by the reference it was sent with.
+type technicalCancelRequest struct {
+	MerchantAccount  string `json:"merchantAccount"`
+	PaymentReference string `json:"paymentReference"`
+	Reference        string `json:"reference,omitempty"`
+}
+
+// technicalCancelResponse is StandalonePaymentCancelResponse: status is
+// always "received"; the TECHNICAL_CANCEL webhook carries the result.
+type technicalCancelResponse struct {
+	MerchantAccount  string `json:"merchantAccount"`
+	PaymentReference string `json:"paymentReference"`
+	PSPReference     string `json:"pspReference"`
+	Reference        string `json:"reference,omitempty"`
+	Status           string `json:"status"`
+}
+
 // APIError is Adyen's ServiceError body with the HTTP status: the request was
 // answered and refused (4xx) or failed at Adyen (5xx).
 type APIError struct {

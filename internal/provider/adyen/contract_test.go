@@ -71,11 +71,15 @@ func TestRequestsMatchAdyensDescription(t *testing.T) {
 		got = append(got, sent{r.Method, r.URL.Path, r.Header, b})
 		mu.Unlock()
 		var in struct {
-			Reference string `json:"reference"`
+			Reference        string `json:"reference"`
+			PaymentReference string `json:"paymentReference"`
 		}
 		_ = json.Unmarshal(b, &in)
 		w.Header().Set("Content-Type", "application/json")
 		switch {
+		case r.URL.Path == "/cancels":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"merchantAccount":"m","paymentReference":"`+in.PaymentReference+`","pspReference":"P3","status":"received"}`)
 		case strings.HasSuffix(r.URL.Path, "/refunds"), strings.HasSuffix(r.URL.Path, "/cancels"):
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"merchantAccount":"m","paymentPspReference":"P1","pspReference":"P2","status":"received"}`)
@@ -110,6 +114,7 @@ func TestRequestsMatchAdyensDescription(t *testing.T) {
 			return err
 		},
 		func() error { _, err := p.Cancel(ctx, present.Reference, "P1"); return err },
+		func() error { return p.CancelReference(ctx, present.Reference) },
 	}
 	for i, call := range calls {
 		if err := call(); err != nil {

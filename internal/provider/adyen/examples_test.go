@@ -85,6 +85,12 @@ func TestAdyensWebhookExamples(t *testing.T) {
 	if c := read("CANCELLATION", nil); c.ignored || c.isPayment {
 		t.Fatalf("CANCELLATION = %+v; want acknowledged, nothing to settle", c)
 	}
+	for _, success := range []string{"true", "false"} {
+		c := read("TECHNICAL_CANCEL", func(it *adyen.NotificationItem) { it.Success = success })
+		if c.ignored || c.isPayment || c.refund != nil || c.dispute != nil {
+			t.Fatalf("TECHNICAL_CANCEL success=%s = %+v; want acknowledged, nothing to settle", success, c)
+		}
+	}
 	for code, want := range map[string]string{"CHARGEBACK": payment.EventDisputeFundsWithdrawn, "NOTIFICATION_OF_CHARGEBACK": payment.EventDisputeCreated} {
 		d := read(code, nil).dispute
 		if d == nil || d.EventType != want || d.ChargeRef != "9913140798220028" || d.Reason == "" || !d.Amount.Equal(ten) {

@@ -522,3 +522,82 @@ func TestRefundCancelAndDisputeWebhooks(t *testing.T) {
 		t.Fatalf("CANCELLATION events = %+v, %v; want acknowledged, nothing to settle", evs, err)
 	}
 }
+
+// TestTechnicalCancel: CancelReference through Prism (the request and
+// Adyen's 201 answer held to POST /cancels of Adyen's description) to the
+// front. Adyen acknowledges it ("received") whether or not it had a
+// payment of that reference; the TECHNICAL_CANCEL webhook says whether it
+// cancelled an authorisation, and is acknowledged with nothing to settle.
+// A lost answer is sent again under the same Idempotency-Key and Adyen
+// processes the cancel once.
+func TestTechnicalCancel(t *testing.T) {
+	m := startMock(t)
+	ctx := context.Background()
+	p := newProvider(t, m, nil)
+
+	t.Run("a reference Adyen never got", func(t *testing.T) {
+		ref, _ := nextRef()
+		if err := p.CancelReference(ctx, ref); err != nil {
+			t.Fatalf("CancelReference = %v; want acknowledged", err)
+		}
+		items := m.Front.Webhooks()
+		if n := m.Front.TechnicalCancels(ref); n != 1 || len(items) != 1 || items[0].EventCode != "TECHNICAL_CANCEL" ||
+			items[0].Success != "false" || items[0].MerchantReference != ref {
+			t.Fatalf("%d technical cancels, items %+v; want one, TECHNICAL_CANCEL success false for %s", n, items, ref)
+		}
+		evs, err := adyen.Webhook{HMACKeys: []string{testHMACKey}}.Read(adyenmock.Body(items))
+		if err != nil || len(evs) != 1 || evs[0].Ignored || evs[0].Payment != nil || evs[0].Refund != nil {
+			t.Fatalf("TECHNICAL_CANCEL events = %+v, %v; want acknowledged, nothing to settle", evs, err)
+		}
+	})
+
+	t.Run("an authorisation whose answer was lost", func(t *testing.T) {
+		req := chargeReq("4111111111111111", "21.00", "EUR")
+		q := newProvider(t, m, func(o *adyen.Options) { o.Timeout = 3 * time.Second; o.Retries = -1 })
+		m.Front.LoseNextAnswer("/payments", 8*time.Second)
+		if out, err := q.Charge(ctx, req); err == nil {
+			t.Fatalf("Charge with its answer lost = %+v; want an error", out)
+		}
+		m.Front.Webhooks()
+		if err := p.CancelReference(ctx, req.Reference); err != nil {
+			t.Fatal(err)
+		}
+		items := m.Front.Webhooks()
+		if len(items) != 1 || items[0].EventCode != "TECHNICAL_CANCEL" || items[0].Success != "true" || items[0].OriginalReference == "" {
+			t.Fatalf("items = %+v; want TECHNICAL_CANCEL success true naming the payment", items)
+		}
+	})
+
+	t.Run("its answer lost", func(t *testing.T) {
+		ref, _ := nextRef()
+		var keys []string
+		var mu sync.Mutex
+		// A client that records each send's Idempotency-Key; the front keeps
+		// the first answer back past the send's timeout (the connection is
+		// dropped after the request was sent and processed).
+		hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			keys = append(keys, r.Header.Get("Idempotency-Key"))
+			mu.Unlock()
+			return http.DefaultTransport.RoundTrip(r)
+		})}
+		q := newProvider(t, m, func(o *adyen.Options) { o.Timeout = 2 * time.Second; o.HTTPClient = hc })
+		m.Front.LoseNextAnswer("/cancels", 6*time.Second)
+		if err := q.CancelReference(ctx, ref); err != nil {
+			t.Fatalf("CancelReference after a lost answer = %v; want acknowledged", err)
+		}
+		if len(keys) < 2 || keys[0] == "" || keys[1] != keys[0] {
+			t.Fatalf("Idempotency-Keys sent %q; want the lost send repeated under the same key", keys)
+		}
+		if n := m.Front.TechnicalCancels(ref); n != 1 {
+			t.Fatalf("Adyen processed %d technical cancels of %s; want 1", n, ref)
+		}
+		if items := m.Front.Webhooks(); len(items) != 1 {
+			t.Fatalf("items = %+v; want one TECHNICAL_CANCEL", items)
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -32,6 +32,10 @@ import (
 //	PREARBITRATION_WON              → a dispute result, won (funds reinstated, closed)
 //	PREARBITRATION_LOST             → a dispute result, lost (closed)
 //	CANCELLATION                    → acknowledged, nothing to settle (only Cancel sends one)
+//	TECHNICAL_CANCEL                → acknowledged, nothing to settle (only CancelReference
+//	                                  sends one; the transaction was declined when Adyen
+//	                                  acknowledged the cancel, and a payment it could not
+//	                                  cancel comes back as AUTHORISATION and is voided)
 //	anything else                   → ignored (acknowledged all the same)
 //
 // A delivery is refused as a whole when one item's signature fails: Adyen
@@ -166,6 +170,12 @@ func EventOf(it NotificationItem, live bool) paycore.Event {
 		}
 	case "CANCELLATION":
 		ev.Ignored = false // acknowledged; Cancel's caller already treats the payment as closed
+	case "TECHNICAL_CANCEL":
+		// Acknowledged: CancelReference's caller declined the transaction
+		// when Adyen acknowledged the cancel. success=false (nothing to
+		// cancel, or captured already) needs nothing either: a payment that
+		// exists brings its own AUTHORISATION, voided as a late charge.
+		ev.Ignored = false
 	}
 	return ev
 }

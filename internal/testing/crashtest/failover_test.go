@@ -29,9 +29,12 @@ import (
 //
 // Killed after the move and before Adyen was asked, the attempt waits on
 // Adyen, which cannot prove a reference unused (its lookup replays the
-// key; a refusal proves nothing): the shopper gets 503, nothing is
-// charged, and the attempt stays open for Adyen's webhook or the
-// reconciler (docs/acquirers.md, Failover).
+// key; a refusal proves nothing). Once its lease ran out, the shopper's
+// retry cancels it at Adyen by its reference (the technical cancel) and
+// declines it 001, then pays through a new attempt; the restarted process
+// is killed once more right after Adyen acknowledged the cancel, and the
+// next one sends it again (one cancel at Adyen: its Idempotency-Key)
+// before it declines (docs/acquirers.md, Failover).
 func TestCrashDuringFailover(t *testing.T) {
 	needs.External(t, "paydev with crash points, Prism serving Adyen's description")
 	mock := adyentest.Start(t)
@@ -62,20 +65,34 @@ func TestCrashDuringFailover(t *testing.T) {
 				t.Fatalf("the payment survived the crash point: %d %s", first.status, first.body)
 			}
 			p.died()
-			p = startStack(t, stateDir, "", extra...)
+			again := ""
+			if point == crashpoint.AfterFailover {
+				// The attempt waits on Adyen: its technical cancel is killed
+				// once too.
+				again = crashpoint.AfterTechnicalCancel
+			}
+			p = startStack(t, stateDir, again, extra...)
 			paidAlready := func(r response) bool {
 				return r.status == http.StatusConflict && strings.Contains(string(r.body), "already paid")
 			}
-			retry := pay()
-			for deadline := time.Now().Add(90 * time.Second); retry.err == nil && retry.status == http.StatusConflict && !paidAlready(retry) && time.Now().Before(deadline); {
-				// The dead attempt's lease runs (30 s); the page allows 10
-				// attempts a request in 15 minutes.
-				time.Sleep(6 * time.Second)
-				retry = pay()
+			retryThroughLease := func() response {
+				retry := pay()
+				for deadline := time.Now().Add(90 * time.Second); retry.err == nil && retry.status == http.StatusConflict && !paidAlready(retry) && time.Now().Before(deadline); {
+					// The dead attempt's lease runs (30 s); the page allows 10
+					// attempts a request in 15 minutes.
+					time.Sleep(6 * time.Second)
+					retry = pay()
+				}
+				return retry
 			}
-			if point == crashpoint.AfterFailover {
-				unsent(t, p, mock, reqID, retry)
-				return
+			retry := retryThroughLease()
+			if again != "" {
+				if retry.err == nil {
+					t.Fatalf("the retry after the lease did not reach the technical cancel: %d %s", retry.status, retry.body)
+				}
+				p.died() // the retry's recovery, or the reconciler's, sent the cancel and died
+				p = startStack(t, stateDir, "", extra...)
+				retry = retryThroughLease()
 			}
 			// Paid now, or paid by the dead process's commit (the page then
 			// shows the request paid).
@@ -96,6 +113,9 @@ func TestCrashDuringFailover(t *testing.T) {
 			if authorised != 1 || approved != 1 || req.Status != payment.RequestPaid {
 				t.Fatalf("request %d: status %d, %d approved of %d transactions, %d authorisations at Adyen; want paid once, authorised once",
 					reqID, req.Status, approved, len(txs), authorised)
+			}
+			if point == crashpoint.AfterFailover {
+				technicallyCancelled(t, p, mock, txs)
 			}
 			auditClean(t, p)
 		})
@@ -118,19 +138,31 @@ func failOverToAdyen(t *testing.T, p *proc) {
 	}
 }
 
-// unsent checks request reqID after a kill between the move to Adyen and
-// Adyen's charge: the shopper's new attempt answered 503, the request is
-// unpaid and held by its one attempt, which waits on Adyen (Stripe did not
-// process it) and was never authorised.
-func unsent(t *testing.T, p *proc, mock *adyenmock.Mock, reqID int64, retry response) {
+// technicallyCancelled checks the after-failover case's end: the dead
+// attempt waits no more on Adyen; it was cancelled there by its reference
+// once (the cancel sent again after the second kill met Adyen's stored
+// answer), never authorised, and declined 001; Adyen's webhooks (the
+// new attempt's AUTHORISATION, the TECHNICAL_CANCEL of a reference it
+// never got) are acknowledged.
+func technicallyCancelled(t *testing.T, p *proc, mock *adyenmock.Mock, txs []*payment.Transaction) {
 	t.Helper()
-	if retry.err != nil || retry.status != http.StatusServiceUnavailable {
-		t.Fatalf("the shopper's payment after the crash: %v %d %s, want 503", retry.err, retry.status, retry.body)
+	dead := 0
+	for _, tx := range txs {
+		if strings.Join(tx.FailedOver, ",") != "stripe" || tx.Status == payment.TxApproved {
+			continue
+		}
+		dead++
+		if tx.Status != payment.TxDeclined || tx.Code != "001" || tx.Connector != "adyen" ||
+			mock.Front.TechnicalCancels(tx.Reference) != 1 || mock.Front.Authorisations(tx.Reference) != 0 {
+			t.Fatalf("dead attempt %d: status %d code %q on %q, %d technical cancels, %d authorisations; want declined 001 on adyen, cancelled once, never authorised",
+				tx.ID, tx.Status, tx.Code, tx.Connector, mock.Front.TechnicalCancels(tx.Reference), mock.Front.Authorisations(tx.Reference))
+		}
 	}
-	req, txs := requestAndTransactions(t, p, reqID)
-	if req.Status != payment.RequestUnpaid || len(txs) != 1 || txs[0].Status != payment.TxWaiting || txs[0].Connector != "adyen" ||
-		strings.Join(txs[0].FailedOver, ",") != "stripe" || mock.Front.Authorisations(txs[0].Reference) != 0 {
-		t.Fatalf("request %d status %d, transactions %+v; want unpaid, one attempt waiting on adyen after stripe, never authorised", reqID, req.Status, txs)
+	if dead != 1 {
+		t.Fatalf("%d dead attempts among %d transactions, want 1", dead, len(txs))
+	}
+	if err := mock.Front.Deliver(context.Background(), p.info.APIBase+"/callbacks/adyen"); err != nil {
+		t.Fatalf("Adyen's webhooks after the technical cancel: %v", err)
 	}
 }
 
