@@ -201,6 +201,21 @@ func (f *Front) TechnicalCancels(reference string) int {
 	return f.tcancels[reference]
 }
 
+// Live is how many payments made with this merchant reference still hold
+// the shopper's money: authorised, and neither cancelled nor refunded in
+// full.
+func (f *Front) Live(reference string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, p := range f.payments {
+		if p.reference == reference && p.status == "authorised" && p.refunded < p.value {
+			n++
+		}
+	}
+	return n
+}
+
 // Refunded is the total refunded of the payment pspReference, in minor
 // units.
 func (f *Front) Refunded(psp string) int64 {

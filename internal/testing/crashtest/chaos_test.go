@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/payreq/payreq/internal/devstack"
+	"github.com/payreq/payreq/internal/dynamo"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/testing/needs"
@@ -48,6 +49,7 @@ func TestChaos(t *testing.T) {
 	var reqMu sync.Mutex
 	requests := map[int64]bool{} // every payment request the load touched
 	stop := make(chan struct{})
+	var paused atomic.Bool // no fault armed while the stack restarts
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -94,58 +96,9 @@ func TestChaos(t *testing.T) {
 			}
 		}()
 	}
-	// Meanwhile DynamoDB loses the answer of a write now and then (the
-	// write applied, the SDK sends it again) and cancels a transaction for
-	// a conflict, as AWS does and the emulator never does. At most two
-	// faults wait at a time (armed faults count writes independently, so
-	// unbounded arming would stack them up while the load is slow and fail
-	// every write after it), and none while the stack restarts: the faults
-	// are for the service's writes, not for the start-up's seeding, whose
-	// SDK retries would otherwise meet one fault after another.
-	var lost, conflicts atomic.Int64
-	var paused atomic.Bool
-	faultsDone := make(chan struct{})
-	go func() {
-		defer close(faultsDone)
-		for {
-			select {
-			case <-stop:
-				faults.Disarm()
-				return
-			case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond):
-			}
-			if paused.Load() || faults.Pending() >= 2 {
-				continue
-			}
-			kind, counter := devstack.FaultLoseAnswer, &lost
-			if rand.IntN(4) == 0 {
-				kind, counter = devstack.FaultTransactionConflict, &conflicts
-			}
-			if a, err := faults.Arm(devstack.Fault{Kind: kind, Nth: 1 + rand.IntN(20), Drop: rand.IntN(2) == 0}); err == nil {
-				go func() {
-					select {
-					case <-a.Done():
-						counter.Add(1)
-					case <-stop: // never fired, or dropped by a restart
-					}
-				}()
-			}
-		}
-	}()
-	for k := 0; k < kills; k++ {
-		time.Sleep(time.Duration(1500+rand.IntN(3000)) * time.Millisecond)
-		p := current()
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.exited
-		p.exited <- nil
-		paused.Store(true)
-		faults.Disarm()
-		next := startStackOn(t, dir, "", port, sftpPort, extra...)
-		paused.Store(false)
-		mu.Lock()
-		cur = next
-		mu.Unlock()
-	}
+	lost, conflicts, faultsDone := injectFaults(stop, &paused)
+	killAndRestart(t, kills, &paused, current, func(next *proc) { mu.Lock(); cur = next; mu.Unlock() },
+		func() *proc { return startStackOn(t, dir, "", port, sftpPort, extra...) })
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
@@ -153,24 +106,7 @@ func TestChaos(t *testing.T) {
 
 	// Let the reconciler and the sandbox finish every open attempt.
 	s := current().store(t)
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		open := 0
-		for shard := 0; shard < payment.OpenShards; shard++ {
-			txs, err := s.OpenAttempts(context.Background(), shard, time.Now().Add(time.Hour), 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			open += len(txs)
-		}
-		if open == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d attempts still open after the load", open)
-		}
-		time.Sleep(2 * time.Second)
-	}
+	noOpenAttempts(t, s, 4*time.Minute)
 	// Invariants over everything the load touched.
 	ctx := context.Background()
 	ledger, err := s.LedgerEntries(ctx)
@@ -222,8 +158,97 @@ func TestChaos(t *testing.T) {
 		rep.Checked.Requests, rep.Checked.Transactions, rep.Checked.LedgerEntries, len(rep.Violations))
 	t.Logf("chaos: %d kills, %d lost answers, %d transaction conflicts, %d workers, %d operations (%d approved at once), %d retries, %d requests, %d paid, %d double charges, %d charges without their transaction",
 		kills, lost.Load(), conflicts.Load(), workers, ops.Load(), approved.Load(), retries.Load(), len(requests), paid, doubles, orphans)
+	faultsFired(t, lost, conflicts)
+}
+
+// injectFaults: meanwhile DynamoDB loses the answer of a write now and then
+// (the write applied, the SDK sends it again) and cancels a transaction for
+// a conflict, as AWS does and the emulator never does. At most two faults
+// wait at a time (armed faults count writes independently, so unbounded
+// arming would stack them up while the load is slow and fail every write
+// after it), and none while the stack restarts (paused): the faults are for
+// the service's writes, not for the start-up's seeding, whose SDK retries
+// would otherwise meet one fault after another. It returns the counts of
+// faults that fired and a channel closed once it stopped.
+func injectFaults(stop <-chan struct{}, paused *atomic.Bool) (lost, conflicts *atomic.Int64, done <-chan struct{}) {
+	lost, conflicts = new(atomic.Int64), new(atomic.Int64)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-stop:
+				faults.Disarm()
+				return
+			case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond):
+			}
+			if paused.Load() || faults.Pending() >= 2 {
+				continue
+			}
+			kind, counter := devstack.FaultLoseAnswer, lost
+			if rand.IntN(4) == 0 {
+				kind, counter = devstack.FaultTransactionConflict, conflicts
+			}
+			if a, err := faults.Arm(devstack.Fault{Kind: kind, Nth: 1 + rand.IntN(20), Drop: rand.IntN(2) == 0}); err == nil {
+				go func() {
+					select {
+					case <-a.Done():
+						counter.Add(1)
+					case <-stop: // never fired, or dropped by a restart
+					}
+				}()
+			}
+		}
+	}()
+	return lost, conflicts, finished
+}
+
+// faultsFired fails a soak whose injected faults never fired.
+func faultsFired(t *testing.T, lost, conflicts *atomic.Int64) {
+	t.Helper()
 	if lost.Load() == 0 || conflicts.Load() == 0 {
 		t.Errorf("the soak lost no answer (%d) or conflicted no transaction (%d): the faults never fired", lost.Load(), conflicts.Load())
+	}
+}
+
+// killAndRestart SIGKILLs the current stack kills times at random moments
+// and starts the next one on the same ports and state (start).
+func killAndRestart(t *testing.T, kills int, paused *atomic.Bool, current func() *proc, set func(*proc), start func() *proc) {
+	t.Helper()
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(1500+rand.IntN(3000)) * time.Millisecond)
+		p := current()
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.exited
+		p.exited <- nil
+		paused.Store(true)
+		faults.Disarm()
+		next := start()
+		paused.Store(false)
+		set(next)
+	}
+}
+
+// noOpenAttempts waits until the store has no open attempt left.
+func noOpenAttempts(t *testing.T, s *dynamo.Store, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		open := 0
+		for shard := 0; shard < payment.OpenShards; shard++ {
+			txs, err := s.OpenAttempts(context.Background(), shard, time.Now().Add(time.Hour), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			open += len(txs)
+		}
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d attempts still open after the load", open)
+		}
+		time.Sleep(2 * time.Second)
 	}
 }
 
