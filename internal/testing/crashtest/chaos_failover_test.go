@@ -53,7 +53,7 @@ func TestChaosFailover(t *testing.T) {
 	current := func() *proc { mu.Lock(); defer mu.Unlock(); return cur }
 	failOverToAdyen(t, cur)
 
-	var ops, retries, approved atomic.Int64
+	var ops, retries, approved, limited atomic.Int64
 	var reqMu sync.Mutex
 	requests := map[int64]bool{}
 	stop := make(chan struct{})
@@ -69,19 +69,31 @@ func TestChaosFailover(t *testing.T) {
 					return
 				default:
 				}
-				amount := fmt.Sprintf("%d.%02d", 5+w, i%100)
-				r := retryCall(current, &retries, "POST", "/payments/h2h/1", fmt.Sprintf("chaosfo-%d-%d", w, i),
-					payerBody("amount", amount, "unit", "EUR",
-						"card", map[string]any{"number": "4111111111111111", "expiry": "03/30", "cvc": "737", "holderName": "Ann Lee"}))
-				if r.status != http.StatusOK {
-					t.Errorf("card payment: %v %d %s", r.err, r.status, r.body)
+				key := fmt.Sprintf("chaosfo-%d-%d", w, i)
+				c := retryCall(current, &retries, "POST", "/payment-requests", key, fmt.Sprintf(`{"amount": %d.%02d, "unit": "EUR"}`, 5+w, i%100))
+				if c.status != http.StatusCreated {
+					t.Errorf("create: %v %d %s", c.err, c.status, c.body)
 					return
 				}
-				res := r.json(t)
+				id := int64(c.json(t)["id"].(float64))
 				reqMu.Lock()
-				requests[int64(res["paymentRequestId"].(float64))] = true
+				requests[id] = true
 				reqMu.Unlock()
-				if res["transactionStatusId"] == 1.0 {
+				sess := retryCall(current, &retries, "POST", "/payment-requests/"+strconv.FormatInt(id, 10)+"/checkout-session", "", "")
+				if sess.status != http.StatusCreated {
+					t.Errorf("checkout session: %v %d %s", sess.err, sess.status, sess.body)
+					return
+				}
+				token := sess.json(t)["token"].(string)
+				switch r := payOnPage(current, &retries, token); {
+				case r.status == http.StatusTooManyRequests:
+					limited.Add(1) // the page's 10 attempts in 15 minutes, spent on retries through kills
+				case r.status == http.StatusConflict && strings.Contains(string(r.body), "already paid"):
+					approved.Add(1) // paid by a commit the kill cut the answer of
+				case r.status != http.StatusOK:
+					t.Errorf("card payment on the page: %v %d %s", r.err, r.status, r.body)
+					return
+				case r.json(t)["transactionStatusId"] == 1.0:
 					approved.Add(1)
 				}
 				ops.Add(1)
@@ -158,12 +170,30 @@ func TestChaosFailover(t *testing.T) {
 	}
 	rep := auditClean(t, current())
 	t.Logf("audit: %d requests, %d transactions, %d violations", rep.Checked.Requests, rep.Checked.Transactions, len(rep.Violations))
-	t.Logf("chaos failover: %d kills, %d lost answers, %d transaction conflicts, %d workers, %d operations (%d approved at once), %d retries, %d requests, %d paid, %d attempts failed over, %d technical cancels, %d webhook items delivered, %d double charges",
-		kills, lost.Load(), conflicts.Load(), workers, ops.Load(), approved.Load(), retries.Load(), len(requests), paid, failedOver, cancelled, delivered.Load()+int64(final), doubles)
+	t.Logf("chaos failover: %d kills, %d lost answers, %d transaction conflicts, %d workers, %d operations (%d approved, %d stopped by the page's attempt limit), %d retries, %d requests, %d paid, %d attempts failed over, %d technical cancels, %d webhook items delivered, %d double charges",
+		kills, lost.Load(), conflicts.Load(), workers, ops.Load(), approved.Load(), limited.Load(), retries.Load(), len(requests), paid, failedOver, cancelled, delivered.Load()+int64(final), doubles)
 	if failedOver == 0 {
 		t.Error("no attempt failed over: the soak never took the failover path")
 	}
 	faultsFired(t, lost, conflicts)
+}
+
+// payOnPage pays by card on the hosted page as a shopper would after a
+// failure: again on a broken connection, a 5xx or a 409 while the earlier
+// attempt's lease runs, a few seconds apart (the page counts every attempt
+// against its limit of 10 a request in 15 minutes).
+func payOnPage(current func() *proc, retries *atomic.Int64, token string) response {
+	const card = `{"holderName":"Ann Lee","number":"4111111111111111","expiry":"03/30","cvc":"737"}`
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		r := current().call("POST", "/checkout/api/pay/card", "", card, "X-Checkout-Token", token)
+		paid := r.status == http.StatusConflict && strings.Contains(string(r.body), "already paid")
+		if r.err == nil && r.status < 500 && (r.status != http.StatusConflict || paid) || time.Now().After(deadline) {
+			return r
+		}
+		retries.Add(1)
+		time.Sleep(5 * time.Second)
+	}
 }
 
 // deliverAdyenWebhooks posts Adyen's queued webhooks to the running process
