@@ -206,6 +206,9 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 	}
 	switch tx.Status {
 	case payment.TxWaiting:
+		if s.resendClosed(tx) {
+			return s.recoverRetry(ctx, tx, a)
+		}
 		// The charge goes to the connector recorded on tx; its route says
 		// where a failover may go next.
 		a.route, _ = s.routeOf(m, a, det, req.Amount, req.Unit, tx.Reference)
@@ -217,6 +220,25 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 		return s.resultOf(ctx, tx, a)
 	}
 	if _, tx, err = s.complete(ctx, tx, provider.Outcome{Status: provider.Status(tx.Status), Code: tx.Code, Message: tx.Message}, ""); err != nil {
+		return Result{}, err
+	}
+	return s.resultOf(ctx, tx, a)
+}
+
+// recoverRetry answers a retry of waiting attempt tx that must not send its
+// charge again (resendClosed): the attempt is recovered as the reconciler
+// would (its outcome looked up; cancelled and declined once nobody can be
+// sending it), and the retry gets where it ended, or 503 while the
+// acquirer cannot tell yet.
+func (s *Service) recoverRetry(ctx context.Context, tx *payment.Transaction, a Attempt) (Result, error) {
+	if err := s.Recover(ctx, tx); err != nil {
+		s.Log.Warn("a retry's attempt has no known outcome yet; not sent again", "transaction_id", tx.ID, "error", err.Error())
+		e := errkind.UnavailableErr("This payment attempt is still being confirmed with the payment provider; nothing more was charged. Try again later.")
+		e.RetryAfter = RecoverBackoffBase
+		return Result{}, e
+	}
+	tx, err := s.txs.Transaction(ctx, tx.ID)
+	if err != nil {
 		return Result{}, err
 	}
 	return s.resultOf(ctx, tx, a)

@@ -83,8 +83,9 @@ func (s *Service) recoverOne(ctx context.Context, tx *payment.Transaction) (stil
 // (so the request is payable again). No second charge can come of it:
 //
 //   - nobody sends the charge again: the process that sent it is gone and
-//     card data is not persisted (only the payer's retry of this very
-//     attempt carries it, and it finds the attempt declined);
+//     card data is not persisted (a retry of this very attempt carries it,
+//     but past the sender's lease recovers the attempt instead of sending
+//     it: resendClosed);
 //   - an authorisation that did reach the acquirer is cancelled;
 //   - one the acquirer could not cancel (captured already, or arriving
 //     after the cancel) brings its own success event for a declined
@@ -110,13 +111,29 @@ func (s *Service) cancelUnknown(ctx context.Context, tx *payment.Transaction, lo
 	return true, nil
 }
 
-// senderGone reports whether the process that sent waiting tx's charge is
-// gone: a synchronous attempt holds its request for SyncLease from its
-// write-ahead record (the function times out long before), and only the
-// first deadline counts (a back-off of the reconciler moves RecoverAfter
-// later, not the sender's end).
+// senderGone reports whether no process can be sending waiting tx's
+// charge any more, so its reference may be cancelled: a synchronous attempt
+// holds its request for SyncLease from its write-ahead record (the
+// function times out long before), a retry of the same attempt re-sends
+// the charge only within that lease (resendClosed), and a re-send begun
+// there ends within one more SyncLease. Only the first deadline counts (a
+// back-off of the reconciler moves RecoverAfter later, not the sender's
+// end).
 func (s *Service) senderGone(tx *payment.Transaction) bool {
-	return s.Now().After(tx.CreatedAt.Add(s.SyncLease))
+	return s.Now().After(tx.CreatedAt.Add(2 * s.SyncLease))
+}
+
+// resendClosed reports whether a retry of waiting attempt tx (same
+// Idempotency-Key: a batch line re-charged, an API client's retry) must not
+// send its charge again but recover it as the reconciler does: past the
+// sender's lease, at a connector that cancels by reference. A charge
+// re-sent while the reconciler cancels the reference could be authorised
+// and booked before Adyen processes the cancel, leaving the request paid
+// with its authorisation released; with no re-send after the lease and no
+// cancel before senderGone, the two never overlap.
+func (s *Service) resendClosed(tx *payment.Transaction) bool {
+	_, ok := s.ProviderOf(tx).(provider.ReferenceCanceller)
+	return ok && s.Now().After(tx.CreatedAt.Add(s.SyncLease))
 }
 
 // windowPassed reports whether a pending attempt's window (its challenge

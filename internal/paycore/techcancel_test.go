@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/payreq/payreq/internal/codes"
 	"github.com/payreq/payreq/internal/errkind"
+	"github.com/payreq/payreq/internal/ids"
 	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
@@ -74,12 +76,19 @@ func (c *cancellingConnector) cancelsOf(ref string) int {
 // transaction waiting): the state a process that died mid-charge leaves.
 func cancelEnv(t *testing.T) (*fastEnv, *cancellingConnector, *paycore.Service, *payment.Request, *payment.Transaction) {
 	t.Helper()
+	return cancelEnvIn(t, context.Background())
+}
+
+// cancelEnvIn is cancelEnv with the first attempt paid in ctx (an
+// Idempotency-Key's seed makes a retry in ctx the same attempt).
+func cancelEnvIn(t *testing.T, ctx context.Context) (*fastEnv, *cancellingConnector, *paycore.Service, *payment.Request, *payment.Transaction) {
+	t.Helper()
 	e := newFastEnv(t)
 	c := &cancellingConnector{countingConnector: newCountingConnector(e), cancels: map[string]int{}}
 	svc := e.withConnectors(t, "adyen", map[string]provider.Provider{"adyen": c})
 	c.failCharge = true // sent; no answer, and the acquirer never got it
 	r := e.request(t, "25.00")
-	if _, err := svc.Pay(context.Background(), e.m, r.ID, cardAttempt(cardApprove)); !errkind.Is(err, errkind.Unavailable) {
+	if _, err := svc.Pay(ctx, e.m, r.ID, cardAttempt(cardApprove)); !errkind.Is(err, errkind.Unavailable) {
 		t.Fatalf("pay without answer: %v, want 503", err)
 	}
 	tx := e.onlyTx(t, r.ID)
@@ -92,9 +101,37 @@ func cancelEnv(t *testing.T) (*fastEnv, *cancellingConnector, *paycore.Service, 
 	return e, c, svc, r, tx
 }
 
-// deadlinePassed moves the clock past tx's SyncLease (30 s).
+// deadlinePassed moves the clock past the cancel's deadline: tx's sender's
+// lease (SyncLease, 30 s) and one more for a re-send begun within it.
 func (e *fastEnv) deadlinePassed(tx *payment.Transaction) {
-	e.clock.Add(tx.RecoverAfter.Sub(e.clock.Now()) + paycore.DefaultSyncLease/10)
+	e.clock.Add(tx.CreatedAt.Add(2*paycore.DefaultSyncLease).Sub(e.clock.Now()) + paycore.DefaultSyncLease/10)
+}
+
+// A retry of the very attempt (same Idempotency-Key, card data again)
+// never sends its charge a second time once the sender's lease ran out:
+// between the lease and the cancel's deadline it gets 503 with nothing
+// sent or cancelled; after the deadline it cancels and declines the
+// attempt as the reconciler does and gets that decline. A cancel can then
+// never release an authorisation the service booked from a re-send.
+func TestTechnicalCancelRetryOfTheAttemptNeverResends(t *testing.T) {
+	ctx := ids.WithSeed(context.Background(), []byte("idempotency-record-tcancel"))
+	e, c, svc, r, tx := cancelEnvIn(t, ctx)
+	e.clock.Add(tx.CreatedAt.Add(paycore.DefaultSyncLease).Sub(e.clock.Now()) + time.Second) // the lease ran out
+	if _, err := svc.Pay(ctx, e.m, r.ID, cardAttempt(cardApprove)); !errkind.Is(err, errkind.Unavailable) {
+		t.Fatalf("the attempt's retry after its lease: %v, want 503", err)
+	}
+	if n, cancels := c.counts()[0], c.cancelsOf(tx.Reference); n != 1 || cancels != 0 {
+		t.Fatalf("after the retry within the cancel's deadline: %d charges sent, %d cancels; want the first only, none", n, cancels)
+	}
+	e.deadlinePassed(tx)
+	res, err := svc.Pay(ctx, e.m, r.ID, cardAttempt(cardApprove))
+	if err != nil || res.TransactionID != tx.ID || res.TransactionStatusID != payment.TxDeclined {
+		t.Fatalf("the attempt's retry after the deadline: %+v %v, want its decline", res, err)
+	}
+	declinedByCancel(t, e, c, tx, 1)
+	if n := c.counts()[0]; n != 1 {
+		t.Fatalf("%d charges sent for the attempt, want the first only", n)
+	}
 }
 
 // declinedByCancel: tx was cancelled at c exactly `cancels` times and is

@@ -77,10 +77,13 @@ func TestCrashDuringFailover(t *testing.T) {
 			}
 			retryThroughLease := func() response {
 				retry := pay()
-				for deadline := time.Now().Add(90 * time.Second); retry.err == nil && retry.status == http.StatusConflict && !paidAlready(retry) && time.Now().Before(deadline); {
-					// The dead attempt's lease runs (30 s); the page allows 10
+				for deadline := time.Now().Add(150 * time.Second); retry.err == nil && (retry.status == http.StatusConflict && !paidAlready(retry) ||
+					retry.status == http.StatusServiceUnavailable && again != "") && time.Now().Before(deadline); {
+					// The dead attempt's lease runs (30 s: 409); an attempt
+					// Adyen cannot tell is cancelled only one more lease later
+					// (503 meanwhile); 12 s apart, as the page allows 10
 					// attempts a request in 15 minutes.
-					time.Sleep(6 * time.Second)
+					time.Sleep(12 * time.Second)
 					retry = pay()
 				}
 				return retry
