@@ -632,6 +632,13 @@ func (f *Front) Deliver(ctx context.Context, url string) error {
 	if len(items) == 0 {
 		return nil
 	}
+	return Post(ctx, url, items)
+}
+
+// Post sends items, signed (Webhooks), to url as one standard
+// notification; nil once it answered [accepted]. A caller that keeps
+// items it could not deliver posts them again, as Adyen retries.
+func Post(ctx context.Context, url string, items []Item) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(Body(items))))

@@ -100,6 +100,7 @@ func TestChaos(t *testing.T) {
 	killAndRestart(t, kills, &paused, current, func(next *proc) { mu.Lock(); cur = next; mu.Unlock() },
 		func() *proc { return startStackOn(t, dir, "", port, sftpPort, extra...) })
 	time.Sleep(2 * time.Second)
+	untilFaultsFired(lost, conflicts)
 	close(stop)
 	wg.Wait()
 	<-faultsDone
@@ -201,6 +202,15 @@ func injectFaults(stop <-chan struct{}, paused *atomic.Bool) (lost, conflicts *a
 		}
 	}()
 	return lost, conflicts, finished
+}
+
+// untilFaultsFired keeps the load running (at most two more minutes) until
+// both kinds of fault fired: a slow run may end its kills before a
+// transaction met an armed conflict.
+func untilFaultsFired(lost, conflicts *atomic.Int64) {
+	for deadline := time.Now().Add(2 * time.Minute); (lost.Load() == 0 || conflicts.Load() == 0) && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+	}
 }
 
 // faultsFired fails a soak whose injected faults never fired.
