@@ -96,11 +96,14 @@ func run(m *testing.M) int {
 
 // proc is one run of the local stack.
 type proc struct {
-	t        *testing.T
-	cmd      *exec.Cmd
-	info     devstack.Info
-	exited   chan error
-	logs     *bytes.Buffer
+	t      *testing.T
+	cmd    *exec.Cmd
+	info   devstack.Info
+	exited chan error
+	logs   *bytes.Buffer
+	// out: the tail of the functions' own logs (stdout, as on Lambda),
+	// shown when the stack never reached its crash point.
+	out      *tailWriter
 	stateDir string
 	// production: started with -stage production (Stripe, no sandbox
 	// ledger for the audit to check).
@@ -158,12 +161,12 @@ func tryStartStackOn(t *testing.T, stateDir, crashAt string, port, sftpPort int,
 		"-param", "IdempotencyLease=2s")
 	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), crashpoint.EnvVar+"="+crashAt, "SANDBOX_UPI_DELAY=1s", "SANDBOX_QR_DELAY=1s")
-	logs := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = io.Discard, &lockedWriter{w: logs}
+	logs, out := &bytes.Buffer{}, &tailWriter{max: 256 << 10}
+	cmd.Stdout, cmd.Stderr = out, &lockedWriter{w: logs}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cmd: cmd, exited: make(chan error, 1), logs: logs, stateDir: stateDir,
+	p := &proc{t: t, cmd: cmd, exited: make(chan error, 1), logs: logs, out: out, stateDir: stateDir,
 		production: slices.Contains(extra, "production")}
 	go func() { p.exited <- cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
@@ -207,7 +210,7 @@ func (p *proc) died() {
 		}
 		p.exited <- err // stop() sees it ended
 	case <-time.After(4 * time.Minute): // a bound against a hang: beside another full test run a batch file took over 90 s to reach its point
-		p.t.Fatalf("the crash point was never reached\n%s", p.logs)
+		p.t.Fatalf("the crash point was never reached\n%s\nthe functions' logs, last %d KB:\n%s", p.logs, p.out.max>>10, p.out)
 	}
 }
 
@@ -236,6 +239,29 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// tailWriter keeps the last max bytes (at least) written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (w *tailWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, b...)
+	if len(w.b) > 2*w.max {
+		w.b = append(w.b[:0], w.b[len(w.b)-w.max:]...)
+	}
+	return len(b), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.b)
 }
 
 // response of one HTTP call; err is set when the connection broke (the
