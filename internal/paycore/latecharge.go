@@ -155,12 +155,14 @@ func (s *Service) voidEvent(ctx context.Context, r RefundResult) (Settled, error
 	got, changed, err := s.changeAfter(ctx, tx.ID, false, func(_ *payment.Transaction, a *payment.After) (bool, error) {
 		c := a.LateCharge
 		switch {
-		case c == nil || c.Status == payment.LateFailed:
+		case c == nil:
+			return false, nil
+		case c.RefundRef != "" && r.RefundRef != "" && c.RefundRef != r.RefundRef:
+			return false, &UnboundError{TransactionID: tx.ID, Reason: fmt.Sprintf("void %s, the late charge's is %s", r.RefundRef, c.RefundRef)}
+		case c.Status == payment.LateFailed:
 			return false, nil // final
 		case next == payment.RefundRefunded && c.ConfirmedAt != nil:
 			return false, nil // confirmed already
-		case c.RefundRef != "" && r.RefundRef != "" && c.RefundRef != r.RefundRef:
-			return false, &UnboundError{TransactionID: tx.ID, Reason: fmt.Sprintf("void %s, the late charge's is %s", r.RefundRef, c.RefundRef)}
 		}
 		if c.RefundRef == "" {
 			c.RefundRef = r.RefundRef
