@@ -58,6 +58,8 @@ type lateChargeRecord struct {
 	Unit        string     `dynamodbav:"unit"`
 	SeenAt      time.Time  `dynamodbav:"seenAt"`
 	VoidedAt    *time.Time `dynamodbav:"voidedAt,omitempty"`
+	ConfirmedAt *time.Time `dynamodbav:"confirmedAt,omitempty"`
+	Action      string     `dynamodbav:"action,omitempty"`
 }
 
 type afterRecord struct {
@@ -84,7 +86,8 @@ func toAfterRecord(a *payment.After) *afterRecord {
 	}
 	if l := a.LateCharge; l != nil {
 		rec.LateCharge = &lateChargeRecord{ProviderRef: l.ProviderRef, RefundRef: l.RefundRef, Status: l.Status,
-			Amount: number(l.Amount), Unit: l.Unit, SeenAt: l.SeenAt.UTC(), VoidedAt: l.VoidedAt}
+			Amount: number(l.Amount), Unit: l.Unit, SeenAt: l.SeenAt.UTC(), VoidedAt: l.VoidedAt,
+			ConfirmedAt: l.ConfirmedAt, Action: l.Action}
 	}
 	return rec
 }
@@ -105,7 +108,8 @@ func (rec *afterRecord) after() *payment.After {
 	}
 	if l := rec.LateCharge; l != nil {
 		a.LateCharge = &payment.LateCharge{ProviderRef: l.ProviderRef, RefundRef: l.RefundRef, Status: l.Status,
-			Amount: decimal.Decimal(l.Amount), Unit: l.Unit, SeenAt: l.SeenAt, VoidedAt: l.VoidedAt}
+			Amount: decimal.Decimal(l.Amount), Unit: l.Unit, SeenAt: l.SeenAt, VoidedAt: l.VoidedAt,
+			ConfirmedAt: l.ConfirmedAt, Action: l.Action}
 	}
 	return a
 }

@@ -732,7 +732,7 @@ func (s *Service) schedule(ctx context.Context, tx *payment.Transaction, out pro
 
 // void returns the money of a charge that cannot pay its request.
 func (s *Service) void(ctx context.Context, tx *payment.Transaction) error {
-	_, err := s.ProviderOf(tx).Refund(ctx, provider.RefundRequest{RefundID: "void_" + tx.Reference, TransactionID: tx.ID,
+	_, err := s.ProviderOf(tx).Refund(ctx, provider.RefundRequest{RefundID: VoidPrefix + tx.Reference, TransactionID: tx.ID,
 		ChargeReference: tx.Reference, Void: true,
 		ProviderRef: tx.ProviderRef, Amount: tx.Amount, Unit: tx.Unit, Reason: "payment request no longer payable"})
 	if err != nil {

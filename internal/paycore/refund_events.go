@@ -69,6 +69,9 @@ type RefundResult struct {
 	FailureReason string
 	Amount        decimal.Decimal
 	Unit          string
+	// Action is how the acquirer returned a void's money, when it says
+	// (Adyen's reversal: "cancel" or "refund").
+	Action string
 }
 
 // refundStatusOf maps an acquirer's refund status to the service's.
@@ -216,6 +219,9 @@ func (s *Service) completeRefundOnce(ctx context.Context, txID int64, refundID, 
 // ErrUnbound (not this transaction's charge) or ErrBindLater (the charge's
 // id is not stored yet: the acquirer sends it again).
 func (s *Service) RefundEvent(ctx context.Context, r RefundResult) (Settled, error) {
+	if strings.HasPrefix(r.RefundID, VoidPrefix) && r.TransactionID > 0 {
+		return s.voidEvent(ctx, r) // not a merchant's refund: a late charge's void
+	}
 	tx, err := s.chargeTransaction(ctx, r.Connector, r.TransactionID, r.ChargeRef)
 	if err != nil {
 		return Settled{}, err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,4 +372,110 @@ func TestTechnicalCancelLateChargeIsVoided(t *testing.T) {
 	if !errors.Is(err, paycore.ErrUnbound) {
 		t.Fatalf("an event for a declined attempt without PSP reference at a plain connector: %v, want refused (unbound)", err)
 	}
+}
+
+// lateCharged is cancelEnv's attempt declined by the technical cancel, then
+// reported charged (PSP_LATE) and voided: the late charge voided, its
+// void acknowledged by the acquirer and not yet confirmed.
+func lateCharged(t *testing.T) (*fastEnv, *paycore.Service, *payment.Transaction) {
+	t.Helper()
+	e, c, svc, r, tx := cancelEnv(t)
+	ctx := context.Background()
+	e.deadlinePassed(tx)
+	if _, err := svc.RecoverOpen(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	declinedByCancel(t, e, c, tx, 1)
+	if _, err := svc.Settle(ctx, paycore.ProviderResult{EventID: "auth-late", TransactionID: tx.ID, Status: provider.Approved, ProviderRef: "PSP_LATE",
+		Facts: &provider.ChargeFacts{Reference: tx.Reference, PaymentRequestID: r.ID, Amount: tx.Amount, Unit: tx.Unit}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.store.Transaction(ctx, tx.ID)
+	if l := got.After.LateCharge; l.Status != payment.LateVoided || l.RefundRef != "void_of_PSP_LATE" || l.ConfirmedAt != nil {
+		t.Fatalf("late charge %+v; want voided by void_of_PSP_LATE, not confirmed yet", l)
+	}
+	return e, svc, got
+}
+
+// voidResult is the acquirer's event about tx's void (Adyen's
+// CANCEL_OR_REFUND, as the connector reads it).
+func voidResult(tx *payment.Transaction, id, status string) paycore.RefundResult {
+	return paycore.RefundResult{EventID: id, TransactionID: tx.ID, RefundRef: "void_of_PSP_LATE", ChargeRef: "PSP_LATE",
+		RefundID: paycore.VoidPrefix + tx.Reference, Status: status, FailureReason: "not reversible", Amount: tx.Amount, Unit: tx.Unit, Action: "cancel"}
+}
+
+// The acquirer's event about a late charge's void settles it: success
+// confirms it (the money returned: cancelled or refunded), delivered 30
+// times at once it changes the late charge once; a failure marks it failed
+// for an operator, once, and nothing moves a failed void back. An event
+// about another charge, or another void, is refused (unbound).
+func TestLateChargeVoidSettledByItsEvent(t *testing.T) {
+	ctx := context.Background()
+	t.Run("success, 30 at once", func(t *testing.T) {
+		e, svc, tx := lateCharged(t)
+		rev := tx.After.Rev
+		var (
+			wg                sync.WaitGroup
+			changed, dup, bad atomic.Int32
+		)
+		for range 30 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := svc.RefundEvent(ctx, voidResult(tx, "cor-ok", "succeeded"))
+				switch {
+				case err != nil:
+					bad.Add(1)
+				case st.Changed:
+					changed.Add(1)
+				case st.Duplicate:
+					dup.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if changed.Load() != 1 || dup.Load() != 29 || bad.Load() != 0 {
+			t.Fatalf("30 deliveries: %d changed, %d duplicates, %d errors; want 1, 29, 0", changed.Load(), dup.Load(), bad.Load())
+		}
+		if st, err := svc.RefundEvent(ctx, voidResult(tx, "cor-ok", "succeeded")); err != nil || !st.Duplicate {
+			t.Fatalf("a later delivery: %+v %v; want nothing changed", st, err)
+		}
+		got, _ := e.store.Transaction(ctx, tx.ID)
+		l := got.After.LateCharge
+		if got.Status != payment.TxDeclined || l.Status != payment.LateVoided || l.ConfirmedAt == nil || l.Action != "cancel" ||
+			got.After.Rev != rev+1 || got.Refund != nil || len(got.After.Refunds) != 0 {
+			t.Fatalf("after the void's success: status %d, late charge %+v, rev %d (was %d), refunds %+v %+v; want declined, confirmed once, no refund of the merchant's",
+				got.Status, l, got.After.Rev, rev, got.Refund, got.After.Refunds)
+		}
+		if _, err := svc.RefundEvent(ctx, voidResult(tx, "cor-ok2", "pending")); err != nil {
+			t.Fatal(err)
+		}
+		other := voidResult(tx, "cor-other", "succeeded")
+		other.ChargeRef = "PSP_OTHER"
+		if _, err := svc.RefundEvent(ctx, other); !errors.Is(err, paycore.ErrUnbound) {
+			t.Fatalf("the void of another charge: %v, want unbound", err)
+		}
+		other = voidResult(tx, "cor-other", "succeeded")
+		other.RefundRef = "void_of_SOMETHING_ELSE"
+		if _, err := svc.RefundEvent(ctx, other); !errors.Is(err, paycore.ErrUnbound) {
+			t.Fatalf("another void of the late charge: %v, want unbound", err)
+		}
+	})
+
+	t.Run("failure", func(t *testing.T) {
+		e, svc, tx := lateCharged(t)
+		for i, want := range []bool{true, false} {
+			st, err := svc.RefundEvent(ctx, voidResult(tx, "cor-failed", "failed"))
+			if err != nil || st.Changed != want {
+				t.Fatalf("failure delivery %d: %+v %v; want changed %v", i, st, err, want)
+			}
+		}
+		if st, err := svc.RefundEvent(ctx, voidResult(tx, "cor-ok", "succeeded")); err != nil || !st.Duplicate {
+			t.Fatalf("a success after the failure: %+v %v; want nothing changed (failed is final)", st, err)
+		}
+		got, _ := e.store.Transaction(ctx, tx.ID)
+		if l := got.After.LateCharge; l.Status != payment.LateFailed || l.ConfirmedAt != nil || got.Status != payment.TxDeclined {
+			t.Fatalf("after the void's failure: %+v; want failed, for an operator", l)
+		}
+	})
 }

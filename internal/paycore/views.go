@@ -107,6 +107,8 @@ type LateChargeView struct {
 	Unit        string         `json:"unit"`
 	SeenAt      time.Time      `json:"seenAt"`
 	VoidedAt    *time.Time     `json:"voidedAt,omitempty"`
+	ConfirmedAt *time.Time     `json:"confirmedAt,omitempty"`
+	Action      string         `json:"action,omitempty"` // cancel | refund, when the acquirer says
 }
 
 // ViewOf renders a transaction; baseURL signs a fresh 3-D Secure URL while
@@ -145,7 +147,8 @@ func (s *Service) ViewOf(tx *payment.Transaction, baseURL string) TransactionVie
 		}
 		if l := a.LateCharge; l != nil {
 			v.LateCharge = &LateChargeView{Status: l.Status, ProviderRef: l.ProviderRef, RefundRef: l.RefundRef,
-				Amount: payment.DisplayAmount(l.Amount, l.Unit), Unit: l.Unit, SeenAt: l.SeenAt.UTC(), VoidedAt: l.VoidedAt}
+				Amount: payment.DisplayAmount(l.Amount, l.Unit), Unit: l.Unit, SeenAt: l.SeenAt.UTC(), VoidedAt: l.VoidedAt,
+				ConfirmedAt: l.ConfirmedAt, Action: l.Action}
 		}
 	}
 	return v

@@ -119,6 +119,12 @@ type LateCharge struct {
 	Unit        string
 	SeenAt      time.Time
 	VoidedAt    *time.Time
+	// ConfirmedAt is when the acquirer's event said the money was returned
+	// (nil while the acquirer has only taken the void); Action how, when it
+	// says (Adyen's reversal: "cancel" of an authorisation, "refund" of a
+	// captured payment).
+	ConfirmedAt *time.Time
+	Action      string
 }
 
 // DisputeEntry is one dispute in its merchant's list (the dashboard's open

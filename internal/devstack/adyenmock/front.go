@@ -40,6 +40,16 @@ import (
 //     page does not say whether it compares bodies, and the connector does
 //     not rely on it.
 //
+//   - The reversal (POST /payments/{psp}/reversals; Adyen's "Reversal"
+//     page): it cancels the payment when it is authorised and nothing of it
+//     was refunded (the front does not capture: a refund stands for a
+//     capture), and refunds what is left of it when part was refunded (a
+//     captured payment), and queues a CANCEL_OR_REFUND webhook for the
+//     payment's whole amount, success true with additionalData
+//     modification.action "cancel" or "refund", or success false when
+//     there was nothing to reverse (refused, pending, cancelled, refunded
+//     in full).
+//
 //   - The technical cancel (POST /cancels, by the reference the payment was
 //     sent with; Adyen's "Cancel" page): it cancels the authorised payment
 //     of that reference when the front holds one it has not refunded (the
@@ -51,10 +61,10 @@ import (
 //     on it.
 //
 // Every answer and webhook it makes is also counted (Authorisations,
-// TechnicalCancels), so a test can prove a payment was authorised once. It
-// queues the standard webhooks Adyen would send (AUTHORISATION, REFUND,
-// REFUND_FAILED, CANCELLATION, TECHNICAL_CANCEL, and CHARGEBACK on
-// request), HMAC-signed as Adyen signs them; Deliver posts them. Safe for
+// TechnicalCancels, Reversals), so a test can prove a payment was
+// authorised once. It queues the standard webhooks Adyen would send
+// (AUTHORISATION, REFUND, REFUND_FAILED, CANCELLATION, CANCEL_OR_REFUND,
+// TECHNICAL_CANCEL, and CHARGEBACK on request), HMAC-signed as Adyen signs them; Deliver posts them. Safe for
 // concurrent use.
 type Front struct {
 	APIKey  string // the X-API-Key it accepts
@@ -69,6 +79,7 @@ type Front struct {
 	payments map[string]*payment
 	authz    map[string]int // merchant reference → authorisations
 	tcancels map[string]int // payment reference → technical cancels processed
+	reversal map[string]int // payment reference → reversals processed
 	queue    []Item
 	lose     map[string]time.Duration // path → delay before the next answer on it
 	slow     map[string]time.Duration // path → processing time of the next call on it
@@ -145,7 +156,7 @@ const ThreeDSCard = "4212345678910006"
 // NewFront returns a front accepting apiKey and signing with hmacKey (hex).
 func NewFront(apiKey, hmacKey string) *Front {
 	return &Front{APIKey: apiKey, HMACKey: hmacKey, answers: map[string]stored{},
-		payments: map[string]*payment{}, authz: map[string]int{}, tcancels: map[string]int{}, lose: map[string]time.Duration{},
+		payments: map[string]*payment{}, authz: map[string]int{}, tcancels: map[string]int{}, reversal: map[string]int{}, lose: map[string]time.Duration{},
 		slow: map[string]time.Duration{}, busy: map[string]bool{}}
 }
 
@@ -199,6 +210,15 @@ func (f *Front) TechnicalCancels(reference string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.tcancels[reference]
+}
+
+// Reversals is how many reversals (POST /payments/{psp}/reversals) the
+// front processed for payments made with this merchant reference; a replay
+// of an Idempotency-Key it answered is not one more.
+func (f *Front) Reversals(reference string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reversal[reference]
 }
 
 // Live is how many payments made with this merchant reference still hold
@@ -311,6 +331,8 @@ func (f *Front) handle(path string, body []byte) (int, any) {
 		return f.technicalCancel(body)
 	case strings.HasPrefix(path, "/payments/") && strings.HasSuffix(path, "/refunds"):
 		return f.refund(strings.TrimSuffix(strings.TrimPrefix(path, "/payments/"), "/refunds"), body)
+	case strings.HasPrefix(path, "/payments/") && strings.HasSuffix(path, "/reversals"):
+		return f.reverse(strings.TrimSuffix(strings.TrimPrefix(path, "/payments/"), "/reversals"), body)
 	case strings.HasPrefix(path, "/payments/") && strings.HasSuffix(path, "/cancels"):
 		return f.cancel(strings.TrimSuffix(strings.TrimPrefix(path, "/payments/"), "/cancels"), body)
 	}
@@ -513,6 +535,38 @@ func (f *Front) cancel(psp string, body []byte) (int, any) {
 	f.queue = append(f.queue, it)
 	return http.StatusCreated, map[string]any{"merchantAccount": req.MerchantAccount, "paymentPspReference": psp,
 		"pspReference": cancelPSP, "reference": req.Reference, "status": "received"}
+}
+
+// reverse cancels the authorised payment psp, or refunds what is left of
+// it when part was refunded, and queues the CANCEL_OR_REFUND webhook saying
+// whether and how (modification.action).
+func (f *Front) reverse(psp string, body []byte) (int, any) {
+	var req struct {
+		MerchantAccount string `json:"merchantAccount"`
+		Reference       string `json:"reference"`
+	}
+	_ = json.Unmarshal(body, &req)
+	p := f.payments[psp]
+	if p == nil {
+		return http.StatusUnprocessableEntity, serviceError(422, "167", "Original pspReference required for this operation", "validation")
+	}
+	f.reversal[p.reference]++
+	reversalPSP := f.psp()
+	it := f.item(p, "CANCEL_OR_REFUND", false, "")
+	it.PSPReference, it.OriginalReference, it.MerchantReference = reversalPSP, p.psp, req.Reference
+	switch {
+	case p.status == "authorised" && p.refunded == 0:
+		p.status = "cancelled"
+		it.Success, it.AdditionalData["modification.action"] = "true", "cancel"
+	case p.status == "authorised" && p.refunded < p.value:
+		p.refunded = p.value
+		it.Success, it.AdditionalData["modification.action"] = "true", "refund"
+	default:
+		it.Reason = "Nothing to reverse"
+	}
+	f.queue = append(f.queue, it)
+	return http.StatusCreated, map[string]any{"merchantAccount": req.MerchantAccount, "paymentPspReference": psp,
+		"pspReference": reversalPSP, "reference": req.Reference, "status": "received"}
 }
 
 // technicalCancel cancels the authorised, unrefunded payment sent with

@@ -328,10 +328,15 @@ func (p *Provider) Lookup(ctx context.Context, reference string) (provider.Outco
 // Refund asks Adyen to refund the captured payment req.ProviderRef (its PSP
 // reference): one /payments/{psp}/refunds call, idempotent by RefundID.
 // Adyen only acknowledges it: the outcome is pending with the refund's PSP
-// reference until the REFUND or REFUND_FAILED webhook.
+// reference until the REFUND or REFUND_FAILED webhook. A void (req.Void: a
+// charge the service cannot keep, whether or not Adyen captured it yet) is
+// a reversal instead (reverse).
 func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (provider.RefundOutcome, error) {
 	if !req.Amount.IsPositive() || req.ProviderRef == "" {
 		return provider.RefundOutcome{}, fmt.Errorf("%w: a refund needs a positive amount and the payment's PSP reference", provider.ErrInvalidRequest)
+	}
+	if req.Void {
+		return p.reverse(ctx, req)
 	}
 	key, err := p.key("refund", req.RefundID)
 	if err != nil {
@@ -343,19 +348,43 @@ func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (prov
 	}
 	rr := refundRequest{Amount: amount{Currency: cur, Value: value}, MerchantAccount: p.opts.MerchantAccount,
 		Reference: RefundReference(req.RefundID, req.TransactionID)}
-	if req.Void {
-		rr.MerchantRefundReason = "OTHER"
-	}
 	var resp modificationResponse
 	if err := p.post(ctx, "/payments/"+pathEscape(req.ProviderRef)+"/refunds", key, rr, &resp); err != nil {
-		var ae *APIError
-		if errors.As(err, &ae) && !ae.transient() {
-			return provider.RefundOutcome{Status: provider.Declined, Code: codes.BankSystemError,
-				Message: "Refund refused by the acquirer (" + ae.ErrorCode + ")"}, nil
-		}
-		return provider.RefundOutcome{}, err
+		return refusedOrErr(err, "Refund")
 	}
 	return provider.RefundOutcome{Status: provider.Pending, Message: "Refund pending", ProviderRef: resp.PSPReference}, nil
+}
+
+// reverse is a void: one /payments/{psp}/reversals call {merchantAccount,
+// reference: RefundReference}, idempotent under KeyPrefix+":reversal:"+
+// RefundID. Adyen cancels the authorisation when it has not captured it and
+// refunds it when it has ("Reversal"; a refund of an authorisation not yet
+// captured may be refused), always for the whole amount; it acknowledges
+// the request, and the CANCEL_OR_REFUND webhook brings the outcome. So the
+// outcome is pending with the reversal's PSP reference.
+func (p *Provider) reverse(ctx context.Context, req provider.RefundRequest) (provider.RefundOutcome, error) {
+	key, err := p.key("reversal", req.RefundID)
+	if err != nil {
+		return provider.RefundOutcome{}, err
+	}
+	var resp modificationResponse
+	if err := p.post(ctx, "/payments/"+pathEscape(req.ProviderRef)+"/reversals", key,
+		cancelRequest{MerchantAccount: p.opts.MerchantAccount, Reference: RefundReference(req.RefundID, req.TransactionID)}, &resp); err != nil {
+		return refusedOrErr(err, "Reversal")
+	}
+	return provider.RefundOutcome{Status: provider.Pending, Message: "Reversal pending", ProviderRef: resp.PSPReference}, nil
+}
+
+// refusedOrErr turns Adyen's refusal of a modification (a 4xx that is not
+// transient) into a declined outcome; anything else stays an error (the
+// outcome is unknown and the call is asked again under the same key).
+func refusedOrErr(err error, what string) (provider.RefundOutcome, error) {
+	var ae *APIError
+	if errors.As(err, &ae) && !ae.transient() {
+		return provider.RefundOutcome{Status: provider.Declined, Code: codes.BankSystemError,
+			Message: what + " refused by the acquirer (" + ae.ErrorCode + ")"}, nil
+	}
+	return provider.RefundOutcome{}, err
 }
 
 // RefundReference is the reference a refund is sent with: the service's

@@ -85,14 +85,14 @@ type paymentDetailsRequest struct {
 }
 
 type refundRequest struct {
-	Amount               amount `json:"amount"`
-	MerchantAccount      string `json:"merchantAccount"`
-	Reference            string `json:"reference,omitempty"`
-	MerchantRefundReason string `json:"merchantRefundReason,omitempty"`
+	Amount          amount `json:"amount"`
+	MerchantAccount string `json:"merchantAccount"`
+	Reference       string `json:"reference,omitempty"`
 }
 
-// modificationResponse is PaymentRefundResponse and PaymentCancelResponse:
-// Adyen only acknowledges ("received"); the result is a webhook.
+// modificationResponse is PaymentRefundResponse, PaymentCancelResponse and
+// PaymentReversalResponse: Adyen only acknowledges ("received"); the result
+// is a webhook.
 type modificationResponse struct {
 	PSPReference        string  `json:"pspReference"`
 	PaymentPSPReference string  `json:"paymentPspReference"`
@@ -101,6 +101,8 @@ type modificationResponse struct {
 	Amount              *amount `json:"amount,omitempty"`
 }
 
+// cancelRequest is PaymentCancelRequest and PaymentReversalRequest (the
+// same two fields).
 type cancelRequest struct {
 	MerchantAccount string `json:"merchantAccount"`
 	Reference       string `json:"reference,omitempty"`

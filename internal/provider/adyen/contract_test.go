@@ -80,7 +80,7 @@ func TestRequestsMatchAdyensDescription(t *testing.T) {
 		case r.URL.Path == "/cancels":
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"merchantAccount":"m","paymentReference":"`+in.PaymentReference+`","pspReference":"P3","status":"received"}`)
-		case strings.HasSuffix(r.URL.Path, "/refunds"), strings.HasSuffix(r.URL.Path, "/cancels"):
+		case strings.HasSuffix(r.URL.Path, "/refunds"), strings.HasSuffix(r.URL.Path, "/cancels"), strings.HasSuffix(r.URL.Path, "/reversals"):
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"merchantAccount":"m","paymentPspReference":"P1","pspReference":"P2","status":"received"}`)
 		default:
@@ -123,6 +123,9 @@ func TestRequestsMatchAdyensDescription(t *testing.T) {
 	}
 	if len(got) != len(calls) {
 		t.Fatalf("%d requests sent, want %d", len(got), len(calls))
+	}
+	if got[4].path != "/payments/P1/refunds" || got[5].path != "/payments/P1/reversals" {
+		t.Fatalf("refund sent to %s, void to %s; want /refunds and /reversals", got[4].path, got[5].path)
 	}
 	for _, s := range got {
 		if s.header.Get("Idempotency-Key") == "" {

@@ -85,6 +85,26 @@ func TestAdyensWebhookExamples(t *testing.T) {
 	if c := read("CANCELLATION", nil); c.ignored || c.isPayment {
 		t.Fatalf("CANCELLATION = %+v; want acknowledged, nothing to settle", c)
 	}
+	// CANCEL_OR_REFUND (a reversal's result): Adyen's example names no
+	// reference of the service's and is ignored; with the reference the
+	// void's reversal was sent with, it is that void's result, whichever
+	// way Adyen returned the money.
+	if c := read("CANCEL_OR_REFUND", nil); !c.ignored {
+		t.Fatalf("CANCEL_OR_REFUND of a reversal not the service's = %+v; want ignored", c)
+	}
+	for _, success := range []string{"true", "false"} {
+		r := read("CANCEL_OR_REFUND", func(it *adyen.NotificationItem) {
+			it.MerchantReference, it.Success = adyen.RefundReference(paycore.VoidPrefix+payment.ChargeReference(42), 42), success
+		}).refund
+		want := map[string]string{"true": "succeeded", "false": "failed"}[success]
+		if r == nil || r.Status != want || r.RefundID != "void_ptx_42" || r.TransactionID != 42 || r.ChargeRef != "9913140798220028" ||
+			r.RefundRef != "QFQTPCQ8HXSKGK82" || r.Action != "cancel" || !r.Amount.Equal(ten) || r.Unit != "EUR" {
+			t.Fatalf("CANCEL_OR_REFUND success=%s = %+v; want the void of transaction 42, %s", success, r, want)
+		}
+	}
+	if r := read("CANCEL_OR_REFUND", func(it *adyen.NotificationItem) { it.MerchantReference = payment.ChargeReference(43) }).refund; r == nil || r.RefundID != "void_ptx_43" || r.TransactionID != 43 {
+		t.Fatalf("CANCEL_OR_REFUND naming the payment's own reference = %+v; want the void of transaction 43", r)
+	}
 	for _, success := range []string{"true", "false"} {
 		c := read("TECHNICAL_CANCEL", func(it *adyen.NotificationItem) { it.Success = success })
 		if c.ignored || c.isPayment || c.refund != nil || c.dispute != nil {

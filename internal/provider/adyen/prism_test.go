@@ -400,6 +400,24 @@ func TestPrismRefusesWhatBreaksTheDescription(t *testing.T) {
 		t.Fatal("the front saw a request that breaks the description")
 	}
 
+	// A reversal is held to its description too: no amount (Adyen always
+	// reverses the whole payment; PaymentReversalRequest allows no other
+	// field) and a merchant account.
+	for _, body := range []string{`{"merchantAccount":"M","amount":{"currency":"EUR","value":1000}}`, `{"reference":"void_ptx_1.1"}`} {
+		req, _ := http.NewRequest(http.MethodPost, m.URL+"/payments/9900000000000001/reversals", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", testAPIKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnprocessableEntity || m.Front.Requests() != before {
+			t.Fatalf("reversal %s: Prism answered %d %s; want 422, the front never asked", body, resp.StatusCode, b)
+		}
+	}
+
 	// The connector's own request breaking it (returnUrl has maxLength
 	// 8000): Prism's 422 is an error, never read as Adyen's decline.
 	cr := chargeReq("4111111111111111", "1.00", "EUR")
@@ -601,3 +619,131 @@ func TestTechnicalCancel(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestVoidIsAReversal: a void (a late charge's return) goes to
+// /payments/{psp}/reversals through Prism, under its own Idempotency-Key
+// (not the refund's), and is acknowledged pending with the reversal's PSP
+// reference; a plain refund still goes to /refunds. The front cancels an
+// authorisation nothing of which was captured, refunds the rest of a
+// captured one, and its signed CANCEL_OR_REFUND webhook reads as the void's
+// result either way; a payment with nothing to reverse gets a failed one.
+// The same void sent 30 times at once is one reversal.
+func TestVoidIsAReversal(t *testing.T) {
+	m := startMock(t)
+	ctx := context.Background()
+	var (
+		mu   sync.Mutex
+		sent []string // path and Idempotency-Key of each send
+	)
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		sent = append(sent, r.URL.Path+" "+r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	p := newProvider(t, m, func(o *adyen.Options) { o.HTTPClient = hc })
+	charge := func(amount string) (provider.ChargeRequest, provider.Outcome) {
+		t.Helper()
+		req := chargeReq("4111111111111111", amount, "EUR")
+		out, err := p.Charge(ctx, req)
+		if err != nil || out.Status != provider.Approved {
+			t.Fatalf("Charge = %+v, %v", out, err)
+		}
+		m.Front.Webhooks()
+		return req, out
+	}
+	void := func(req provider.ChargeRequest, psp, amount string) provider.RefundOutcome {
+		t.Helper()
+		ro, err := p.Refund(ctx, provider.RefundRequest{RefundID: paycore.VoidPrefix + req.Reference, TransactionID: req.TransactionID,
+			ChargeReference: req.Reference, Void: true, ProviderRef: psp, Amount: decimal.RequireFromString(amount), Unit: "EUR"})
+		if err != nil || ro.Status != provider.Pending || ro.ProviderRef == "" {
+			t.Fatalf("void = %+v, %v; want pending with the reversal's PSP reference (Prism let it through)", ro, err)
+		}
+		return ro
+	}
+	result := func(want int) []paycore.Event {
+		t.Helper()
+		evs := readWebhooks(t, m)
+		if len(evs) != want {
+			t.Fatalf("events = %+v; want %d", evs, want)
+		}
+		return evs
+	}
+
+	t.Run("an authorisation not captured is cancelled", func(t *testing.T) {
+		req, out := charge("30.00")
+		mu.Lock()
+		sent = nil
+		mu.Unlock()
+		ro := void(req, out.ProviderRef, "30.00")
+		mu.Lock()
+		got := append([]string(nil), sent...)
+		mu.Unlock()
+		if len(got) != 1 || got[0] != "/payments/"+out.ProviderRef+"/reversals payreq:reversal:void_"+req.Reference {
+			t.Fatalf("sent %q; want one POST /payments/%s/reversals under payreq:reversal:void_%s", got, out.ProviderRef, req.Reference)
+		}
+		if m.Front.Reversals(req.Reference) != 1 || m.Front.Live(req.Reference) != 0 || m.Front.Refunded(out.ProviderRef) != 0 {
+			t.Fatalf("at Adyen: %d reversals, %d live, %d refunded; want reversed once, cancelled, nothing refunded",
+				m.Front.Reversals(req.Reference), m.Front.Live(req.Reference), m.Front.Refunded(out.ProviderRef))
+		}
+		r := result(1)[0].Refund
+		if r == nil || r.Status != "succeeded" || r.Action != "cancel" || r.RefundID != paycore.VoidPrefix+req.Reference ||
+			r.TransactionID != req.TransactionID || r.RefundRef != ro.ProviderRef || r.ChargeRef != out.ProviderRef ||
+			!r.Amount.Equal(decimal.RequireFromString("30")) || r.Unit != "EUR" {
+			t.Fatalf("CANCEL_OR_REFUND = %+v; want the void's success, cancelled", r)
+		}
+	})
+
+	t.Run("a captured payment is refunded; a plain refund still goes to /refunds", func(t *testing.T) {
+		req, out := charge("50.00")
+		mu.Lock()
+		sent = nil
+		mu.Unlock()
+		// A merchant's partial refund (the front refunds only what was
+		// captured): /refunds under the refund's key.
+		if ro, err := p.Refund(ctx, provider.RefundRequest{RefundID: "rf_" + req.Reference, TransactionID: req.TransactionID,
+			ChargeReference: req.Reference, ProviderRef: out.ProviderRef, Amount: decimal.RequireFromString("10.00"), Unit: "EUR"}); err != nil || ro.Status != provider.Pending {
+			t.Fatalf("refund = %+v, %v", ro, err)
+		}
+		void(req, out.ProviderRef, "50.00")
+		mu.Lock()
+		got := append([]string(nil), sent...)
+		mu.Unlock()
+		if len(got) != 2 || got[0] != "/payments/"+out.ProviderRef+"/refunds payreq:refund:rf_"+req.Reference ||
+			got[1] != "/payments/"+out.ProviderRef+"/reversals payreq:reversal:void_"+req.Reference {
+			t.Fatalf("sent %q; want the refund to /refunds, the void to /reversals, each under its own key", got)
+		}
+		if m.Front.Live(req.Reference) != 0 || m.Front.Refunded(out.ProviderRef) != 5000 {
+			t.Fatalf("at Adyen: %d live, %d refunded; want refunded in full", m.Front.Live(req.Reference), m.Front.Refunded(out.ProviderRef))
+		}
+		evs := result(2)
+		if r := evs[1].Refund; r == nil || r.Status != "succeeded" || r.Action != "refund" || r.RefundID != paycore.VoidPrefix+req.Reference {
+			t.Fatalf("CANCEL_OR_REFUND = %+v; want the void's success, refunded", r)
+		}
+	})
+
+	t.Run("nothing to reverse", func(t *testing.T) {
+		req, out := charge("12.00")
+		if _, err := p.Cancel(ctx, req.Reference, out.ProviderRef); err != nil {
+			t.Fatal(err)
+		}
+		m.Front.Webhooks()
+		void(req, out.ProviderRef, "12.00")
+		if r := result(1)[0].Refund; r == nil || r.Status != "failed" || r.FailureReason == "" || r.RefundID != paycore.VoidPrefix+req.Reference {
+			t.Fatalf("CANCEL_OR_REFUND of a cancelled payment = %+v; want the void's failure", r)
+		}
+	})
+
+	t.Run("30 at once", func(t *testing.T) {
+		req, out := charge("8.00")
+		seen := thirtyAtOnce(func() (string, bool) {
+			ro, err := p.Refund(ctx, provider.RefundRequest{RefundID: paycore.VoidPrefix + req.Reference, TransactionID: req.TransactionID,
+				ChargeReference: req.Reference, Void: true, ProviderRef: out.ProviderRef, Amount: decimal.RequireFromString("8.00"), Unit: "EUR"})
+			return ro.ProviderRef, err == nil && ro.Status == provider.Pending
+		})
+		if n := m.Front.Reversals(req.Reference); n != 1 || len(seen) != 1 {
+			t.Fatalf("30 concurrent voids: %d reversals at Adyen, reversal references %v; want one", n, seen)
+		}
+		result(1)
+	})
+}

@@ -2,6 +2,7 @@ package adyen_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -20,6 +21,7 @@ import (
 	"github.com/payreq/payreq/internal/devstack"
 	"github.com/payreq/payreq/internal/devstack/adyenmock"
 	"github.com/payreq/payreq/internal/payment"
+	"github.com/payreq/payreq/internal/provider/adyen"
 	"github.com/payreq/payreq/internal/testenv"
 	"github.com/payreq/payreq/internal/testing/needs"
 )
@@ -225,6 +227,74 @@ func (e *adyenEnv) deliver30(t *testing.T, body []byte) (retried int) {
 	return retried
 }
 
+// lateCharge pays a pending payment, declines it by a refusal of its
+// AUTHORISATION (signed as Adyen signs), then delivers Adyen's
+// AUTHORISATION success for it: a late charge, which the service voids by
+// a reversal at Adyen. It checks the reversal (one, through Prism, the
+// payment no longer holding money, nothing refunded) and returns the
+// request, the transaction and the front's CANCEL_OR_REFUND item.
+func (e *adyenEnv) lateCharge(t *testing.T, amount string) (int64, *payment.Transaction, adyenmock.Item) {
+	t.Helper()
+	prID, tx := e.pay(t, adyenmock.PendingHolder, "4111111111111111", amount)
+	e.m.Front.Webhooks()
+	if err := e.m.Front.Settle(tx.Reference, true); err != nil {
+		t.Fatal(err)
+	}
+	auth := items(e.m, tx.Reference, "AUTHORISATION")
+	if len(auth) != 1 {
+		t.Fatalf("AUTHORISATION items: %+v", auth)
+	}
+	refused := auth[0]
+	refused.AdditionalData = maps.Clone(auth[0].AdditionalData)
+	refused.Success, refused.Reason = "false", "Refused"
+	if st, b := e.post(t, adyenmock.Body([]adyenmock.Item{resign(t, refused)})); st != 200 || b != "[accepted]" {
+		t.Fatalf("refusal: %d %q", st, b)
+	}
+	if got := e.tx(t, tx.ID); got.Status != payment.TxDeclined {
+		t.Fatalf("after the refusal: %v, want declined", got.Status)
+	}
+	if st, b := e.post(t, adyenmock.Body(auth)); st != 200 || b != "[accepted]" {
+		t.Fatalf("late AUTHORISATION: %d %q", st, b)
+	}
+	got := e.tx(t, tx.ID)
+	if got.Status != payment.TxDeclined || got.After == nil || got.After.LateCharge == nil || got.After.LateCharge.Status != payment.LateVoided {
+		t.Fatalf("after the late AUTHORISATION: %+v; want declined, the late charge voided", got)
+	}
+	if n, live, refunded := e.m.Front.Reversals(tx.Reference), e.m.Front.Live(tx.Reference), e.m.Front.Refunded(tx.ProviderRef); n != 1 || live != 0 || refunded != 0 {
+		t.Fatalf("at Adyen: %d reversals, %d live, %d refunded; want reversed once, holding nothing, no refund", n, live, refunded)
+	}
+	var reversal []adyenmock.Item
+	for _, it := range e.m.Front.Webhooks() {
+		if it.EventCode == "CANCEL_OR_REFUND" && it.OriginalReference == tx.ProviderRef {
+			reversal = append(reversal, it)
+		}
+	}
+	if len(reversal) != 1 || reversal[0].PSPReference != got.After.LateCharge.RefundRef {
+		t.Fatalf("CANCEL_OR_REFUND items %+v; want one, of the reversal the service recorded", reversal)
+	}
+	return prID, got, reversal[0]
+}
+
+// resign signs an edited item with the stack's HMAC key, as Adyen signs.
+func resign(t *testing.T, it adyenmock.Item) adyenmock.Item {
+	t.Helper()
+	b, _ := json.Marshal(it)
+	var ni adyen.NotificationItem
+	if err := json.Unmarshal(b, &ni); err != nil {
+		t.Fatal(err)
+	}
+	sig, err := adyen.Sign(ni, testHMACKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.AdditionalData = maps.Clone(it.AdditionalData)
+	if it.AdditionalData == nil {
+		it.AdditionalData = map[string]string{}
+	}
+	it.AdditionalData["hmacSignature"] = sig
+	return it
+}
+
 // TestAdyenProductionStack drives the real service, configured for Adyen on
 // a local production stack, through the public HTTP API against Adyen's
 // contract (Prism) and Adyen's test platform (the front):
@@ -236,6 +306,9 @@ func (e *adyenEnv) deliver30(t *testing.T, body []byte) (retried int) {
 //   - the pending payment settled by its signed AUTHORISATION webhook on
 //     /callbacks/adyen, delivered 30 times at once: one change, one
 //     notification;
+//   - a late charge (authorised after its attempt was declined) voided by
+//     a reversal, its CANCEL_OR_REFUND webhook delivered 30 times at once:
+//     confirmed once; a failed reversal left for an operator;
 //   - a refund acknowledged by Adyen and settled by its signed REFUND
 //     webhook;
 //   - a webhook with a bad HMAC signature refused (401), changing nothing.
@@ -363,6 +436,58 @@ func TestAdyenProductionStack(t *testing.T) {
 		time.Sleep(2 * time.Second) // a second message, if any, would be attempted by now
 		if n := e.firstAttempts(t, prID, ev); n != 1 {
 			t.Fatalf("approval notified %d times (%d deliveries retried), want once", n, retried)
+		}
+	})
+
+	// A late charge: a pending payment refused by its AUTHORISATION webhook
+	// (the attempt declined), then authorised after all (its AUTHORISATION
+	// success). The service returns the money by a reversal, never a
+	// refund: Adyen cancels the authorisation it has not captured, and its
+	// CANCEL_OR_REFUND webhook, delivered 30 times at once, confirms the
+	// void once.
+	t.Run("late charge reversed, CANCEL_OR_REFUND 30 at once", func(t *testing.T) {
+		prID, tx, reversal := e.lateCharge(t, "31.00")
+		if reversal.Success != "true" || reversal.AdditionalData["modification.action"] != "cancel" {
+			t.Fatalf("CANCEL_OR_REFUND item %+v; want success, cancelled", reversal)
+		}
+		rev := e.tx(t, tx.ID).After.Rev
+		e.deliver30(t, adyenmock.Body([]adyenmock.Item{reversal}))
+		got := e.tx(t, tx.ID)
+		l := got.After.LateCharge
+		if got.Status != payment.TxDeclined || l.Status != payment.LateVoided || l.ConfirmedAt == nil || l.Action != "cancel" ||
+			l.RefundRef != reversal.PSPReference || got.After.Rev != rev+1 {
+			t.Fatalf("after 30 CANCEL_OR_REFUND deliveries: status %d, late charge %+v, rev %d (was %d); want declined, the void confirmed once",
+				got.Status, l, got.After.Rev, rev)
+		}
+		view := testenv.Do(t, "GET", e.base+"/transactions/"+strconv.FormatInt(tx.ID, 10), e.key, nil).JSON(t)
+		if lc, _ := view["lateCharge"].(map[string]any); lc["status"] != "voided" || lc["action"] != "cancel" || lc["confirmedAt"] == nil {
+			t.Fatalf("the merchant sees %v", view["lateCharge"])
+		}
+		ds, err := e.stack.Store.Deliveries(context.Background(), prID, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if strings.Contains(d.EventID, "_rf_") {
+				t.Fatalf("notification %s: a void is not the merchant's refund", d.EventID)
+			}
+		}
+	})
+
+	t.Run("late charge whose reversal fails", func(t *testing.T) {
+		_, tx, reversal := e.lateCharge(t, "32.00")
+		failed := reversal
+		failed.AdditionalData = map[string]string{}
+		failed.Success, failed.Reason = "false", "Nothing to reverse"
+		failed = resign(t, failed)
+		for i := 0; i < 2; i++ {
+			if st, b := e.post(t, adyenmock.Body([]adyenmock.Item{failed})); st != 200 || b != "[accepted]" {
+				t.Fatalf("CANCEL_OR_REFUND failure delivery %d: %d %q", i, st, b)
+			}
+		}
+		got := e.tx(t, tx.ID)
+		if l := got.After.LateCharge; l.Status != payment.LateFailed || l.ConfirmedAt != nil || got.Status != payment.TxDeclined {
+			t.Fatalf("after the reversal's failure: %+v; want failed, for an operator", l)
 		}
 	})
 

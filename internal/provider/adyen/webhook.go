@@ -26,6 +26,10 @@ import (
 //	REFUND success=true             → a refund result, succeeded
 //	REFUND success=false,
 //	REFUND_FAILED                   → a refund result, failed (a void's refund, "void_…", is ignored)
+//	CANCEL_OR_REFUND success=true   → a void's result (Refund with Void sends a reversal), succeeded:
+//	                                  the authorisation cancelled or the payment refunded
+//	                                  (additionalData modification.action), either way returned
+//	CANCEL_OR_REFUND success=false  → a void's result, failed
 //	NOTIFICATION_OF_CHARGEBACK      → a dispute result, created (needs_response)
 //	CHARGEBACK, SECOND_CHARGEBACK   → a dispute result, funds withdrawn (needs_response)
 //	CHARGEBACK_REVERSED,
@@ -164,6 +168,10 @@ func EventOf(it NotificationItem, live bool) paycore.Event {
 		if r, bound := refund(it, ok && it.EventCode == "REFUND"); bound {
 			ev.Ignored, ev.Refund = false, &r
 		}
+	case "CANCEL_OR_REFUND":
+		if r, bound := reversal(it, ok); bound {
+			ev.Ignored, ev.Refund = false, &r
+		}
 	case "NOTIFICATION_OF_CHARGEBACK", "CHARGEBACK", "SECOND_CHARGEBACK", "CHARGEBACK_REVERSED", "PREARBITRATION_WON", "PREARBITRATION_LOST":
 		if r, bound := dispute(it, live); bound {
 			ev.Ignored, ev.Dispute = false, &r
@@ -217,7 +225,7 @@ func authorisation(it NotificationItem, success bool) (paycore.ProviderResult, b
 // reference, currency and amount (paycore's refund binding).
 func refund(it NotificationItem, succeeded bool) (paycore.RefundResult, bool) {
 	amt, unit, known := FromMinorUnits(it.Amount.Value, it.Amount.Currency)
-	if !known || it.PSPReference == "" || it.OriginalReference == "" || strings.HasPrefix(it.MerchantReference, "void_") {
+	if !known || it.PSPReference == "" || it.OriginalReference == "" || strings.HasPrefix(it.MerchantReference, paycore.VoidPrefix) {
 		return paycore.RefundResult{}, false
 	}
 	status, failure := "succeeded", ""
@@ -227,6 +235,41 @@ func refund(it NotificationItem, succeeded bool) (paycore.RefundResult, bool) {
 	refundID, txID := ParseRefundReference(it.MerchantReference)
 	return paycore.RefundResult{EventID: eventID(it), TransactionID: txID, RefundRef: it.PSPReference, ChargeRef: it.OriginalReference,
 		RefundID: refundID, Status: status, FailureReason: failure, Amount: amt, Unit: unit}, true
+}
+
+// reversal is the void result of a CANCEL_OR_REFUND item (Adyen's
+// "Reversal" page: pspReference is the reversal's, originalReference the
+// payment's): a refund result whose RefundID is the void's, so paycore
+// settles the void it asked for (the late charge of the transaction). The
+// void is named by the reference reverse sent (merchantReference,
+// RefundReference); should Adyen put the payment's own reference there
+// instead (Webhooks-v1 says merchantReference "corresponds to the payment
+// request assigned to the original payment" for modifications), the void of
+// that payment is the one the service sends. A reversal the service did not
+// send (made in the Customer Area) names neither and is ignored.
+func reversal(it NotificationItem, succeeded bool) (paycore.RefundResult, bool) {
+	amt, unit, known := FromMinorUnits(it.Amount.Value, it.Amount.Currency)
+	if !known || it.PSPReference == "" || it.OriginalReference == "" {
+		return paycore.RefundResult{}, false
+	}
+	refundID, txID := ParseRefundReference(it.MerchantReference)
+	if txID <= 0 || !strings.HasPrefix(refundID, paycore.VoidPrefix) {
+		txID, _ = strconv.ParseInt(strings.TrimPrefix(it.MerchantReference, "ptx_"), 10, 64)
+		refundID = paycore.VoidPrefix + it.MerchantReference
+	}
+	if txID <= 0 || refundID != paycore.VoidPrefix+payment.ChargeReference(txID) {
+		return paycore.RefundResult{}, false
+	}
+	status, failure := "succeeded", ""
+	if !succeeded {
+		status, failure = "failed", it.Reason
+	}
+	action := it.AdditionalData["modification.action"]
+	if action != "cancel" && action != "refund" {
+		action = "" // only the two Adyen's page names are recorded
+	}
+	return paycore.RefundResult{EventID: eventID(it), TransactionID: txID, RefundRef: it.PSPReference, ChargeRef: it.OriginalReference,
+		RefundID: refundID, Status: status, FailureReason: failure, Amount: amt, Unit: unit, Action: action}, true
 }
 
 // disputeEvents maps Adyen's dispute events to the merchant's event and the

@@ -137,7 +137,7 @@ func TestChaosFailover(t *testing.T) {
 			cancelled += mock.Front.TechnicalCancels(tx.Reference)
 			n := mock.Front.Live(tx.Reference)
 			for n > 0 && tx.Status != payment.TxApproved && time.Now().Before(deadline) {
-				// A late charge's void (a refund at Adyen) may still be on its way.
+				// A late charge's void (a reversal at Adyen) may still be on its way.
 				time.Sleep(time.Second)
 				final += deliverAll(t, mock, current)
 				n = mock.Front.Live(tx.Reference)
