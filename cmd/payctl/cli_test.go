@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,16 +25,34 @@ import (
 	"github.com/payreq/payreq/internal/testing/needs"
 )
 
-// buildPayctl compiles the command: help and usage errors are tested on the
-// real process (exit code, stdout and stderr as a shell sees them).
+var (
+	payctlOnce sync.Once
+	payctlBin  string
+	payctlErr  error
+)
+
+// buildPayctl compiles the command once for the package's tests that run it
+// as a process (exit code, stdout and stderr as a shell sees them): a link
+// of the 50 MB binary costs seconds of CPU each time.
 func buildPayctl(t *testing.T) string {
 	t.Helper()
 	needs.External(t, "payctl built and run as a process")
-	bin := filepath.Join(t.TempDir(), "payctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	payctlOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "payctl-test-")
+		if err != nil {
+			payctlErr = err
+			return
+		}
+		testenv.AfterAll(func() { os.RemoveAll(dir) })
+		payctlBin = filepath.Join(dir, "payctl")
+		if out, err := exec.Command("go", "build", "-o", payctlBin, ".").CombinedOutput(); err != nil {
+			payctlErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if payctlErr != nil {
+		t.Fatal(payctlErr)
 	}
-	return bin
+	return payctlBin
 }
 
 type procResult struct {
@@ -54,6 +75,16 @@ func runProc(t *testing.T, bin string, args ...string) procResult {
 	} else if err != nil {
 		t.Fatalf("payctl %v: %v", args, err)
 	}
+	return procResult{code, stdout.String(), stderr.String()}
+}
+
+// runIn runs payctl's run in this process, as main does.
+func runIn(t *testing.T, args ...string) procResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, &stdout, &stderr)
 	return procResult{code, stdout.String(), stderr.String()}
 }
 
@@ -80,8 +111,11 @@ func commandPaths() [][]string {
 // example, on stdout and exit 0; an unknown flag or argument is refused with
 // exit 2, a message naming it on stderr and nothing on stdout. The state
 // directory is empty: a command that tried to act would fail with exit 1.
+//
+// The matrix calls run, which is all of main but its os.Exit (about 250
+// commands: one process each took 45 s); TestCompletionAndVersion checks
+// the built binary turns run's code into its exit status.
 func TestHelpAndUnknownArgumentsAtEveryLevel(t *testing.T) {
-	bin := buildPayctl(t)
 	state := t.TempDir()
 	paths := commandPaths()
 	if len(paths) < 25 {
@@ -91,28 +125,28 @@ func TestHelpAndUnknownArgumentsAtEveryLevel(t *testing.T) {
 		name := strings.Join(append([]string{"payctl"}, path...), " ")
 		t.Run(name, func(t *testing.T) {
 			base := append([]string{"--local", "--state-dir", state}, path...)
-			long := runProc(t, bin, append(base, "--help")...)
+			long := runIn(t, append(base, "--help")...)
 			if long.code != 0 || long.stderr != "" {
 				t.Fatalf("--help: exit %d, stderr %q", long.code, long.stderr)
 			}
 			if !strings.Contains(long.stdout, "Usage:\n  "+name) || !strings.Contains(long.stdout, "Examples:\n  payctl") {
 				t.Fatalf("--help is not %q's own help with an example:\n%s", name, long.stdout)
 			}
-			short := runProc(t, bin, append(base, "-h")...)
+			short := runIn(t, append(base, "-h")...)
 			if short.code != 0 || short.stdout != long.stdout || short.stderr != "" {
 				t.Fatalf("-h: exit %d, differs from --help: %q / %q", short.code, short.stdout, short.stderr)
 			}
-			flag := runProc(t, bin, append(base, "--no-such-flag")...)
+			flag := runIn(t, append(base, "--no-such-flag")...)
 			if flag.code != 2 || flag.stdout != "" || !strings.Contains(flag.stderr, "unknown flag: --no-such-flag") {
 				t.Fatalf("unknown flag: exit %d, stdout %q, stderr %q", flag.code, flag.stdout, flag.stderr)
 			}
-			arg := runProc(t, bin, append(base, "no-such-arg")...)
+			arg := runIn(t, append(base, "no-such-arg")...)
 			if arg.code != 2 || arg.stdout != "" || !strings.Contains(arg.stderr, `"no-such-arg"`) {
 				t.Fatalf("unknown argument: exit %d, stdout %q, stderr %q", arg.code, arg.stdout, arg.stderr)
 			}
 			// help for this command names the same help.
 			if len(path) > 0 && path[0] != "help" {
-				h := runProc(t, bin, append([]string{"help"}, path...)...)
+				h := runIn(t, append([]string{"help"}, path...)...)
 				if h.code != 0 || h.stdout != long.stdout {
 					t.Fatalf("payctl help %v: exit %d\n%s", path, h.code, h.stdout)
 				}
@@ -139,6 +173,13 @@ func TestCompletionAndVersion(t *testing.T) {
 		if !strings.Contains(r.stdout, ev) {
 			t.Errorf("trigger's events not completed: %q", r.stdout)
 		}
+	}
+	// The process's exit status is run's code, its streams run's.
+	if r := runProc(t, bin, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Usage:\n  payctl") || r.stderr != "" {
+		t.Errorf("payctl --help: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runProc(t, bin, "merchant", "--no-such-flag"); r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "unknown flag: --no-such-flag") {
+		t.Errorf("payctl merchant --no-such-flag: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	r = runProc(t, bin, "version")
 	var v versionInfo

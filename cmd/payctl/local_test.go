@@ -48,10 +48,7 @@ func TestLocalUsesStackJSONEndpointsAndRegion(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(state, "seal.key"), []byte(seal.NewKey()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "payctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildPayctl(t)
 	cmd := exec.Command(bin, "--local", "--state-dir", state, "merchant", "show", "--id", "m_1")
 	var env []string
 	for _, e := range os.Environ() {
