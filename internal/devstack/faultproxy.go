@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -234,9 +236,7 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"Message":             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
 			"CancellationReasons": reasons,
 		})
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write(b)
+		answer(w, http.StatusBadRequest, b)
 	default: // lose the answer: the emulator applies the write, the client never hears
 		rec := &discardWriter{h: http.Header{}}
 		p.proxy.ServeHTTP(rec, r)
@@ -248,10 +248,19 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error (the local fault proxy lost the answer of a write it applied)"}`)
+		answer(w, http.StatusInternalServerError,
+			[]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error (the local fault proxy lost the answer of a write it applied)"}`))
 	}
+}
+
+// answer writes an error as DynamoDB does, with the CRC32 of the body in
+// X-Amz-Crc32 (the SDK checks it, and warned of a mismatch on every
+// injected fault when it was missing).
+func answer(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func kindOf(f *Fault) string {
