@@ -31,10 +31,12 @@ dev: $(EMULATORS)
 # others once each); last in path order, one would start when most of the
 # run is over and then run alone. Two test binaries at a time (Go's default
 # on two cores): three took 18 min 23 s against 15 min 38 s, their emulators
-# contending for the cores (docs/testing.md).
+# contending for the cores (docs/testing.md). Test binaries are linked
+# without symbol table and DWARF (-s -w; stack traces keep their names): a
+# relink of the dashboard's took 5.2 s of CPU instead of 7.2.
 SLOWEST_PACKAGES = ./internal/testing/lostanswer/ ./internal/dashboard/ ./internal/testing/crashtest/ ./internal/browsertest/ ./internal/provider/stripe/
 test: $(EMULATORS)
-	go test -trimpath -count=1 -timeout 40m $(SLOWEST_PACKAGES) ./...
+	go test -trimpath -ldflags='-s -w' -count=1 -timeout 40m $(SLOWEST_PACKAGES) ./...
 
 # The fast suite: unit tests, the in-memory store's half of its contract
 # test, no emulator, browser, SFTP client or stack (docs/testing.md). Not a
