@@ -22,6 +22,7 @@ import (
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/adyen"
+	"github.com/payreq/payreq/internal/testing/adyentest"
 )
 
 // adyenSample is the notification item, key and signature of the HMAC test
@@ -425,12 +426,7 @@ func TestCurrencyTableIsAdyens(t *testing.T) {
 // processed (the service may send the attempt to another connector). A
 // connection made and then lost may have carried the payment: unknown.
 func TestUnreachableAdyenIsNotProcessed(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + l.Addr().String()
-	l.Close()
+	closed := adyentest.Unreachable(t)
 	dropping, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

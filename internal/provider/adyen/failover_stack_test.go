@@ -2,13 +2,13 @@ package adyen_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/payreq/payreq/internal/payment"
 	"github.com/payreq/payreq/internal/routing"
+	"github.com/payreq/payreq/internal/testing/adyentest"
 )
 
 // TestStripeDownEveryShopperChargedOnceThroughAdyen is the Stripe-down run:
@@ -20,12 +20,7 @@ import (
 // once Stripe's circuit opens the attempts start on Adyen directly.
 func TestStripeDownEveryShopperChargedOnceThroughAdyen(t *testing.T) {
 	m := startMock(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + l.Addr().String()
-	l.Close()
+	down := adyentest.Unreachable(t)
 	stack := startAdyenStack(t, m, map[string]string{"PaymentConnector": "stripe",
 		"LocalStripeSecretKey": "sk_test_down", "LocalStripeApiBase": down, "LocalStripeWebhookSecrets": "whsec_down"})
 	e := &adyenEnv{m: m, stack: stack, base: stack.Info.APIBase, key: stack.Info.Merchant.APIKey}
