@@ -138,9 +138,13 @@ func (e *afterEnv) reconcile(t *testing.T) {
 // is what counts).
 func (e *afterEnv) notified(t *testing.T, prID int64, eventID string) {
 	t.Helper()
-	// A bound against a hang: beside another full test run, a notification
-	// whose first send timed out waits for the outbox sweep (over 30 s).
+	// A bound against a hang. On a loaded machine a notification's first
+	// send may be cut off (an event answered 503 after its change was
+	// written): the outbox sweep sends it, which the reconciler's minute
+	// schedule runs on AWS and this stack (its schedules a day apart) runs
+	// here every 30 s of waiting.
 	deadline := time.Now().Add(3 * time.Minute)
+	sweepAt := time.Now().Add(30 * time.Second)
 	for {
 		ds, err := e.stack.Store.Deliveries(context.Background(), prID, time.Now())
 		if err != nil {
@@ -157,6 +161,10 @@ func (e *afterEnv) notified(t *testing.T, prID int64, eventID string) {
 				seen = append(seen, d.EventID)
 			}
 			t.Fatalf("notification %s of request %d never attempted; attempted: %v", eventID, prID, seen)
+		}
+		if time.Now().After(sweepAt) {
+			e.reconcile(t)
+			sweepAt = time.Now().Add(30 * time.Second)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
