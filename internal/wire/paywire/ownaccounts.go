@@ -104,11 +104,15 @@ func (o *OwnAccounts) load(ctx context.Context, merchantID, name string) (*ownAc
 	return built, nil
 }
 
+// maxCachedAccounts bounds the cache: webhook addresses are public, so
+// addresses of accounts that do not exist must not grow it without end.
+const maxCachedAccounts = 4096
+
 func (o *OwnAccounts) put(key string, a *ownAccount) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.cache == nil {
-		o.cache = map[string]*ownAccount{}
+	if o.cache == nil || len(o.cache) >= maxCachedAccounts {
+		o.cache = map[string]*ownAccount{} // rebuilt from the store as used
 	}
 	o.cache[key] = a
 }
