@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,17 @@ type connectorView struct {
 	CreatedAt  time.Time              `json:"createdAt"`
 	UpdatedAt  time.Time              `json:"updatedAt"`
 	Version    int64                  `json:"version"`
+	// WebhookURL is where the acquirer must send the account's events:
+	// the merchant registers it in its own account (show and list).
+	WebhookURL string `json:"webhookUrl,omitempty"`
+}
+
+// withWebhook sets v's webhook address under the API's base URL.
+func withWebhook(v connectorView, apiBase string, a *acquireraccount.Account) connectorView {
+	if p := acquireraccount.WebhookPath(a); p != "" && apiBase != "" {
+		v.WebhookURL = strings.TrimSuffix(apiBase, "/") + p
+	}
+	return v
 }
 
 func connectorViewOf(a *acquireraccount.Account) connectorView {
@@ -150,7 +162,7 @@ func connectorsCmd(g *globals) *cobra.Command {
 			}
 			views := make([]connectorView, 0, len(accounts))
 			for _, a := range accounts {
-				views = append(views, connectorViewOf(a))
+				views = append(views, withWebhook(connectorViewOf(a), e.apiBase, a))
 			}
 			return map[string]any{"connectors": views}, nil
 		}),
@@ -169,7 +181,7 @@ func connectorsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			return connectorViewOf(a), nil
+			return withWebhook(connectorViewOf(a), e.apiBase, a), nil
 		}),
 	}
 	needMerchant(show, true)

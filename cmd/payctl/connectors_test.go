@@ -103,6 +103,15 @@ func TestConnectorAccounts(t *testing.T) {
 	if code != 0 || len(list["connectors"].([]any)) != 2 {
 		t.Fatalf("list after refused saves: %v", list)
 	}
+	// show gives the address the merchant registers at Stripe for the
+	// account's events; an Adyen account has none yet.
+	if out, _, code := payctl(t, "connectors", "show", "--merchant", m.ID, "--name", "eustripe"); code != 0 ||
+		!strings.HasPrefix(out["webhookUrl"].(string), "http") || !strings.HasSuffix(out["webhookUrl"].(string), "/callbacks/svcwh/"+m.ID+"/eustripe") {
+		t.Fatalf("show stripe: exit %d %v", code, out)
+	}
+	if out, _, code := payctl(t, "connectors", "show", "--merchant", m.ID, "--name", "euadyen"); code != 0 || out["webhookUrl"] != nil {
+		t.Fatalf("show adyen: exit %d %v", code, out)
+	}
 	raw, _ := json.Marshal(list)
 	for _, secret := range []string{sk, whsec, testAdyenKey, testAdyenHMAC} {
 		if strings.Contains(string(raw), secret) {

@@ -146,6 +146,17 @@ type Account struct {
 	Version    int64 // 1 on creation, +1 per change
 }
 
+// WebhookPath is where, under the API's base URL, the acquirer must send
+// account a's events (the merchant registers it as a webhook endpoint in
+// its own account; callbacks.StripeAccountPath): "" for a kind whose
+// events the service does not receive yet (Adyen).
+func WebhookPath(a *Account) string {
+	if a.Kind != Stripe {
+		return ""
+	}
+	return "/callbacks/svcwh/" + a.MerchantID + "/" + a.Name
+}
+
 // Owner is what a secret of field is sealed to.
 func Owner(merchantID, name, field string) string {
 	return "connector/" + merchantID + "/" + name + "/" + field

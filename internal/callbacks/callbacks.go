@@ -70,7 +70,7 @@ func Routes() []string {
 	for _, p := range append(slices.Clone(resultPaths), "/callbacks/3ds") {
 		out = append(out, "GET "+p, "POST "+p)
 	}
-	out = append(out, "POST "+AdyenPath)
+	out = append(out, "POST "+AdyenPath, "POST "+StripeAccountPath)
 	// The spec lets a merchant's callback be called with GET or POST, so each
 	// test callback answers both.
 	for _, p := range testPaths {
@@ -104,6 +104,7 @@ func New(d Deps) http.Handler {
 	mux.Handle("GET /callbacks/3ds", httpapi.HandlerFunc(h.threeDSBrowser))
 	mux.Handle("POST /callbacks/3ds", httpapi.HandlerFunc(h.threeDSPost))
 	mux.Handle("POST "+AdyenPath, httpapi.HandlerFunc(h.adyenEvent))
+	mux.Handle("POST "+StripeAccountPath, httpapi.HandlerFunc(h.stripeAccountEvent))
 	for i, fn := range []httpapi.HandlerFunc{echoJSON, echoForm, echoText} {
 		mux.Handle("GET "+testPaths[i], fn)
 		mux.Handle("POST "+testPaths[i], fn)

@@ -39,7 +39,7 @@ func TestParseResult(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
-	if got := len(Routes()); got != 15 {
+	if got := len(Routes()); got != 16 {
 		t.Fatalf("%d routes: %v", got, Routes())
 	}
 }

@@ -69,10 +69,27 @@ type EventReader interface {
 
 // StripeWebhook configures Stripe events on /callbacks/svcwh.
 type StripeWebhook struct {
-	Reader  EventReader
+	Reader  EventReader // the platform account's endpoint; nil: only Accounts
 	Events  EventMarker // may be nil: no duplicate report for events that settle nothing
 	Settler Settler     // default: Deps.Service
+	// Accounts, when set, reads the events of merchants' own Stripe
+	// accounts on StripeAccountPath.
+	Accounts AccountHooks
 }
+
+// AccountHooks gives the event reader of a merchant's own Stripe account,
+// verifying with that account's own signing secret.
+type AccountHooks interface {
+	// StripeAccountReader: errkind.NotFound when the merchant has no such
+	// active Stripe account; any other error is transient.
+	StripeAccountReader(ctx context.Context, merchantID, name string) (EventReader, error)
+}
+
+// StripeAccountPath is the webhook address of a merchant's own Stripe
+// account: each account registers its own at Stripe, signed with its own
+// endpoint secret, and its events bind only to the transactions that
+// merchant charged through that account.
+const StripeAccountPath = "/callbacks/svcwh/{merchantId}/{accountName}"
 
 // stripeEventTTL is how long an event id is remembered: Stripe retries a
 // failed delivery for up to three days.
@@ -80,7 +97,7 @@ const stripeEventTTL = 4 * 24 * time.Hour
 
 // isStripeEvent reports whether r is for the Stripe hook.
 func (h *handler) isStripeEvent(r *http.Request) bool {
-	return h.Stripe != nil && r.Method == http.MethodPost && r.URL.Path == "/callbacks/svcwh" && r.Header.Get(StripeSignatureHeader) != ""
+	return h.Stripe != nil && h.Stripe.Reader != nil && r.Method == http.MethodPost && r.URL.Path == "/callbacks/svcwh" && r.Header.Get(StripeSignatureHeader) != ""
 }
 
 // StripeAck is the answer to a Stripe event.
@@ -98,14 +115,47 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ev, err := h.Stripe.Reader.Read(body, r.Header.Get(StripeSignatureHeader), h.Now())
+	return h.stripeEventOf(w, r, body, h.Stripe.Reader, connector.Stripe, "stripe:")
+}
+
+// stripeAccountEvent takes an event of a merchant's own Stripe account on
+// its own address. An address of no active Stripe account answers as an
+// event whose signature is invalid: nothing says whether the account
+// exists.
+func (h *handler) stripeAccountEvent(w http.ResponseWriter, r *http.Request) error {
+	body, err := httpapi.ReadBody(w, r, MaxBody)
+	if err != nil {
+		return err
+	}
+	merchantID, name := r.PathValue("merchantId"), r.PathValue("accountName")
+	invalid := errkind.UnauthorizedErr("The " + StripeSignatureHeader + " signature is invalid.")
+	if h.Stripe == nil || h.Stripe.Accounts == nil || !connector.ValidName(name) || r.Header.Get(StripeSignatureHeader) == "" {
+		return invalid
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.Timeout)
+	defer cancel()
+	reader, err := h.Stripe.Accounts.StripeAccountReader(ctx, merchantID, name)
+	if errkind.Is(err, errkind.NotFound) {
+		return invalid
+	}
+	if err != nil {
+		return err // 500: Stripe retries
+	}
+	conn := paycore.AccountEventConnector(merchantID, name)
+	return h.stripeEventOf(w, r, body, reader, conn, "stripe:"+conn+":")
+}
+
+// stripeEventOf verifies and applies body, an event of connector conn read
+// by reader; its id is recorded under markPrefix.
+func (h *handler) stripeEventOf(w http.ResponseWriter, r *http.Request, body []byte, reader EventReader, conn, markPrefix string) error {
+	ev, err := reader.Read(body, r.Header.Get(StripeSignatureHeader), h.Now())
 	if err != nil {
 		return errkind.UnauthorizedErr("The " + StripeSignatureHeader + " signature is " + err.Error() + ".")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.Timeout)
 	defer cancel()
 	ack := StripeAck{Received: true, EventID: ev.ID}
-	s, txID, err := h.applyStripe(ctx, ev)
+	s, txID, err := h.applyEvent(ctx, ev, conn, h.Stripe.Settler)
 	switch {
 	case errors.Is(err, errIgnored):
 		ack.Ignored = true
@@ -127,7 +177,7 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 		ack.Duplicate, ack.Changed, ack.TransactionID = s.Duplicate, s.Changed, txID
 	}
 	if h.Stripe.Events != nil {
-		err := h.Stripe.Events.MarkCallbackEvent(ctx, "stripe:"+ev.ID, h.Now(), stripeEventTTL)
+		err := h.Stripe.Events.MarkCallbackEvent(ctx, markPrefix+ev.ID, h.Now(), stripeEventTTL)
 		if errkind.Is(err, errkind.Exists) && !ack.Changed {
 			// Recorded by an earlier delivery. One that changed something
 			// says so even when a concurrent duplicate recorded it first.
@@ -144,12 +194,6 @@ func (h *handler) stripeEvent(w http.ResponseWriter, r *http.Request) error {
 
 // errIgnored: an event this service does not act on (acknowledged).
 var errIgnored = errors.New("event ignored")
-
-// applyStripe applies Stripe event ev; errIgnored for one not acted on.
-// txID is the transaction it concerned (0: none).
-func (h *handler) applyStripe(ctx context.Context, ev paycore.Event) (paycore.Settled, int64, error) {
-	return h.applyEvent(ctx, ev, connector.Stripe, h.Stripe.Settler)
-}
 
 // applyEvent applies an event of connector name through settler (nil:
 // Deps.Service); errIgnored for one not acted on. An acquirer's events

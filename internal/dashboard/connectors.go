@@ -88,6 +88,11 @@ func (h *handler) renderConnectors(w http.ResponseWriter, r *http.Request, s *da
 	}
 	data["Accounts"] = list
 	data["Sandbox"] = m.Sandbox
+	base := h.PublicBaseURL
+	if base == "" {
+		base = "https://" + r.Host
+	}
+	data["APIBase"] = strings.TrimSuffix(base, "/")
 	h.render(w, r, status, "connectors", s, data)
 	return nil
 }
@@ -276,6 +281,21 @@ func viewConnectors(p *pw, d map[string]any) {
 		p.f(`<tr><td colspan="%d">No account of your own yet: payments go through the platform's accounts.</td></tr>`, map[bool]int{true: 7, false: 6}[admin])
 	}
 	p.raw(`</tbody></table></div>`)
+	var hooks []*acquireraccount.Account
+	for _, a := range accounts {
+		if acquireraccount.WebhookPath(a) != "" {
+			hooks = append(hooks, a)
+		}
+	}
+	if len(hooks) > 0 {
+		// The address each account's acquirer must send its events to:
+		// the merchant registers it in its own account.
+		p.raw(`<h2>Webhook addresses</h2><p>Register each address as a webhook endpoint in that account (Stripe Dashboard, Developers, Webhooks), with the signing secret you gave here. Payments routed to the account are settled by its events.</p><ul id="connector-webhooks">`)
+		for _, a := range hooks {
+			p.f(`<li data-name="%s">%s <code class="webhook-url">%s</code></li>`, a.Name, a.Name, str(d, "APIBase")+acquireraccount.WebhookPath(a))
+		}
+		p.raw(`</ul>`)
+	}
 	if !admin {
 		p.raw(`<p class="hint">Only the merchant's administrators connect, test and disable accounts.</p>`)
 		return

@@ -255,6 +255,13 @@ func TestConnectorsPageConnectsTestsAndDisablesAccounts(t *testing.T) {
 		}
 	}
 
+	// The Stripe account's webhook address, to register at Stripe; the
+	// Adyen account has none yet.
+	if !strings.Contains(list.body, `<li data-name="eustripe">eustripe <code class="webhook-url">`) ||
+		!strings.Contains(list.body, "/callbacks/svcwh/"+m.ID+"/eustripe</code>") || strings.Contains(list.body, `<li data-name="euadyen">`) {
+		t.Errorf("webhook addresses on the page:\n%s", list.body)
+	}
+
 	before := accounts(t, m.ID)[1].CheckedAt // eustripe (by name: euadyen, eustripe)
 	time.Sleep(10 * time.Millisecond)
 	tested := u.post("/dashboard/connectors/test", url.Values{"csrf": {token}, "name": {"eustripe"}})

@@ -206,7 +206,7 @@ func (s *Service) resume(ctx context.Context, m *merchant.Merchant, req *payment
 	}
 	switch tx.Status {
 	case payment.TxWaiting:
-		if s.resendClosed(tx) {
+		if s.resendClosed(ctx, tx) {
 			return s.recoverRetry(ctx, tx, a)
 		}
 		// The charge goes to the connector recorded on tx; its route says

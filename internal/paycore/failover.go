@@ -43,7 +43,7 @@ const (
 // nextConnector is the first connector after from on a's route that the
 // stage configures, whose rules take the attempt (method, amount, unit)
 // and whose circuit lets it through; "" when none.
-func (s *Service) nextConnector(a Attempt, from string, amount decimal.Decimal, unit string) string {
+func (s *Service) nextConnector(a Attempt, merchantID, from string, amount decimal.Decimal, unit string) string {
 	i := slices.Index(a.route, from)
 	if i < 0 {
 		return ""
@@ -51,10 +51,10 @@ func (s *Service) nextConnector(a Attempt, from string, amount decimal.Decimal, 
 	for _, name := range a.route[i+1:] {
 		b := a
 		b.connector = name
-		if !s.Connectors.Has(name) || s.checkAttempt(b, amount, unit) != nil {
+		if _, ok := s.attemptProvider(a, name); !ok || s.checkAttempt(b, amount, unit) != nil {
 			continue
 		}
-		if s.Breaker.Allow(name, s.Now()) {
+		if s.Breaker.Allow(s.breakerKey(merchantID, name), s.Now()) {
 			return name
 		}
 		s.Log.Warn("connector skipped: its circuit is open", append([]any{"connector", name},

@@ -70,7 +70,7 @@ func (s *Service) voidLate(ctx context.Context, tx *payment.Transaction, provide
 		return got, fmt.Errorf("transaction %d: late charge %s differs from the recorded %s", tx.ID, providerRef, l.ProviderRef)
 	}
 	crashpoint.Hit(crashpoint.InLateVoid)
-	out, err := s.ProviderOf(got).Refund(ctx, provider.RefundRequest{RefundID: VoidPrefix + got.Reference, TransactionID: got.ID,
+	out, err := s.ProviderOf(ctx, got).Refund(ctx, provider.RefundRequest{RefundID: VoidPrefix + got.Reference, TransactionID: got.ID,
 		ChargeReference: got.Reference, Void: true, ProviderRef: l.ProviderRef, Amount: l.Amount, Unit: l.Unit,
 		Reason: "charge succeeded after its transaction was declined"})
 	if err != nil {

@@ -75,7 +75,7 @@ func (s *Service) CreateAndPay(ctx context.Context, m *merchant.Merchant, r paym
 		return Result{}, err
 	}
 	txID := attemptID(ctx, now)
-	if err := s.routeAttempt(m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
+	if err := s.routeAttempt(ctx, m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
 		return Result{}, err
 	}
 	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
@@ -127,7 +127,7 @@ func (s *Service) PayNew(ctx context.Context, m *merchant.Merchant, r payment.Re
 		return Result{}, err
 	}
 	txID := attemptID(ctx, now)
-	if err := s.routeAttempt(m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
+	if err := s.routeAttempt(ctx, m, &a, det, r.Amount, r.Unit, payment.ChargeReference(txID)); err != nil {
 		return Result{}, err
 	}
 	if err := s.checkAttempt(a, r.Amount, r.Unit); err != nil {
@@ -266,7 +266,7 @@ func (s *Service) supersedeChallenge(ctx context.Context, holder int64, a Attemp
 	if left := tx.CreatedAt.Add(s.SupersedeGrace()).Sub(now); left > 0 {
 		return false, left, nil
 	}
-	p := s.ProviderOf(tx) // the challenge is the charging connector's
+	p := s.ProviderOf(ctx, tx) // the challenge is the charging connector's
 	ab, ok := p.(provider.ChallengeAbandoner)
 	pc, closer := p.(provider.PendingCloser)
 	if !ok && !closer {
@@ -326,7 +326,7 @@ func NewTransactionNumber() string {
 // run writes the attempt's transaction ahead of any charge, checks limits,
 // charges and records the outcome.
 func (s *Service) run(ctx context.Context, m *merchant.Merchant, req *payment.Request, txID int64, a Attempt, det *card.Details) (Result, error) {
-	if err := s.routeAttempt(m, &a, det, req.Amount, req.Unit, payment.ChargeReference(txID)); err != nil {
+	if err := s.routeAttempt(ctx, m, &a, det, req.Amount, req.Unit, payment.ChargeReference(txID)); err != nil {
 		s.giveUp(req.ID, txID) // the lease is all this attempt wrote
 		return Result{}, err
 	}
@@ -500,22 +500,22 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 	if a.Card != nil && strings.TrimSpace(a.Card.Holder) != "" {
 		holder = a.Card.Holder
 	}
-	out, err := s.ProviderOf(tx).Charge(ctx, provider.ChargeRequest{
+	out, err := s.ProviderOf(ctx, tx).Charge(ctx, provider.ChargeRequest{
 		Reference: tx.Reference, TransactionID: tx.ID, PaymentRequestID: req.ID, Amount: req.Amount, Unit: req.Unit,
 		Method: a.Method, Selector: a.Selector, Card: det, HolderName: strings.TrimSpace(holder), CVV: cvvOf(a), WalletToken: a.WalletToken, UPIID: a.UPIID,
 		CardholderPresent: a.CardholderPresent, Email: email, ReturnURL: a.ReturnTo, AttemptStart: tx.CreatedAt,
 	})
 	conn := s.ConnectorOf(tx)
 	if errors.Is(err, provider.ErrNotProcessed) {
-		s.Breaker.NotProcessed(conn, s.Now())
-		next := s.nextConnector(a, conn, req.Amount, req.Unit)
+		s.Breaker.NotProcessed(s.breakerKey(tx.MerchantID, conn), s.Now())
+		next := s.nextConnector(a, tx.MerchantID, conn, req.Amount, req.Unit)
 		if next == "" {
 			return Result{}, s.notProcessed(ctx, req, tx, err)
 		}
 		return s.chargeNext(ctx, req, tx, a, det, next)
 	}
 	if err == nil {
-		s.Breaker.Processed(conn)
+		s.Breaker.Processed(s.breakerKey(tx.MerchantID, conn))
 	} else {
 		s.Log.Error("provider charge failed; looking the reference up", "transaction_id", tx.ID, "error", err.Error())
 		var never bool
@@ -527,8 +527,8 @@ func (s *Service) charge(ctx context.Context, req *payment.Request, tx *payment.
 		if never {
 			// The connector never charged the reference and never will
 			// (its lookup closed it): as good as not processed.
-			s.Breaker.NotProcessed(conn, s.Now())
-			if next := s.nextConnector(a, conn, req.Amount, req.Unit); next != "" {
+			s.Breaker.NotProcessed(s.breakerKey(tx.MerchantID, conn), s.Now())
+			if next := s.nextConnector(a, tx.MerchantID, conn, req.Amount, req.Unit); next != "" {
 				return s.chargeNext(ctx, req, tx, a, det, next)
 			}
 		}
@@ -579,7 +579,7 @@ func (s *Service) lookup(ctx context.Context, tx *payment.Transaction) (provider
 // lookupOutcome is lookup, also telling whether the provider never charged
 // the reference (never: the outcome is then that decline).
 func (s *Service) lookupOutcome(ctx context.Context, tx *payment.Transaction) (out provider.Outcome, never bool, err error) {
-	p := s.ProviderOf(tx)
+	p := s.ProviderOf(ctx, tx)
 	if cl, ok := p.(provider.ChargeLooker); ok {
 		// Everything stored helps: the acquirer's id (read directly) and
 		// when the attempt began (where a list starts).
@@ -732,7 +732,7 @@ func (s *Service) schedule(ctx context.Context, tx *payment.Transaction, out pro
 
 // void returns the money of a charge that cannot pay its request.
 func (s *Service) void(ctx context.Context, tx *payment.Transaction) error {
-	_, err := s.ProviderOf(tx).Refund(ctx, provider.RefundRequest{RefundID: VoidPrefix + tx.Reference, TransactionID: tx.ID,
+	_, err := s.ProviderOf(ctx, tx).Refund(ctx, provider.RefundRequest{RefundID: VoidPrefix + tx.Reference, TransactionID: tx.ID,
 		ChargeReference: tx.Reference, Void: true,
 		ProviderRef: tx.ProviderRef, Amount: tx.Amount, Unit: tx.Unit, Reason: "payment request no longer payable"})
 	if err != nil {

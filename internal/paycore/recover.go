@@ -98,7 +98,7 @@ func (s *Service) recoverOne(ctx context.Context, tx *payment.Transaction) (stil
 // sent again under the same idempotency key, and the decline is the
 // guarded final commit every outcome uses.
 func (s *Service) cancelUnknown(ctx context.Context, tx *payment.Transaction, lookupErr error) (bool, error) {
-	rc, ok := s.ProviderOf(tx).(provider.ReferenceCanceller)
+	rc, ok := s.ProviderOf(ctx, tx).(provider.ReferenceCanceller)
 	if !ok || tx.Status != payment.TxWaiting || !errors.Is(lookupErr, provider.ErrOutcomeUnknown) || !s.senderGone(tx) {
 		return false, nil
 	}
@@ -131,8 +131,8 @@ func (s *Service) senderGone(tx *payment.Transaction) bool {
 // and booked before Adyen processes the cancel, leaving the request paid
 // with its authorisation released; with no re-send after the lease and no
 // cancel before senderGone, the two never overlap.
-func (s *Service) resendClosed(tx *payment.Transaction) bool {
-	_, ok := s.ProviderOf(tx).(provider.ReferenceCanceller)
+func (s *Service) resendClosed(ctx context.Context, tx *payment.Transaction) bool {
+	_, ok := s.ProviderOf(ctx, tx).(provider.ReferenceCanceller)
 	return ok && s.Now().After(tx.CreatedAt.Add(s.SyncLease))
 }
 
@@ -147,7 +147,7 @@ func (s *Service) windowPassed(tx *payment.Transaction) bool {
 // answered becomes declined 013, as the sandbox's do; a charge that ended
 // meanwhile answers with how it ended. Without a closer it stays pending.
 func (s *Service) closePending(ctx context.Context, tx *payment.Transaction, out provider.Outcome) (provider.Outcome, error) {
-	pc, ok := s.ProviderOf(tx).(provider.PendingCloser)
+	pc, ok := s.ProviderOf(ctx, tx).(provider.PendingCloser)
 	if !ok {
 		return out, nil
 	}

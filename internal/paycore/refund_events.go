@@ -137,13 +137,13 @@ func (s *Service) finishRefund(ctx context.Context, tx *payment.Transaction) (*p
 		err error
 	)
 	if r.ProviderRef != "" {
-		rr, ok := s.ProviderOf(tx).(provider.RefundReader)
+		rr, ok := s.ProviderOf(ctx, tx).(provider.RefundReader)
 		if !ok {
 			return tx, nil // settled by its events
 		}
 		out, err = rr.RefundStatus(ctx, r.ProviderRef)
 	} else {
-		out, err = s.ProviderOf(tx).Refund(ctx, provider.RefundRequest{RefundID: r.ID, TransactionID: tx.ID,
+		out, err = s.ProviderOf(ctx, tx).Refund(ctx, provider.RefundRequest{RefundID: r.ID, TransactionID: tx.ID,
 			ChargeReference: tx.Reference, ProviderRef: tx.ProviderRef, Amount: r.Amount, Unit: r.Unit,
 			Reason: "merchant refund"})
 	}
@@ -293,7 +293,7 @@ func (s *Service) RefundEvent(ctx context.Context, r RefundResult) (Settled, err
 // or dispute made in the acquirer's dashboard has no metadata of ours).
 func (s *Service) chargeTransaction(ctx context.Context, conn string, txID int64, chargeRef string) (*payment.Transaction, error) {
 	if txID <= 0 && chargeRef != "" {
-		cr, ok := s.connector(s.eventConnector(conn)).(ChallengeReader) // the object is the event's connector's
+		cr, ok := s.eventProvider(ctx, conn).(ChallengeReader) // the object is the event's connector's
 		if !ok {
 			return nil, ErrUnknownTransaction
 		}

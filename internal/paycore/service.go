@@ -105,6 +105,9 @@ type Deps struct {
 	// Breaker skips a connector that repeatedly did not process charges
 	// (failover.go); nil: New gives one with the defaults.
 	Breaker *connector.Breaker
+	// Accounts resolves merchants' own acquirer accounts, which routing
+	// names beside the stage's connectors (connectors.go); nil: none.
+	Accounts AccountConnectors
 }
 
 // Service runs payment attempts.
@@ -187,6 +190,10 @@ type Attempt struct {
 	// route is the connector the routing picked followed by its failover
 	// list (failover.go).
 	route []string
+	// accounts are the providers of the merchant's own active accounts on
+	// route, resolved by routeAttempt (the attempt's checks and failover
+	// read them without another look-up).
+	accounts map[string]provider.Provider
 }
 
 // Result is the response of a processed attempt (docs/payments.md).
@@ -333,7 +340,7 @@ func acquirerProblem(err error) error {
 func (s *Service) checkAttempt(a Attempt, amount decimal.Decimal, unit string) error {
 	p := s.Provider
 	if a.connector != "" {
-		p = s.connector(a.connector) // the routed connector's rules
+		p, _ = s.attemptProvider(a, a.connector) // the routed connector's rules
 	}
 	if ms, ok := p.(provider.MethodServer); ok && !s.Sandbox && !ms.Serves(a.Method) {
 		return MethodProblem(a.Method) // the routed connector's own methods

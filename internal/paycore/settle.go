@@ -72,7 +72,7 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 	if err := s.bindConnector(tx, r.Connector, "event "+r.EventID); err != nil {
 		return Settled{Transaction: tx}, err
 	}
-	if r.Facts != nil && !s.lateAfterCancel(tx, r) {
+	if r.Facts != nil && !s.lateAfterCancel(ctx, tx, r) {
 		if err := s.bind(tx, r.ProviderRef, r.Facts, true, "event "+r.EventID); err != nil {
 			return Settled{Transaction: tx}, err
 		}
@@ -102,11 +102,11 @@ func (s *Service) Settle(ctx context.Context, r ProviderResult) (Settled, error)
 // that cancels by reference. Such an event binds on its facts alone (an
 // event otherwise needs the stored id) and only to be voided (lateSuccess):
 // it can return money, never book a payment.
-func (s *Service) lateAfterCancel(tx *payment.Transaction, r ProviderResult) bool {
+func (s *Service) lateAfterCancel(ctx context.Context, tx *payment.Transaction, r ProviderResult) bool {
 	if tx.Status != payment.TxDeclined || tx.ProviderRef != "" || r.Status != provider.Approved || r.ProviderRef == "" || r.Facts == nil {
 		return false
 	}
-	if _, ok := s.ProviderOf(tx).(provider.ReferenceCanceller); !ok {
+	if _, ok := s.ProviderOf(ctx, tx).(provider.ReferenceCanceller); !ok {
 		return false
 	}
 	return s.bind(tx, "", r.Facts, false, "late charge after a technical cancel, event "+r.EventID) == nil
@@ -146,7 +146,7 @@ func (s *Service) CompleteChallenge(ctx context.Context, eventID string, txID, r
 	if tx.ThreeDS != payment.ThreeDSChallenge {
 		return Settled{Transaction: tx}, nil
 	}
-	out, err := s.ProviderOf(tx).CompleteChallenge(ctx, provider.ChallengeResult{Reference: tx.Reference, TransactionID: txID,
+	out, err := s.ProviderOf(ctx, tx).CompleteChallenge(ctx, provider.ChallengeResult{Reference: tx.Reference, TransactionID: txID,
 		ProviderRef: tx.ProviderRef, Approved: approved})
 	if err != nil {
 		return Settled{}, fmt.Errorf("complete 3-D Secure challenge of transaction %d: %w", txID, err)

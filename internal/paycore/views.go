@@ -248,7 +248,7 @@ func (s *Service) Refund(ctx context.Context, m *merchant.Merchant, id int64) (R
 		if n, total := acquirerRefunded(tx); n > 0 {
 			return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d was refunded at the acquirer already (%s %s in %d refunds, in Stripe's Dashboard); the service refunds in full only.", id, total, tx.Unit, n), "")
 		}
-		if rc, ok := s.ProviderOf(tx).(provider.RefundChecker); ok && !s.Sandbox {
+		if rc, ok := s.ProviderOf(ctx, tx).(provider.RefundChecker); ok && !s.Sandbox {
 			if err := rc.CheckRefund(provider.Method(tx.Method), tx.Selector, tx.Unit); err != nil {
 				return RefundView{}, errkind.ConflictErr(fmt.Sprintf("Transaction %d cannot be refunded through the acquirer: %s", id, err), "")
 			}

@@ -23,7 +23,7 @@ import (
 // before that its issuer's page is the first answer to the charge's own
 // key (Lookup).
 func (h *handler) acquirerChallenge(w http.ResponseWriter, r *http.Request, tx *payment.Transaction, origins []string) (bool, error) {
-	p := h.Service.ProviderOf(tx) // the connector that charged it
+	p := h.Service.ProviderOf(r.Context(), tx) // the connector that charged it
 	cr, reads := p.(paycore.ChallengeReader)
 	var (
 		out provider.Outcome

@@ -29,6 +29,7 @@ type afterEnv struct {
 	stack *devstack.Stack
 	base  string
 	key   string
+	state string // the stack's state directory (its seal key)
 }
 
 const afterSecret = "whsec_after_first_answer"
@@ -54,7 +55,7 @@ func startAfter(t *testing.T) *afterEnv {
 	}
 	t.Cleanup(stack.Close)
 	front.SendEventsTo(stack.Info.APIBase+"/callbacks/svcwh", afterSecret)
-	return &afterEnv{front: front, stack: stack, base: stack.Info.APIBase, key: stack.Info.Merchant.APIKey}
+	return &afterEnv{front: front, stack: stack, base: stack.Info.APIBase, key: stack.Info.Merchant.APIKey, state: opts.StateDir}
 }
 
 // request creates a payment request and returns its id.

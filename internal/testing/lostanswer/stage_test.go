@@ -39,6 +39,9 @@ type stage struct {
 	adyen *adyenmock.Mock
 	// routing of the stage's merchants.
 	routing routing.Rules
+	// connect, when set, gives each new merchant what its routing needs
+	// (its own acquirer account), before the run's writes are counted.
+	connect func(t *testing.T, m testenv.Merchant)
 }
 
 func sandbox(t *testing.T) *stage {

@@ -140,6 +140,9 @@ func newRun(t *testing.T, stg *stage) *run {
 		mm.RateLimitPerMinute = 1_000_000
 		mm.NotifyURL = rv.srv.URL + "/n/" + mm.ID
 	})
+	if stg.connect != nil {
+		stg.connect(t, m)
+	}
 	return &run{t: t, stg: stg, m: m, st: stg.st, api: stg.st.Info.APIBase, vars: map[string]string{}}
 }
 

@@ -59,6 +59,22 @@ type Front struct {
 	IntentReads atomic.Int64
 
 	st *state // KeepState: what "Stripe" remembers (state.go); nil: stateless
+
+	seen []Request
+}
+
+// Request is what the front saw of one request: which key it was made
+// with (the bearer of its Authorization: which Stripe account), and what.
+type Request struct {
+	Method, Path, Key string
+	Reference         string // metadata[payreq_reference] of a create
+}
+
+// Requests lists the requests the front received, in order.
+func (f *Front) Requests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Request(nil), f.seen...)
 }
 
 // NewFront starts a Front before target (stripe-mock's base URL).
@@ -128,6 +144,10 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request, proxy *httputil.Re
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 		form, _ = url.ParseQuery(string(b))
 	}
+	f.mu.Lock()
+	f.seen = append(f.seen, Request{Method: r.Method, Path: r.URL.Path, Key: strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
+		Reference: form.Get("metadata[payreq_reference]")})
+	f.mu.Unlock()
 	if r.URL.Path == "/v1/payment_intents/search" || form.Get("metadata[payreq_closed]") == "1" {
 		f.Lookups.Add(1)
 	}

@@ -316,6 +316,13 @@ func (f *Front) Post(body []byte) (EventAnswer, error) {
 	f.mu.Lock()
 	u, secret := f.st.webhookURL, f.st.secret
 	f.mu.Unlock()
+	return PostEvent(u, secret, body)
+}
+
+// PostEvent signs body with secret as Stripe signs an event and posts it
+// to url, once (another endpoint than the front's: a merchant's own
+// account's address).
+func PostEvent(u, secret string, body []byte) (EventAnswer, error) {
 	var ev struct{ ID, Type string }
 	_ = json.Unmarshal(body, &ev)
 	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: time.Now()})

@@ -42,6 +42,13 @@ func Callbacks(ctx context.Context, getenv config.Getenv, opts wire.Options) (_ 
 	if err != nil {
 		return nil, err
 	}
+	if own, ok := svc.Accounts.(*paywire.OwnAccounts); ok {
+		// Merchants' own Stripe accounts, each on its own address.
+		if stripeHook == nil {
+			stripeHook = &callbacks.StripeWebhook{Events: b.Store}
+		}
+		stripeHook.Accounts = accountHooks{own}
+	}
 	deps := callbacks.Deps{
 		Service: svc,
 		Key:     key,
@@ -68,4 +75,16 @@ func stripeWebhook(b *wire.Base, getenv config.Getenv) (*callbacks.StripeWebhook
 		return nil, err
 	}
 	return &callbacks.StripeWebhook{Reader: stripe.Webhook{Secrets: s.WebhookSecrets}, Events: b.Store}, nil
+}
+
+// accountHooks reads a merchant's own Stripe account's events with that
+// account's signing secret, opened in memory (paywire.OwnAccounts).
+type accountHooks struct{ own *paywire.OwnAccounts }
+
+func (a accountHooks) StripeAccountReader(ctx context.Context, merchantID, name string) (callbacks.EventReader, error) {
+	secret, err := a.own.StripeWebhookSecret(ctx, merchantID, name)
+	if err != nil {
+		return nil, err
+	}
+	return stripe.Webhook{Secrets: []string{secret}}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -21,6 +22,7 @@ import (
 	"github.com/payreq/payreq/internal/paycore"
 	"github.com/payreq/payreq/internal/provider"
 	"github.com/payreq/payreq/internal/provider/sandbox"
+	stripeprov "github.com/payreq/payreq/internal/provider/stripe"
 	"github.com/payreq/payreq/internal/queue"
 	"github.com/payreq/payreq/internal/sig"
 	"github.com/payreq/payreq/internal/wire"
@@ -91,8 +93,24 @@ func Service(b *wire.Base, getenv config.Getenv, function string) (*paycore.Serv
 	if deps.Connectors, err = connectors(b, getenv, d, &svc); err != nil {
 		return nil, err
 	}
+	if !b.Cfg.Sandbox() {
+		deps.Accounts = ownAccounts(b, getenv, &svc)
+	}
 	svc = paycore.New(deps)
 	return svc, nil
+}
+
+// ownAccounts is how a production stage charges through merchants' own
+// accounts: their sealed credentials opened with the stage's sealer, their
+// Stripe clients sharing the platform's return URL and key prefix, reached
+// where AccountAPIsFromEnv says (a local stack: its test doubles).
+func ownAccounts(b *wire.Base, getenv config.Getenv, svc **paycore.Service) *OwnAccounts {
+	o := &OwnAccounts{Store: b.Store, Sealer: b.Sealer, APIs: AccountAPIsFromEnv(getenv, b.Cfg.Local),
+		Stripe: stripeprov.Options{KeyPrefix: getenv(envStripeKeyPrefix)}}
+	if base := b.Cfg.PublicBaseURL; strings.HasPrefix(base, "https://") || b.Cfg.Local && base != "" {
+		o.Stripe.ReturnURL = func(txID int64, returnTo string) string { return (*svc).ChallengeURL(base, txID, returnTo) }
+	}
+	return o
 }
 
 // connectors builds the stage's connector set: the one place a connector
